@@ -1,0 +1,67 @@
+"""The object-store contract every backend keeps.
+
+* ``put_many`` stores each ``(oid, payload)`` and returns only once all of
+  them are durable (the folder backend fsyncs files and their directories,
+  the database backend commits). Objects are immutable: putting an oid that
+  exists is a no-op, never an overwrite.
+* ``get`` returns the payload or raises :class:`ObjectMissing`; it never
+  returns partial bytes.
+* ``has_many`` answers for a whole batch in one round trip, so an
+  incremental checkpoint asks once, not per object.
+* ``list_ids`` yields every stored oid with its creation time (for GC).
+* ``delete_many`` removes objects; missing ones are ignored.
+
+Backends do not decompress or hash: :mod:`tenure.objects.codec` does that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from tenure.errors import ConfigurationError, IntegrityError
+
+
+class ObjectMissing(IntegrityError):
+    """An object that a record references is not in the object store."""
+
+    code = "object-missing"
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    url: str
+
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> int:
+        """Store payloads durably; return how many were new."""
+        ...
+
+    def get(self, oid: str) -> bytes: ...
+
+    def has_many(self, oids: Iterable[str]) -> set[str]:
+        """The subset of ``oids`` that is stored."""
+        ...
+
+    def list_ids(self) -> Iterator[tuple[str, datetime]]: ...
+
+    def delete_many(self, oids: Iterable[str]) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def open_object_store(url: str) -> ObjectStore:
+    """Open a backend from its URL (``file://…`` or ``postgresql://…``)."""
+    if url.startswith("file://"):
+        from tenure.objects.local import LocalObjectStore
+
+        return LocalObjectStore(url[len("file://"):])
+    if url.startswith(("postgresql://", "postgres://")):
+        from tenure.objects.postgres import PostgresObjectStore
+
+        return PostgresObjectStore(url)
+    raise ConfigurationError(
+        f"unsupported object store URL {url!r}",
+        hint="use file:///path/to/folder or postgresql://host/db",
+        code="bad-objects-url",
+    )

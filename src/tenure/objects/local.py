@@ -1,0 +1,130 @@
+"""Object store in a local folder: ``<root>/<oid[:2]>/<oid>``.
+
+Write sequence per batch (restic's): write each payload to a temp file in
+``<root>/tmp``, fsync it, rename it into place, then fsync every directory
+that received an entry, once. Only then does ``put_many`` return, so an
+acknowledged object survives power loss. A crash leaves at most stray temp
+files, which :meth:`LocalObjectStore.clean_temp` removes.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+
+from tenure.errors import ObjectStoreError
+from tenure.objects.base import ObjectMissing
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalObjectStore:
+    """The default backend: one file per object in a local folder."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.url = f"file://{self.root}"
+        self._tmp = os.path.join(self.root, "tmp")
+        try:
+            os.makedirs(self._tmp, exist_ok=True)
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot create object folder {self.root}: {exc}", path=self.root) from exc
+
+    def _path(self, oid: str) -> str:
+        return os.path.join(self.root, oid[:2], oid)
+
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> int:
+        staged: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        try:
+            for oid, payload in items:
+                final = self._path(oid)
+                if oid in seen or os.path.exists(final):
+                    continue
+                seen.add(oid)
+                tmp = os.path.join(self._tmp, f"{oid}.{uuid.uuid4().hex}")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                try:
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                staged.append((tmp, final))
+            dirs = set()
+            for tmp, final in staged:
+                parent = os.path.dirname(final)
+                if parent not in dirs:
+                    os.makedirs(parent, exist_ok=True)
+                    dirs.add(parent)
+                os.rename(tmp, final)
+            for parent in dirs:
+                fsync_dir(parent)
+            if dirs:
+                fsync_dir(self.root)
+        except OSError as exc:
+            for tmp, _ in staged:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            raise ObjectStoreError(f"cannot write objects under {self.root}: {exc}", path=self.root) from exc
+        return len(staged)
+
+    def get(self, oid: str) -> bytes:
+        try:
+            with open(self._path(oid), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            raise ObjectMissing(f"object {oid} is missing from {self.url}", oid=oid) from None
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot read object {oid}: {exc}", oid=oid) from exc
+
+    def has_many(self, oids: Iterable[str]) -> set[str]:
+        return {oid for oid in oids if os.path.exists(self._path(oid))}
+
+    def list_ids(self) -> Iterator[tuple[str, datetime]]:
+        for prefix in sorted(os.listdir(self.root)):
+            if len(prefix) != 2:
+                continue
+            folder = os.path.join(self.root, prefix)
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    mtime = entry.stat().st_mtime
+                    yield entry.name, datetime.fromtimestamp(mtime, timezone.utc)
+
+    def delete_many(self, oids: Iterable[str]) -> int:
+        removed = 0
+        dirs = set()
+        for oid in oids:
+            try:
+                os.unlink(self._path(oid))
+            except FileNotFoundError:
+                continue
+            removed += 1
+            dirs.add(os.path.dirname(self._path(oid)))
+        for parent in dirs:
+            fsync_dir(parent)
+        return removed
+
+    def clean_temp(self, older_than: float = 3600.0) -> int:
+        """Remove temp files a crashed writer left behind (older than ``older_than`` s)."""
+        import time
+
+        removed = 0
+        with os.scandir(self._tmp) as entries:
+            for entry in entries:
+                if time.time() - entry.stat().st_mtime > older_than:
+                    os.unlink(entry.path)
+                    removed += 1
+        return removed
+
+    def close(self) -> None:
+        pass
