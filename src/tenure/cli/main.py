@@ -1,0 +1,58 @@
+"""``tenure`` — the command line. Each command: options → services → one library call → output."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tenure.cli.output import run_guarded
+
+
+class GuardedGroup(click.Group):
+    """The root group: every TenureError becomes one line and an exit code, here only."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return run_guarded(ctx, lambda: super(GuardedGroup, self).invoke(ctx))
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data", envvar="TENURE_DATA", metavar="DIR", help="Data folder (default ./.tenure; env TENURE_DATA).")
+@click.option("--db", envvar="TENURE_DB", metavar="URL",
+              help="Store URL: sqlite:///PATH or postgresql://… (default sqlite:///DATA/tenure.db).")
+@click.option("--objects", envvar="TENURE_OBJECTS", metavar="URL",
+              help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).")
+@click.option("--json", "json_", is_flag=True, help="Print one JSON document instead of tables.")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(package_name="tenure")
+@click.pass_context
+def root(ctx: click.Context, data: str | None, db: str | None, objects: str | None, json_: bool, debug: bool) -> None:
+    """tenure: durable, fenced, deduplicated workspaces."""
+    ctx.ensure_object(dict)
+    ctx.obj.update({"data": data, "db": db, "objects": objects, "json": json_, "debug": debug})
+
+
+def _register() -> None:
+    from tenure.cli import db, snapshot, workspace
+
+    root.add_command(workspace.workspace)
+    root.add_command(snapshot.snapshot)
+    root.add_command(snapshot.gc)
+    root.add_command(db.db)
+    try:
+        from tenure.cli.intake import intake
+    except ImportError:  # pragma: no cover - intake CLI not installed
+        return
+    root.add_command(intake)
+
+
+_register()
+
+
+def main() -> None:
+    root.main(args=sys.argv[1:], prog_name="tenure", obj={})
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

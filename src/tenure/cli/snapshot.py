@@ -1,0 +1,127 @@
+"""``tenure snapshot`` and ``tenure gc`` — inspect, verify, delete, prune, collect."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from tenure.cli.context import services
+from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
+
+
+@click.group()
+def snapshot() -> None:
+    """Snapshots: immutable, content-addressed trees."""
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+@snapshot.command("list")
+@click.argument("workspace")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, workspace: str) -> None:
+    """List the snapshots of WORKSPACE, oldest first."""
+    svc = services(ctx)
+    ws = svc.store.workspaces.workspace(workspace)
+    snaps = svc.store.snapshots.list(ws.id)
+    pinned = svc.store.snapshots.pinned_ids()
+    emit(ctx, [dict(s.to_dict(), head=s.id == ws.head_snapshot_id, pinned=s.id in pinned) for s in snaps],
+         lambda: table(None, ["id", "state", "created", "files", "new bytes", ""],
+                       [[s.id, s.state.value, _when(s.created_at), s.files, human_bytes(s.bytes_new),
+                         ("head " if s.id == ws.head_snapshot_id else "") + ("pinned" if s.id in pinned else "")]
+                        for s in snaps]))
+
+
+@snapshot.command("show")
+@click.argument("snapshot_id")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, snapshot_id: str) -> None:
+    """Show one snapshot record."""
+    snap = services(ctx).store.snapshots.get(snapshot_id)
+    data = snap.to_dict()
+    emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
+
+
+@snapshot.command("verify")
+@click.argument("snapshot_id")
+@click.option("--sample", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
+              help="Fraction of data objects to re-read and re-hash (tree objects are always checked).")
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
+    """Re-hash a snapshot's objects; mark it DEGRADED if any is missing or corrupt."""
+    report = services(ctx).workspaces.verify(snapshot_id, sample=sample)
+
+    def human() -> None:
+        status = "[green]ok[/]" if report.ok else "[red]DAMAGED[/]"
+        console.print(f"snapshot {report.snapshot.id}: {status} ({report.checked} objects checked,"
+                      f" state {report.snapshot.state.value})")
+        for path in report.lost_paths:
+            console.print(f"  lost: {path}")
+
+    emit(ctx, report.to_dict(), human)
+    if not report.ok:
+        ctx.exit(6)
+
+
+@snapshot.command("delete")
+@click.argument("snapshot_id")
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, snapshot_id: str) -> None:
+    """Logically delete a snapshot (→ DELETING); `tenure gc` reclaims its objects."""
+    snap = services(ctx).store.snapshots.delete(snapshot_id)
+    emit(ctx, snap.to_dict(), lambda: console.print(f"snapshot {snap.id} is {snap.state.value}"))
+
+
+@snapshot.command("prune")
+@click.argument("workspace")
+@click.option("--keep-last", type=click.IntRange(min=0), default=10, show_default=True)
+@json_option
+@click.pass_context
+def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
+    """Delete all but the newest KEEP_LAST snapshots (the head and pinned ones are always kept)."""
+    svc = services(ctx)
+    doomed = svc.store.snapshots.prune(svc.store.workspaces.workspace(workspace).id, keep_last)
+    emit(ctx, {"deleted": [s.id for s in doomed]},
+         lambda: console.print(f"{len(doomed)} snapshots marked DELETING; run `tenure gc` to reclaim space"))
+
+
+@snapshot.command("pin")
+@click.argument("snapshot_id")
+@json_option
+@click.pass_context
+def pin(ctx: click.Context, snapshot_id: str) -> None:
+    """Keep a snapshot: prune and delete will skip it."""
+    svc = services(ctx)
+    pid = svc.store.snapshots.pin_snapshot(snapshot_id, svc.workspaces.holder, kind="keep")
+    emit(ctx, {"pin": pid, "snapshot": snapshot_id}, lambda: console.print(f"pinned {snapshot_id}"))
+
+
+@snapshot.command("unpin")
+@click.argument("snapshot_id")
+@json_option
+@click.pass_context
+def unpin(ctx: click.Context, snapshot_id: str) -> None:
+    """Remove keep pins from a snapshot."""
+    n = services(ctx).store.snapshots.unpin_snapshot(snapshot_id)
+    emit(ctx, {"removed": n}, lambda: console.print(f"removed {n} pin(s)"))
+
+
+@click.command()
+@click.option("--grace", "grace_s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              help="Never remove objects younger than this many seconds.")
+@json_option
+@click.pass_context
+def gc(ctx: click.Context, grace_s: float) -> None:
+    """Reclaim objects no readable snapshot references."""
+    with progress_bar(ctx, "gc") as progress:
+        result = services(ctx).workspaces.gc(grace_s=grace_s, progress=progress)
+    emit(ctx, result.to_dict(), lambda: console.print(
+        f"removed {result.removed} of {result.stored} objects ({result.reachable} reachable from"
+        f" {result.roots} snapshots, {result.spared_by_pins} spared by pins)"))

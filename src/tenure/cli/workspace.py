@@ -1,0 +1,84 @@
+"""``tenure workspace`` — create, checkpoint, restore, list."""
+
+from __future__ import annotations
+
+import click
+
+from tenure.cli.context import services
+from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
+
+
+@click.group()
+def workspace() -> None:
+    """Workspaces: a folder with a durable, fenced head snapshot."""
+
+
+@workspace.command("create")
+@click.argument("name")
+@click.option("--from-snapshot", "from_snapshot", metavar="ID", help="Fork: start from an existing READY snapshot.")
+@json_option
+@click.pass_context
+def create(ctx: click.Context, name: str, from_snapshot: str | None) -> None:
+    """Create workspace NAME (empty, or a fork of a READY snapshot)."""
+    ws = services(ctx).workspaces.create(name, from_snapshot)
+    emit(ctx, ws.to_dict(), lambda: console.print(
+        f"created workspace [bold]{ws.name}[/] ({ws.id})" + (f" from {ws.base_snapshot_id}" if from_snapshot else "")))
+
+
+@workspace.command("checkpoint")
+@click.argument("name")
+@click.option("--from", "folder", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Folder to checkpoint.")
+@click.option("--key", metavar="KEY", help="Idempotency key: repeating a checkpoint with it publishes once.")
+@json_option
+@click.pass_context
+def checkpoint(ctx: click.Context, name: str, folder: str, key: str | None) -> None:
+    """Checkpoint FOLDER as the new head of workspace NAME."""
+    with progress_bar(ctx, "checkpoint") as progress:
+        result = services(ctx).workspaces.checkpoint(name, folder, key=key, progress=progress)
+    snap = result.snapshot
+
+    def human() -> None:
+        verb = "unchanged, head kept" if result.unchanged else "published"
+        console.print(f"{verb}: snapshot [bold]{snap.id}[/]")
+        table(None, ["files", "bytes read", "new bytes stored", "skipped"],
+              [[snap.files, human_bytes(snap.bytes_read if not result.unchanged else 0),
+                human_bytes(snap.bytes_new if not result.unchanged else 0), len(result.skipped)]])
+        for path, kind in result.skipped:
+            console.print(f"  skipped {kind}: {path}")
+
+    emit(ctx, result.to_dict(), human)
+
+
+@workspace.command("restore")
+@click.argument("name")
+@click.option("--to", "dest", required=True, type=click.Path(file_okay=False), help="Empty or new folder.")
+@click.option("--snapshot", metavar="ID", help="Restore this snapshot instead of the head.")
+@click.option("--partial", is_flag=True, help="Restore intact files of a damaged snapshot and list the lost ones.")
+@json_option
+@click.pass_context
+def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, partial: bool) -> None:
+    """Restore workspace NAME (its head, or --snapshot) into DEST."""
+    with progress_bar(ctx, "restore") as progress:
+        snap, result = services(ctx).workspaces.restore(name, dest, snapshot=snapshot, partial=partial,
+                                                        progress=progress)
+    lost = list(getattr(result, "lost_paths", ()) or ())
+    data = {"snapshot": snap.to_dict(), "dest": dest, "files": getattr(result, "files", None), "lost_paths": lost}
+
+    def human() -> None:
+        console.print(f"restored snapshot [bold]{snap.id}[/] into {dest}")
+        for path in lost:
+            console.print(f"  lost: {path}")
+
+    emit(ctx, data, human)
+
+
+@workspace.command("list")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context) -> None:
+    """List workspaces."""
+    rows = services(ctx).workspaces.list()
+    emit(ctx, [w.to_dict() for w in rows], lambda: table(
+        None, ["name", "state", "head", "version", "generation"],
+        [[w.name, w.state.value, w.head_snapshot_id or "-", w.version, w.writer_generation] for w in rows]))

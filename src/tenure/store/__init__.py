@@ -1,0 +1,50 @@
+"""The control-plane store: SQLite (embedded default) or PostgreSQL.
+
+One :class:`Store` over one connector; the same SQL serves both dialects
+(``:name`` parameters and a ``{now}`` store-clock placeholder, translated by
+the connector). Schema migrations are applied on first use.
+
+Both backends pass one conformance suite (``tests/contract/``).
+"""
+
+from __future__ import annotations
+
+from tenure.store.connector import Connector, open_connector
+from tenure.store.migrate import migrate
+from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
+from tenure.store.snapshots import SnapshotStore
+from tenure.store.workspaces import LeaseHeld, LeaseLost, WorkspaceStore, validate_name
+
+__all__ = [
+    "Store", "open_store", "Workspace", "WriterLease", "Snapshot", "CheckpointTicket",
+    "LeaseHeld", "LeaseLost", "validate_name",
+]
+
+
+class Store:
+    """The store's parts, sharing one connector."""
+
+    def __init__(self, db: Connector, *, auto_migrate: bool = True) -> None:
+        self.db = db
+        if auto_migrate:
+            migrate(db)
+        self.workspaces = WorkspaceStore(db)
+        self.snapshots = SnapshotStore(db)
+
+    @property
+    def url(self) -> str:
+        return self.db.url
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(url: str, *, auto_migrate: bool = True) -> Store:
+    """Open the store at ``url`` (``sqlite:///path`` or ``postgresql://…``)."""
+    return Store(open_connector(url), auto_migrate=auto_migrate)

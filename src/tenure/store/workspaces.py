@@ -1,0 +1,500 @@
+"""Workspace records, writer leases and checkpoint publication.
+
+Every conditional write is one statement whose ``WHERE`` carries the whole
+precondition (expected state, expected version, writer generation, live
+lease, against the store clock). When it matches no row, the transaction is
+rolled back and the row is read again only to say *why* (stale generation,
+expired lease, wrong state) — never to decide.
+
+Fencing: ``workspaces.writer_generation`` is the generation of the newest
+writer lease. A claim bumps it with a compare-and-swap on the workspace row,
+so any write guarded by ``writer_generation = :gen`` from an older writer
+matches nothing, however late it arrives.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from tenure.errors import (
+    Conflict,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    StaleGeneration,
+    VersionConflict,
+)
+from tenure.faults import crash_point, register
+from tenure.states import (
+    LEASE,
+    SNAPSHOT,
+    WORKSPACE,
+    ForcePath,
+    LeaseState,
+    SnapshotState,
+    WorkspaceState,
+)
+from tenure.store.connector import Connector, Tx
+from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
+
+register("checkpoint.after_begin", "workspace is CHECKPOINTING, snapshot record UPLOADING")
+register("checkpoint.after_validating", "snapshot record VALIDATING, closure not yet verified")
+register("publish.after_head_update", "inside the publish transaction, before the snapshot goes READY")
+register("publish.after_commit", "snapshot READY and head advanced, caller not yet told")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+LIVE = ("ACTIVE", "RELEASING")
+
+
+class LeaseHeld(Conflict):
+    """Another writer holds a live lease on the workspace."""
+
+    code = "lease-held"
+    retryable = True
+    default_hint = "wait for the holder to release it or for its lease to expire"
+
+
+class LeaseLost(Conflict):
+    """The writer's own lease expired, was released or was revoked."""
+
+    code = "lease-lost"
+    default_hint = "acquire a new writer lease and start again"
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Names become keys and display strings: keep them plain."""
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise InvalidInput(
+            f"invalid {kind} name {name!r}",
+            hint="use 1-128 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",
+            code="invalid-name",
+            name=name if isinstance(name, str) else repr(name),
+        )
+    return name
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:20]}"
+
+
+class WorkspaceStore:
+    """Workspaces, writer leases and publication over one connector."""
+
+    def __init__(self, db: Connector) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ reads
+
+    def now(self) -> float:
+        with self.db.transaction(write=False) as tx:
+            return float(tx.execute("SELECT {now} AS now")[0]["now"])
+
+    def workspace(self, ref: str, tx: Tx | None = None) -> Workspace:
+        """A workspace by name or id."""
+        sql = "SELECT * FROM workspaces WHERE name = :r OR id = :r"
+        if tx is not None:
+            row = tx.one(sql, {"r": ref})
+        else:
+            with self.db.transaction(write=False) as rtx:
+                row = rtx.one(sql, {"r": ref})
+        if row is None:
+            raise NotFound(f"no workspace named {ref!r}", code="workspace-not-found",
+                           hint="list workspaces with `tenure workspace list`", workspace=ref)
+        return Workspace.from_row(row)
+
+    def workspaces(self) -> list[Workspace]:
+        with self.db.transaction(write=False) as tx:
+            return [Workspace.from_row(r) for r in tx.execute("SELECT * FROM workspaces ORDER BY name")]
+
+    def head_and_state(self, ref: str) -> tuple[str | None, WorkspaceState, int]:
+        """Head, state and version read together (one statement)."""
+        ws = self.workspace(ref)
+        return ws.head_snapshot_id, ws.state, ws.version
+
+    def lease(self, workspace_id: str, generation: int, tx: Tx | None = None) -> WriterLease | None:
+        sql = "SELECT * FROM writer_leases WHERE workspace_id = :w AND generation = :g"
+        params = {"w": workspace_id, "g": generation}
+        if tx is not None:
+            row = tx.one(sql, params)
+        else:
+            with self.db.transaction(write=False) as rtx:
+                row = rtx.one(sql, params)
+        return None if row is None else WriterLease.from_row(row)
+
+    def leases(self, workspace_id: str) -> list[WriterLease]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("SELECT * FROM writer_leases WHERE workspace_id = :w ORDER BY generation",
+                              {"w": workspace_id})
+        return [WriterLease.from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ workspaces
+
+    def create(self, name: str, base_snapshot_id: str | None = None) -> Workspace:
+        """Create a workspace, empty or forked from a READY snapshot (CREATING → IDLE)."""
+        validate_name("workspace", name)
+        wid = new_id("w-")
+        with self.db.transaction() as tx:
+            if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
+                raise Conflict(f"workspace {name!r} already exists", code="workspace-exists",
+                               hint="pick another name", workspace=name)
+            params = {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value}
+            if base_snapshot_id is None:
+                tx.execute("INSERT INTO workspaces (id, name, state, created_at, updated_at)"
+                           " VALUES (:id, :n, :s, {now}, {now})", params)
+            else:
+                inserted = tx.execute(
+                    "INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at,"
+                    " updated_at) SELECT :id, :n, :s, :b, :b, {now}, {now} WHERE EXISTS"
+                    " (SELECT 1 FROM snapshots WHERE id = :b AND state = 'READY') RETURNING id", params)
+                if not inserted:
+                    self._refuse_base(tx, base_snapshot_id)
+            self._move(tx, wid, WorkspaceState.CREATING, WorkspaceState.IDLE)
+            return self.workspace(wid, tx)
+
+    @staticmethod
+    def _refuse_base(tx: Tx, snapshot_id: str) -> None:
+        row = tx.one("SELECT state FROM snapshots WHERE id = :b", {"b": snapshot_id})
+        if row is None:
+            raise NotFound(f"no snapshot {snapshot_id}", code="snapshot-not-found", snapshot=snapshot_id)
+        raise Conflict(f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
+                       code="snapshot-not-ready", hint="pick a READY snapshot (`tenure snapshot list`)",
+                       snapshot=snapshot_id, state=row["state"])
+
+    def _move(self, tx: Tx, wid: str, expected: WorkspaceState, target: WorkspaceState,
+              record: dict[str, Any] | None = None, extra: str = "") -> None:
+        """A guarded workspace move: machine check, then a CAS on the state."""
+        WORKSPACE.check(expected, target, record)
+        rows = tx.execute(f"UPDATE workspaces SET state = :t, updated_at = {{now}}{extra}"
+                          " WHERE id = :id AND state = :e RETURNING id",
+                          {"t": target.value, "e": expected.value, "id": wid})
+        if not rows:
+            raise VersionConflict(f"workspace changed concurrently (expected {expected.value})",
+                                  workspace=wid, expected=expected.value)
+
+    def expire(self, ref: str) -> Workspace:
+        """Retention ended: IDLE or MOUNTED → EXPIRING. Nothing on disk is touched."""
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            self._move(tx, ws.id, ws.state, WorkspaceState.EXPIRING, extra=", expiring_since = {now}")
+            return self.workspace(ws.id, tx)
+
+    def undo_expiry(self, ref: str, grace_s: float) -> Workspace:
+        """EXPIRING → back to IDLE, only within the grace period."""
+        from datetime import datetime, timedelta, timezone
+
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+            record = {
+                "now": datetime.fromtimestamp(now, timezone.utc),
+                "expiring_since": None if ws.expiring_since is None
+                else datetime.fromtimestamp(ws.expiring_since, timezone.utc),
+                "grace": timedelta(seconds=grace_s),
+            }
+            target = WorkspaceState.IDLE
+            WORKSPACE.check(ws.state, target, record)
+            rows = tx.execute("UPDATE workspaces SET state = 'IDLE', expiring_since = NULL, updated_at = {now}"
+                              " WHERE id = :id AND state = 'EXPIRING' AND expiring_since + :g >= {now} RETURNING id",
+                              {"id": ws.id, "g": grace_s})
+            if not rows:
+                raise VersionConflict("workspace changed concurrently", workspace=ws.id)
+            return self.workspace(ws.id, tx)
+
+    def delete_expired(self, ref: str) -> Workspace:
+        """EXPIRING → DELETED, only when no writer lease is live."""
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            live = tx.one("SELECT 1 AS x FROM writer_leases WHERE workspace_id = :w AND state IN ('ACTIVE',"
+                          " 'RELEASING') AND expires_at > {now}", {"w": ws.id})
+            WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": bool(live)})
+            rows = tx.execute(
+                "UPDATE workspaces SET state = 'DELETED', updated_at = {now} WHERE id = :id AND state = 'EXPIRING'"
+                " AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN"
+                " ('ACTIVE', 'RELEASING') AND expires_at > {now}) RETURNING id", {"id": ws.id})
+            if not rows:
+                raise VersionConflict("workspace changed concurrently", workspace=ws.id)
+            return self.workspace(ws.id, tx)
+
+    # ------------------------------------------------------------------ writer leases
+
+    def acquire(self, ref: str, holder: str, ttl_s: float, *, takeover: bool = False,
+                tx: Tx | None = None) -> WriterLease:
+        """Issue a new writer lease at the next generation and activate it.
+
+        Refused with :class:`LeaseHeld` while another holder's lease is live,
+        unless ``takeover``. Older non-terminal leases become EXPIRED (past
+        their TTL) or REVOKED; a workspace left MOUNTED or CHECKPOINTING by a
+        former writer is moved to MOUNTED through the named takeover path and
+        its unfinished snapshot is FAILED — all in this one transaction.
+        """
+        if tx is None:
+            with self.db.transaction() as own:
+                return self.acquire(ref, holder, ttl_s, takeover=takeover, tx=own)
+        ws = self.workspace(ref, tx)
+        now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+        current = self.lease(ws.id, ws.writer_generation, tx)
+        if (current is not None and current.state.value in LIVE + ("ISSUED",) and current.expires_at > now
+                and current.holder != holder and not takeover):
+            raise LeaseHeld(f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
+                            holder=current.holder, generation=current.generation,
+                            expires_in=round(current.expires_at - now, 3))
+        if ws.state in (WorkspaceState.IDLE,):
+            target = WORKSPACE.check(ws.state, WorkspaceState.MOUNTED)
+        elif ws.state in (WorkspaceState.MOUNTED, WorkspaceState.CHECKPOINTING):
+            target = WORKSPACE.force(ws.state, WorkspaceState.MOUNTED, ForcePath.TAKEOVER)
+        else:
+            raise Conflict(f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
+                           code="workspace-not-mountable", workspace=ws.name, state=ws.state.value)
+        generation = ws.writer_generation + 1
+        bumped = tx.execute(
+            "UPDATE workspaces SET writer_generation = :g, state = :t, pending_snapshot_id = NULL,"
+            " pending_key = NULL, pending_version = NULL, updated_at = {now}"
+            " WHERE id = :id AND writer_generation = :old RETURNING id",
+            {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
+        if not bumped:
+            raise VersionConflict(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
+        if ws.pending_snapshot_id is not None:
+            tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now}"
+                       " WHERE id = :s AND state IN ('UPLOADING', 'VALIDATING')",
+                       {"s": ws.pending_snapshot_id, "e": f"superseded by writer generation {generation}"})
+        tx.execute("UPDATE writer_leases SET state = CASE WHEN expires_at <= {now} THEN 'EXPIRED' ELSE 'REVOKED'"
+                   " END, updated_at = {now} WHERE workspace_id = :w AND generation < :g"
+                   " AND state IN ('ISSUED', 'ACTIVE', 'RELEASING')", {"w": ws.id, "g": generation})
+        lid = new_id("l-")
+        tx.execute("INSERT INTO writer_leases (id, workspace_id, generation, state, holder, issued_at, expires_at,"
+                   " updated_at) VALUES (:id, :w, :g, 'ISSUED', :h, {now}, {now} + :ttl, {now})",
+                   {"id": lid, "w": ws.id, "g": generation, "h": holder, "ttl": ttl_s})
+        self._lease_move(tx, lid, LeaseState.ISSUED, LeaseState.ACTIVE)
+        lease = self.lease(ws.id, generation, tx)
+        assert lease is not None
+        return lease
+
+    @staticmethod
+    def _lease_move(tx: Tx, lid: str, expected: LeaseState, target: LeaseState) -> None:
+        LEASE.check(expected, target)
+        rows = tx.execute("UPDATE writer_leases SET state = :t, updated_at = {now} WHERE id = :id AND state = :e"
+                          " RETURNING id", {"t": target.value, "e": expected.value, "id": lid})
+        if not rows:
+            raise VersionConflict("writer lease changed concurrently", lease=lid)
+
+    def renew(self, lease: WriterLease, ttl_s: float) -> bool:
+        """Extend a live, current lease; False when it is no longer renewable."""
+        with self.db.transaction() as tx:
+            rows = tx.execute(
+                "UPDATE writer_leases SET expires_at = {now} + :ttl, updated_at = {now} WHERE id = :id"
+                " AND state IN ('ACTIVE', 'RELEASING') AND expires_at > {now} AND generation ="
+                " (SELECT writer_generation FROM workspaces WHERE id = :w) RETURNING id",
+                {"ttl": ttl_s, "id": lease.id, "w": lease.workspace_id})
+        return bool(rows)
+
+    def expire_leases(self) -> int:
+        """Mark every live lease past its TTL EXPIRED; return how many."""
+        with self.db.transaction() as tx:
+            rows = tx.execute("UPDATE writer_leases SET state = 'EXPIRED', updated_at = {now}"
+                              " WHERE state IN ('ISSUED', 'ACTIVE', 'RELEASING') AND expires_at <= {now} RETURNING id")
+        return len(rows)
+
+    def begin_release(self, lease: WriterLease) -> None:
+        """Clean unmount begins: ACTIVE → RELEASING (a final checkpoint may still publish)."""
+        with self.db.transaction() as tx:
+            self._fenced_lease_move(tx, lease, LeaseState.ACTIVE, LeaseState.RELEASING)
+
+    def finish_release(self, lease: WriterLease) -> None:
+        """RELEASING → RELEASED and the workspace MOUNTED → IDLE, together."""
+        with self.db.transaction() as tx:
+            self._fenced_lease_move(tx, lease, LeaseState.RELEASING, LeaseState.RELEASED)
+            WORKSPACE.check(WorkspaceState.MOUNTED, WorkspaceState.IDLE)
+            rows = tx.execute("UPDATE workspaces SET state = 'IDLE', updated_at = {now} WHERE id = :w"
+                              " AND state = 'MOUNTED' AND writer_generation = :g RETURNING id",
+                              {"w": lease.workspace_id, "g": lease.generation})
+            if not rows:
+                self._diagnose(tx, lease, WorkspaceState.MOUNTED)
+
+    def release(self, lease: WriterLease) -> None:
+        self.begin_release(lease)
+        self.finish_release(lease)
+
+    def revoke(self, ref: str) -> WriterLease | None:
+        """Operator action: revoke the current ACTIVE lease (ACTIVE → REVOKED)."""
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            lease = self.lease(ws.id, ws.writer_generation, tx)
+            if lease is None or lease.state is not LeaseState.ACTIVE:
+                return None
+            self._lease_move(tx, lease.id, LeaseState.ACTIVE, LeaseState.REVOKED)
+            return self.lease(ws.id, ws.writer_generation, tx)
+
+    def _fenced_lease_move(self, tx: Tx, lease: WriterLease, expected: LeaseState, target: LeaseState) -> None:
+        LEASE.check(expected, target)
+        rows = tx.execute(
+            "UPDATE writer_leases SET state = :t, updated_at = {now} WHERE id = :id AND state = :e"
+            " AND expires_at > {now} AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)"
+            " RETURNING id", {"t": target.value, "e": expected.value, "id": lease.id, "w": lease.workspace_id})
+        if not rows:
+            self._diagnose(tx, lease, None)
+
+    def _diagnose(self, tx: Tx, lease: WriterLease, expected: WorkspaceState | None) -> None:
+        """A guarded write matched nothing: say why, then raise."""
+        ws = self.workspace(lease.workspace_id, tx)
+        if ws.writer_generation != lease.generation:
+            raise StaleGeneration(
+                f"writer generation {lease.generation} of workspace {ws.name!r} is fenced: generation"
+                f" {ws.writer_generation} is current", generation=lease.generation,
+                current_generation=ws.writer_generation, workspace=ws.name)
+        now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+        current = self.lease(ws.id, lease.generation, tx)
+        if current is None or current.state.value not in LIVE or current.expires_at <= now:
+            state = "missing" if current is None else current.state.value
+            raise LeaseLost(f"writer lease generation {lease.generation} is no longer live ({state},"
+                            f" expired {max(0.0, now - (current.expires_at if current else now)):.3f}s ago)",
+                            generation=lease.generation, lease_state=state)
+        raise VersionConflict(f"workspace {ws.name!r} is {ws.state.value}"
+                              + (f", expected {expected.value}" if expected else ""),
+                              workspace=ws.name, state=ws.state.value)
+
+    # ------------------------------------------------------------------ checkpoint publication
+
+    _LIVE_LEASE = ("EXISTS (SELECT 1 FROM writer_leases l WHERE l.workspace_id = workspaces.id"
+                   " AND l.generation = :g AND l.state IN ('ACTIVE', 'RELEASING') AND l.expires_at > {now})")
+
+    def begin_checkpoint(self, lease: WriterLease, key: str) -> CheckpointTicket:
+        """MOUNTED → CHECKPOINTING and a new UPLOADING snapshot record, fenced.
+
+        A key already published returns its snapshot (no write). A workspace
+        already CHECKPOINTING under the same key resumes that checkpoint
+        (same snapshot record, same expected version).
+        """
+        with self.db.transaction() as tx:
+            existing = tx.one("SELECT * FROM snapshots WHERE workspace_id = :w AND idempotency_key = :k",
+                              {"w": lease.workspace_id, "k": key})
+            ws = self.workspace(lease.workspace_id, tx)
+            if existing is not None:
+                snap = Snapshot.from_row(existing)
+                if snap.state in (SnapshotState.READY, SnapshotState.DEGRADED):
+                    return CheckpointTicket(ws.id, snap.id, key, ws.version, snap.parent_id, snap.generation,
+                                            resumed=False, already_published=snap)
+                if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key == key:
+                    if ws.writer_generation != lease.generation:
+                        self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
+                    assert ws.pending_version is not None
+                    return CheckpointTicket(ws.id, snap.id, key, ws.pending_version, snap.parent_id,
+                                            lease.generation, resumed=True)
+                raise IdempotencyConflict(
+                    f"idempotency key {key!r} belongs to snapshot {snap.id}, which is {snap.state.value}",
+                    snapshot=snap.id, state=snap.state.value,
+                    hint="use a new idempotency key for a new checkpoint")
+            sid = new_id("s-")
+            if ws.writer_generation == lease.generation and ws.state is WorkspaceState.CHECKPOINTING:
+                raise Conflict(f"workspace {ws.name!r} has an unfinished checkpoint under key {ws.pending_key!r}",
+                               code="checkpoint-in-progress", pending_key=ws.pending_key,
+                               hint="resume it with the same idempotency key")
+            if ws.writer_generation == lease.generation:
+                WORKSPACE.check(ws.state, WorkspaceState.CHECKPOINTING)
+            rows = tx.execute(
+                "UPDATE workspaces SET state = 'CHECKPOINTING', pending_snapshot_id = :s, pending_key = :k,"
+                " pending_version = version, updated_at = {now} WHERE id = :w AND state = 'MOUNTED'"
+                f" AND writer_generation = :g AND {self._LIVE_LEASE} RETURNING version, head_snapshot_id",
+                {"s": sid, "k": key, "w": ws.id, "g": lease.generation})
+            if not rows:
+                self._diagnose(tx, lease, WorkspaceState.MOUNTED)
+                raise AssertionError("unreachable")
+            version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
+            tx.execute("INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempotency_key,"
+                       " created_at, updated_at) VALUES (:s, :w, :p, 'UPLOADING', :g, :k, {now}, {now})",
+                       {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key})
+        crash_point("checkpoint.after_begin")
+        return CheckpointTicket(ws.id, sid, key, version, head, lease.generation, resumed=False)
+
+    def mark_uploaded(self, ticket: CheckpointTicket, root: str, files: int, bytes_read: int, bytes_new: int,
+                      skipped: list[tuple[str, str]]) -> None:
+        """UPLOADING → VALIDATING with the root tree id (a resumed one may already be VALIDATING)."""
+        import json
+
+        with self.db.transaction() as tx:
+            row = tx.one("SELECT state, root_oid FROM snapshots WHERE id = :s", {"s": ticket.snapshot_id})
+            if row is None:
+                raise NotFound(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
+            state = SnapshotState(row["state"])
+            if state is SnapshotState.VALIDATING and row["root_oid"] == root:
+                return
+            expected = SnapshotState.UPLOADING
+            if state is SnapshotState.VALIDATING:  # resumed with a changed folder: re-validate
+                expected = SnapshotState.VALIDATING
+            else:
+                SNAPSHOT.check(state, SnapshotState.VALIDATING)
+            rows = tx.execute(
+                "UPDATE snapshots SET state = 'VALIDATING', root_oid = :r, files = :f, bytes_read = :br,"
+                " bytes_new = :bn, skipped = :sk, updated_at = {now} WHERE id = :s AND state = :e"
+                " AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w) RETURNING id",
+                {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
+                 "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id})
+            if not rows:
+                raise StaleGeneration(f"snapshot {ticket.snapshot_id} was superseded by a newer writer",
+                                      generation=ticket.generation)
+        crash_point("checkpoint.after_validating")
+
+    def fail_snapshot(self, snapshot_id: str, error: str) -> None:
+        with self.db.transaction() as tx:
+            row = tx.one("SELECT state FROM snapshots WHERE id = :s", {"s": snapshot_id})
+            if row is None:
+                return
+            SNAPSHOT.check(row["state"], SnapshotState.FAILED)
+            tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now} WHERE id = :s"
+                       " AND state = :st", {"e": error, "s": snapshot_id, "st": row["state"]})
+
+    def publish(self, lease: WriterLease, ticket: CheckpointTicket) -> Snapshot:
+        """One transaction: head advance + CHECKPOINTING → MOUNTED, snapshot VALIDATING → READY.
+
+        Guarded by expected version, idempotency key and writer generation
+        (with a live lease). A publication that already committed is
+        returned as is; a stale generation raises StaleGeneration and
+        changes nothing.
+        """
+        with self.db.transaction() as tx:
+            WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
+            SNAPSHOT.check(SnapshotState.VALIDATING, SnapshotState.READY)
+            rows = tx.execute(
+                "UPDATE workspaces SET head_snapshot_id = :s, version = version + 1, state = 'MOUNTED',"
+                " pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL, updated_at = {now}"
+                " WHERE id = :w AND state = 'CHECKPOINTING' AND version = :v AND pending_key = :k"
+                f" AND pending_snapshot_id = :s AND writer_generation = :g AND {self._LIVE_LEASE} RETURNING id",
+                {"s": ticket.snapshot_id, "w": ticket.workspace_id, "v": ticket.expected_version,
+                 "k": ticket.idempotency_key, "g": lease.generation})
+            if not rows:
+                done = tx.one("SELECT * FROM snapshots WHERE id = :s AND state IN ('READY', 'DEGRADED')",
+                              {"s": ticket.snapshot_id})
+                if done is not None:
+                    return Snapshot.from_row(done)
+                self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
+            crash_point("publish.after_head_update")
+            ready = tx.execute("UPDATE snapshots SET state = 'READY', updated_at = {now} WHERE id = :s"
+                               " AND state = 'VALIDATING' RETURNING *", {"s": ticket.snapshot_id})
+            if not ready:
+                raise VersionConflict(f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id)
+            snap = Snapshot.from_row(ready[0])
+        crash_point("publish.after_commit")
+        return snap
+
+    def abandon_checkpoint(self, lease: WriterLease, ticket: CheckpointTicket, *, error: str | None) -> None:
+        """CHECKPOINTING → MOUNTED without a head advance.
+
+        ``error=None`` means "nothing changed": the UPLOADING record, never
+        published nor referenced, is removed. Otherwise it becomes FAILED.
+        """
+        with self.db.transaction() as tx:
+            WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
+            rows = tx.execute(
+                "UPDATE workspaces SET state = 'MOUNTED', pending_snapshot_id = NULL, pending_key = NULL,"
+                " pending_version = NULL, updated_at = {now} WHERE id = :w AND state = 'CHECKPOINTING'"
+                " AND pending_key = :k AND writer_generation = :g RETURNING id",
+                {"w": ticket.workspace_id, "k": ticket.idempotency_key, "g": lease.generation})
+            if not rows:
+                self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
+            if error is None:
+                tx.execute("DELETE FROM snapshots WHERE id = :s AND state IN ('UPLOADING', 'VALIDATING')",
+                           {"s": ticket.snapshot_id})
+            else:
+                tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now} WHERE id = :s"
+                           " AND state IN ('UPLOADING', 'VALIDATING')", {"s": ticket.snapshot_id, "e": error})

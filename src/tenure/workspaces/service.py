@@ -1,0 +1,202 @@
+"""The workspace service: checkpoint, restore, verify, retention, GC.
+
+It composes the store (records, leases, pins), the object store and the tree
+engine, and keeps the publication order of the storage spec: upload objects →
+verify closure → publish the record and advance the head in one transaction.
+Metadata is never published first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.errors import IntegrityError
+from tenure.objects import ObjectStore
+from tenure.snapshots import build_tree, restore_tree, tree_closure, verify_tree
+from tenure.snapshots.gc import GcResult, collect
+from tenure.states import SnapshotState
+from tenure.store import Snapshot, Store, Workspace, WriterLease
+
+Progress = Callable[[int, int], None]
+
+PIN_TTL_S = 6 * 3600.0
+
+
+class ClosureIncomplete(IntegrityError):
+    """A snapshot's tree references objects the store does not hold."""
+
+    code = "closure-incomplete"
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    snapshot: Snapshot
+    unchanged: bool
+    resumed: bool = False
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot.to_dict(), "unchanged": self.unchanged, "resumed": self.resumed,
+                "skipped": [list(s) for s in self.skipped]}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    snapshot: Snapshot
+    checked: int
+    missing: tuple[str, ...]
+    corrupt: tuple[str, ...]
+    lost_paths: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.corrupt
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot.to_dict(), "ok": self.ok, "checked": self.checked,
+                "missing": list(self.missing), "corrupt": list(self.corrupt), "lost_paths": list(self.lost_paths)}
+
+
+def default_holder() -> str:
+    """The holder name of a short-lived, in-process writer on this host."""
+    return f"cli@{socket.gethostname()}"
+
+
+@dataclass
+class WorkspaceService:
+    """Workspace operations over one store, one object store and a data folder."""
+
+    store: Store
+    objects: ObjectStore
+    data_dir: str
+    holder: str = field(default_factory=default_holder)
+    lease_ttl_s: float = 60.0
+
+    # ------------------------------------------------------------------ records
+
+    def create(self, name: str, from_snapshot: str | None = None) -> Workspace:
+        base = self.store.snapshots.get(from_snapshot).id if from_snapshot else None
+        return self.store.workspaces.create(name, base)
+
+    def list(self) -> list[Workspace]:
+        return self.store.workspaces.workspaces()
+
+    def index_path(self, workspace_id: str, folder: str) -> str:
+        digest = hashlib.sha256(os.path.realpath(folder).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+        path = os.path.join(self.data_dir, "index", workspace_id)
+        os.makedirs(path, exist_ok=True)
+        return os.path.join(path, f"{digest}.idx")
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def checkpoint(self, name: str, folder: str, *, key: str | None = None, lease: WriterLease | None = None,
+                   progress: Progress | None = None) -> CheckpointResult:
+        """Checkpoint ``folder`` as the workspace's new head.
+
+        Without ``lease`` this call is a short-lived writer: it acquires a
+        writer lease (taking over an unfinished checkpoint of a crashed
+        predecessor with the same holder), and releases it at the end.
+        """
+        if lease is not None:
+            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress)
+        own = self.store.workspaces.acquire(name, self.holder, self.lease_ttl_s)
+        try:
+            result = self._checkpoint(own, folder, key or uuid.uuid4().hex, progress)
+        except BaseException:
+            self._release_quietly(own)
+            raise
+        self.store.workspaces.release(own)
+        return result
+
+    def _release_quietly(self, lease: WriterLease) -> None:
+        try:
+            self.store.workspaces.release(lease)
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+
+    def _checkpoint(self, lease: WriterLease, folder: str, key: str, progress: Progress | None) -> CheckpointResult:
+        ws_store = self.store.workspaces
+        ticket = ws_store.begin_checkpoint(lease, key)
+        if ticket.already_published is not None:
+            return CheckpointResult(ticket.already_published, unchanged=False)
+        pins: list[str] = []
+
+        def pin(oids: frozenset[str]) -> None:
+            pins.append(self.store.snapshots.pin_objects(self.holder, oids, PIN_TTL_S))
+
+        try:
+            built = build_tree(folder, self.objects, index_path=self.index_path(lease.workspace_id, folder),
+                               pin=pin, progress=progress)
+            head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
+            if head is not None and head.root_oid == built.root and not ticket.resumed:
+                ws_store.abandon_checkpoint(lease, ticket, error=None)
+                return CheckpointResult(head, unchanged=True, skipped=built.skipped)
+            ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new,
+                                   list(built.skipped))
+            self._verify_closure(ticket.snapshot_id, built.root, lease)
+            snap = ws_store.publish(lease, ticket)
+            return CheckpointResult(snap, unchanged=False, resumed=ticket.resumed, skipped=built.skipped)
+        finally:
+            for pid in pins:
+                self.store.snapshots.unpin(pid)
+
+    def _verify_closure(self, snapshot_id: str, root: str, lease: WriterLease) -> None:
+        """VALIDATING: every object the root references is stored (tree objects re-hashed on read)."""
+        closure = tree_closure(root, self.objects)
+        missing = closure - self.objects.has_many(closure)
+        if missing:
+            self.store.workspaces.fail_snapshot(snapshot_id, f"{len(missing)} objects missing after upload")
+            raise ClosureIncomplete(f"snapshot {snapshot_id}: {len(missing)} objects missing after upload",
+                                    snapshot=snapshot_id, missing=sorted(missing)[:20])
+
+    # ------------------------------------------------------------------ restore
+
+    def restore(self, name: str, dest: str, *, snapshot: str | None = None, partial: bool = False,
+                progress: Progress | None = None) -> tuple[Snapshot, Any]:
+        """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs."""
+        ws = self.store.workspaces.workspace(name)
+        ref = snapshot or ws.head_snapshot_id
+        if ref is None:
+            from tenure.errors import NotFound
+
+            raise NotFound(f"workspace {ws.name!r} has no snapshot yet", code="workspace-empty",
+                           hint="checkpoint a folder first with `tenure workspace checkpoint`")
+        with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
+            if snap.root_oid is None or snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED,
+                                                           SnapshotState.DELETING):
+                from tenure.errors import Conflict
+
+                raise Conflict(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
+                               " restored", code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
+            result = restore_tree(snap.root_oid, self.objects, dest, partial=partial, progress=progress,
+                                  index_path=self.index_path(ws.id, dest))
+        return snap, result
+
+    # ------------------------------------------------------------------ verify, retention, gc
+
+    def verify(self, ref: str, *, sample: float = 1.0) -> VerifyReport:
+        """Re-hash objects; a damaged READY snapshot becomes DEGRADED, a healed DEGRADED one READY."""
+        with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
+            if snap.root_oid is None:
+                from tenure.errors import Conflict
+
+                raise Conflict(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
+                               code="snapshot-not-ready", snapshot=snap.id)
+            result = verify_tree(snap.root_oid, self.objects, sample=sample)
+        missing, corrupt = tuple(result.missing), tuple(result.corrupt)
+        lost = tuple(result.lost_paths)
+        if (missing or corrupt) and snap.state is SnapshotState.READY:
+            snap = self.store.snapshots.move(snap.id, SnapshotState.DEGRADED, expected=SnapshotState.READY,
+                                             error=f"{len(missing)} missing, {len(corrupt)} corrupt objects")
+        elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:
+            snap = self.store.snapshots.move(snap.id, SnapshotState.READY, expected=SnapshotState.DEGRADED)
+        return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost)
+
+    def gc(self, *, grace_s: float = 3600.0, progress: Progress | None = None) -> GcResult:
+        return collect(self.store, self.objects, grace_s=grace_s, progress=progress)
