@@ -413,9 +413,14 @@ class WorkspaceStore:
         import json
 
         with self.db.transaction() as tx:
-            row = tx.one("SELECT state, root_oid FROM snapshots WHERE id = :s", {"s": ticket.snapshot_id})
+            row = tx.one("SELECT s.state, s.root_oid, w.writer_generation FROM snapshots s JOIN workspaces w"
+                         " ON w.id = s.workspace_id WHERE s.id = :s", {"s": ticket.snapshot_id})
             if row is None:
                 raise NotFound(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
+            if int(row["writer_generation"]) != ticket.generation:
+                raise StaleGeneration(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
+                                      f" {row['writer_generation']}", generation=ticket.generation,
+                                      current_generation=int(row["writer_generation"]))
             state = SnapshotState(row["state"])
             if state is SnapshotState.VALIDATING and row["root_oid"] == root:
                 return

@@ -1,0 +1,92 @@
+"""One conformance suite every object-store backend passes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tenure.objects import ObjectMissing, ObjectStore, decode, encode, open_object_store
+from tenure.objects.codec import CorruptObject
+
+
+@pytest.fixture(params=["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request, tmp_path) -> Iterator[ObjectStore]:  # type: ignore[no-untyped-def]
+    if request.param == "file":
+        store = open_object_store(f"file://{tmp_path}/objects")
+    else:
+        from tests.conftest import new_pg_schema_url
+
+        store = open_object_store(new_pg_schema_url())
+    yield store
+    store.close()
+
+
+def test_put_get_round_trip(backend: ObjectStore) -> None:
+    items = [encode(os.urandom(n)) for n in (0, 1, 1000, 300_000)]
+    assert backend.put_many(items) == 4
+    for oid, payload in items:
+        assert backend.get(oid) == payload
+
+
+def test_put_is_idempotent_and_never_overwrites(backend: ObjectStore) -> None:
+    oid, payload = encode(b"hello")
+    assert backend.put_many([(oid, payload)]) == 1
+    assert backend.put_many([(oid, b"something else")]) == 0
+    assert decode(oid, backend.get(oid)) == b"hello"
+
+
+def test_duplicates_in_one_batch_count_once(backend: ObjectStore) -> None:
+    item = encode(b"same")
+    assert backend.put_many([item, item, item]) == 1
+
+
+def test_has_many_answers_for_a_batch(backend: ObjectStore) -> None:
+    stored = [encode(f"o{i}".encode()) for i in range(50)]
+    backend.put_many(stored)
+    absent = [encode(f"x{i}".encode())[0] for i in range(50)]
+    assert backend.has_many([o for o, _ in stored] + absent) == {o for o, _ in stored}
+    assert backend.has_many([]) == set()
+
+
+def test_missing_object_raises_object_missing(backend: ObjectStore) -> None:
+    with pytest.raises(ObjectMissing) as info:
+        backend.get("0" * 64)
+    assert info.value.code == "object-missing"
+
+
+def test_list_and_delete(backend: ObjectStore) -> None:
+    stored = [encode(f"d{i}".encode()) for i in range(10)]
+    backend.put_many(stored)
+    listed = {oid for oid, _ in backend.list_ids()}
+    assert {o for o, _ in stored} <= listed
+    assert backend.delete_many([stored[0][0], stored[1][0], "f" * 64]) == 2
+    assert backend.has_many([o for o, _ in stored]) == {o for o, _ in stored[2:]}
+
+
+def test_decode_detects_corruption() -> None:
+    oid, payload = encode(b"payload")
+    other_oid, other = encode(b"other")
+    with pytest.raises(CorruptObject):
+        decode(oid, other)
+    with pytest.raises(CorruptObject):
+        decode(oid, b"not zstd at all")
+    assert decode(other_oid, other) == b"other"
+
+
+def test_local_objects_are_durable_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = open_object_store(f"file://{tmp_path}/o")
+    oid, payload = encode(b"x" * 100)
+    store.put_many([(oid, payload)])
+    path = tmp_path / "o" / oid[:2] / oid
+    assert path.read_bytes() == payload
+    assert not os.listdir(tmp_path / "o" / "tmp"), "no temp files remain after an acknowledged write"
+
+
+def test_unknown_url_is_a_configuration_error() -> None:
+    from tenure.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as info:
+        open_object_store("ftp://nowhere")
+    assert info.value.code == "bad-objects-url"

@@ -1,0 +1,287 @@
+"""Store conformance: the same tests against SQLite and PostgreSQL (fixture ``store``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tenure.errors import (
+    Conflict,
+    IdempotencyConflict,
+    IllegalTransition,
+    InvalidInput,
+    NotFound,
+    StaleGeneration,
+)
+from tenure.states import LeaseState, SnapshotState, WorkspaceState
+from tenure.store import LeaseHeld, LeaseLost, Store
+
+
+def publish(store: Store, lease, key: str, root: str = "r" * 64):  # type: ignore[no-untyped-def]
+    ticket = store.workspaces.begin_checkpoint(lease, key)
+    if ticket.already_published:
+        return ticket.already_published
+    store.workspaces.mark_uploaded(ticket, root, 1, 10, 10, [])
+    return store.workspaces.publish(lease, ticket)
+
+
+def test_migrations_are_idempotent(store: Store) -> None:
+    from tenure.store.migrate import migrate, migrations
+
+    assert migrate(store.db) == []
+    with store.db.transaction() as tx:
+        versions = {r["version"] for r in tx.execute("SELECT version FROM schema_migrations")}
+    assert versions == {m.version for m in migrations()}
+
+
+def test_create_goes_through_creating_to_idle(store: Store) -> None:
+    ws = store.workspaces.create("alpha")
+    assert ws.state is WorkspaceState.IDLE and ws.version == 0 and ws.head_snapshot_id is None
+    with pytest.raises(Conflict) as info:
+        store.workspaces.create("alpha")
+    assert info.value.code == "workspace-exists"
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "..", ".", "a\nb", "x" * 129, "-lead", "spa ce", "a\\b"])
+def test_invalid_names_are_rejected_and_nothing_is_written(store: Store, bad: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        store.workspaces.create(bad)
+    assert info.value.code == "invalid-name"
+    assert store.workspaces.workspaces() == []
+
+
+def test_s47_each_writer_gets_a_fresh_lease_at_a_higher_generation(store: Store) -> None:
+    store.workspaces.create("w")
+    first = store.workspaces.acquire("w", "a", 30)
+    assert first.state is LeaseState.ACTIVE and first.generation == 1
+    store.workspaces.release(first)
+    second = store.workspaces.acquire("w", "b", 30)
+    assert second.generation == 2 and second.id != first.id
+    leases = store.workspaces.leases(second.workspace_id)
+    assert [(l.generation, l.state) for l in leases] == [(1, LeaseState.RELEASED), (2, LeaseState.ACTIVE)]
+
+
+def test_a_live_lease_of_another_holder_is_refused_with_the_holder(store: Store) -> None:
+    store.workspaces.create("w")
+    store.workspaces.acquire("w", "pod-a", 30)
+    with pytest.raises(LeaseHeld) as info:
+        store.workspaces.acquire("w", "pod-b", 30)
+    assert info.value.context["holder"] == "pod-a"
+
+
+def test_takeover_revokes_the_old_lease_and_fails_its_checkpoint(store: Store) -> None:
+    store.workspaces.create("w")
+    old = store.workspaces.acquire("w", "pod-a", 30)
+    ticket = store.workspaces.begin_checkpoint(old, "k")
+    assert store.workspaces.workspace("w").state is WorkspaceState.CHECKPOINTING
+    new = store.workspaces.acquire("w", "pod-b", 30, takeover=True)
+    ws = store.workspaces.workspace("w")
+    assert ws.state is WorkspaceState.MOUNTED and ws.writer_generation == new.generation == 2
+    assert store.workspaces.lease(ws.id, 1).state is LeaseState.REVOKED  # type: ignore[union-attr]
+    assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.FAILED
+    with pytest.raises(StaleGeneration):
+        store.workspaces.mark_uploaded(ticket, "r" * 64, 1, 1, 1, [])
+
+
+def test_expired_lease_can_be_taken_and_becomes_expired(store: Store) -> None:
+    store.workspaces.create("w")
+    old = store.workspaces.acquire("w", "pod-a", 0.05)
+    deadline = time.monotonic() + 5
+    while store.workspaces.now() <= old.expires_at and time.monotonic() < deadline:
+        time.sleep(0.01)
+    new = store.workspaces.acquire("w", "pod-b", 30)
+    assert new.generation == 2
+    assert store.workspaces.lease(new.workspace_id, 1).state is LeaseState.EXPIRED  # type: ignore[union-attr]
+    assert not store.workspaces.renew(old, 30)
+
+
+def test_s48_stale_generation_publish_changes_nothing(store: Store) -> None:
+    store.workspaces.create("w")
+    a = store.workspaces.acquire("w", "a", 30)
+    ticket = store.workspaces.begin_checkpoint(a, "ka")
+    store.workspaces.mark_uploaded(ticket, "a" * 64, 1, 1, 1, [])
+    b = store.workspaces.acquire("w", "b", 30, takeover=True)
+    b_snap = publish(store, b, "kb", "b" * 64)
+    before = store.workspaces.workspace("w")
+    with pytest.raises(StaleGeneration) as info:
+        store.workspaces.publish(a, ticket)
+    assert info.value.context["current_generation"] == 2
+    after = store.workspaces.workspace("w")
+    assert after == before and after.head_snapshot_id == b_snap.id
+    with pytest.raises(StaleGeneration):
+        store.workspaces.begin_checkpoint(a, "ka2")
+
+
+def test_s35_repeated_idempotency_key_returns_the_first_result(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    first = publish(store, lease, "same")
+    version = store.workspaces.workspace("w").version
+    again = publish(store, lease, "same", "z" * 64)
+    assert again.id == first.id and again.root_oid == first.root_oid
+    assert store.workspaces.workspace("w").version == version
+    assert len(store.snapshots.list(first.workspace_id)) == 1
+
+
+def test_s35_publish_retried_after_commit_is_a_no_op(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    store.workspaces.mark_uploaded(ticket, "r" * 64, 1, 1, 1, [])
+    first = store.workspaces.publish(lease, ticket)
+    version = store.workspaces.workspace("w").version
+    assert store.workspaces.publish(lease, ticket).id == first.id
+    assert store.workspaces.workspace("w").version == version
+
+
+def test_s33_resume_uses_the_same_snapshot_and_expected_version(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    resumed = store.workspaces.begin_checkpoint(lease, "k")
+    assert resumed.resumed and resumed.snapshot_id == ticket.snapshot_id
+    assert resumed.expected_version == ticket.expected_version
+    with pytest.raises(Conflict) as info:
+        store.workspaces.begin_checkpoint(lease, "other")
+    assert info.value.code == "checkpoint-in-progress"
+
+
+def test_idempotency_key_of_a_failed_checkpoint_is_refused(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    store.workspaces.abandon_checkpoint(lease, ticket, error="disk on fire")
+    with pytest.raises(IdempotencyConflict):
+        store.workspaces.begin_checkpoint(lease, "k")
+
+
+def test_s44_publish_needs_a_live_lease(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 0.2)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    store.workspaces.mark_uploaded(ticket, "r" * 64, 1, 1, 1, [])
+    deadline = time.monotonic() + 5
+    while store.workspaces.now() <= lease.expires_at and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(LeaseLost):
+        store.workspaces.publish(lease, ticket)
+    assert store.workspaces.workspace("w").head_snapshot_id is None
+
+
+def test_s45_final_checkpoint_may_publish_while_releasing(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    store.workspaces.begin_release(lease)
+    snap = publish(store, lease, "final")
+    store.workspaces.finish_release(lease)
+    ws = store.workspaces.workspace("w")
+    assert ws.head_snapshot_id == snap.id and ws.state is WorkspaceState.IDLE
+    assert store.workspaces.lease(ws.id, 1).state is LeaseState.RELEASED  # type: ignore[union-attr]
+
+
+def test_s16_fork_only_from_ready(store: Store) -> None:
+    store.workspaces.create("base")
+    lease = store.workspaces.acquire("base", "a", 30)
+    snap = publish(store, lease, "k")
+    fork = store.workspaces.create("fork", snap.id)
+    assert fork.head_snapshot_id == snap.id and fork.base_snapshot_id == snap.id
+    store.snapshots.move(snap.id, SnapshotState.DEGRADED)
+    with pytest.raises(Conflict) as info:
+        store.workspaces.create("fork2", snap.id)
+    assert info.value.code == "snapshot-not-ready"
+    with pytest.raises(NotFound):
+        store.workspaces.create("fork3", "s-doesnotexist")
+
+
+def test_snapshot_moves_are_guarded(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    with pytest.raises(IllegalTransition):
+        store.snapshots.move(ticket.snapshot_id, SnapshotState.READY)
+
+
+def test_head_cannot_be_deleted_and_prune_keeps_head_and_pins(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    snaps = [publish(store, lease, f"k{i}", str(i) * 64) for i in range(5)]
+    with pytest.raises(Conflict) as info:
+        store.snapshots.delete(snaps[-1].id)
+    assert info.value.code == "snapshot-is-head"
+    store.snapshots.pin_snapshot(snaps[0].id, "op", kind="keep")
+    doomed = store.snapshots.prune(snaps[0].workspace_id, keep_last=1)
+    assert {s.id for s in doomed} == {s.id for s in snaps[1:4]}
+    states = {s.id: s.state for s in store.snapshots.list(snaps[0].workspace_id)}
+    assert states[snaps[0].id] is SnapshotState.READY and states[snaps[4].id] is SnapshotState.READY
+
+
+def test_s18_s19_deleting_stays_readable_until_gc_marks_it(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    old = publish(store, lease, "k1", "1" * 64)
+    publish(store, lease, "k2", "2" * 64)
+    pin = store.snapshots.pin_snapshot(old.id, "reader")
+    store.snapshots.delete(old.id)
+    _, roots = store.snapshots.mark()
+    assert "1" * 64 in roots and store.snapshots.get(old.id).state is SnapshotState.DELETING
+    store.snapshots.unpin(pin)
+    _, roots = store.snapshots.mark()
+    assert "1" * 64 not in roots and store.snapshots.get(old.id).state is SnapshotState.DELETED
+    with pytest.raises(Conflict) as info:
+        store.snapshots.pin_snapshot(old.id, "late reader")
+    assert info.value.code == "snapshot-not-readable"
+
+
+def test_upload_pins_protect_objects_until_released(store: Store) -> None:
+    pid = store.snapshots.pin_objects("uploader", ["a" * 64, "b" * 64], 60)
+    with store.snapshots.sweep_lock() as pinned:
+        assert pinned == {"a" * 64, "b" * 64}
+    store.snapshots.unpin(pid)
+    with store.snapshots.sweep_lock() as pinned:
+        assert pinned == set()
+
+
+def test_expiry_undo_within_grace_and_delete_only_without_live_writer(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    assert store.workspaces.expire("w").state is WorkspaceState.EXPIRING
+    with pytest.raises(IllegalTransition, match="writer"):
+        store.workspaces.delete_expired("w")
+    assert store.workspaces.undo_expiry("w", grace_s=60).state is WorkspaceState.IDLE
+    store.workspaces.revoke("w")
+    store.workspaces.expire("w")
+    with pytest.raises(IllegalTransition, match="grace"):
+        store.workspaces.undo_expiry("w", grace_s=0)
+    assert store.workspaces.delete_expired("w").state is WorkspaceState.DELETED
+    assert lease.generation == 1
+
+
+def test_s51_readers_never_see_a_moved_head_while_checkpointing(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    stop = threading.Event()
+    bad: list[tuple[object, ...]] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            ws = store.workspaces.workspace("w")
+            if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_version != ws.version:
+                bad.append((ws.state, ws.version, ws.pending_version))
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    heads = []
+    for i in range(30):
+        ticket = store.workspaces.begin_checkpoint(lease, f"k{i}")
+        mid = store.workspaces.workspace("w")
+        assert mid.state is WorkspaceState.CHECKPOINTING and mid.head_snapshot_id == (heads[-1] if heads else None)
+        store.workspaces.mark_uploaded(ticket, f"{i:064d}", 1, 1, 1, [])
+        heads.append(store.workspaces.publish(lease, ticket).id)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not bad
+    assert store.workspaces.workspace("w").head_snapshot_id == heads[-1]
