@@ -1,0 +1,161 @@
+"""Intake errors: one family under :class:`tenure.errors.IntakeError`.
+
+Every error the intake raises is a :class:`LifecycleError` with a stable
+``code`` taken from :data:`CODES`, the catalogue that ``docs/intake.md``
+lists. The sub-families tell a caller what kind of problem it is::
+
+    LifecycleError                 (IntakeError, exit 7)
+    ├── PackageRejected            the input archive or package is invalid:
+    │   │                          poll quarantines it
+    │   └── PackageConflict        valid, but contradicts what is stored
+    ├── RequestRejected            an advance request that can never succeed
+    │                              as made (blank step id, bad details, ...)
+    ├── TransitionRefused          the state machine refuses the move
+    ├── StepReused                 a step id reused for a different request
+    ├── CaseNotFound               no stored generation for the case/package
+    ├── StorageCorrupt             managed storage failed validation
+    └── Busy                       a lock is held by another worker (retryable)
+
+``PackageRejected`` is the only family poll turns into QUARANTINED; anything
+else raised while admitting an input (and any ``OSError``) is an
+infrastructure failure reported as ERROR with the input left pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from tenure.errors import IntakeError
+
+__all__ = [
+    "CODES",
+    "LifecycleError",
+    "PackageRejected",
+    "PackageConflict",
+    "RequestRejected",
+    "TransitionRefused",
+    "StepReused",
+    "CaseNotFound",
+    "StorageCorrupt",
+    "Busy",
+]
+
+#: code -> (family, what to do). The stable catalogue of intake error codes.
+CODES: dict[str, tuple[str, str]] = {
+    # -- archive limits and hostile archives (PackageRejected)
+    "archive-too-large": ("rejected", "split the package or raise limits.archive_bytes"),
+    "not-a-zip": ("rejected", "deliver a zip archive (package format v1)"),
+    "truncated-zip": ("rejected", "the archive is incomplete; publish the whole file atomically"),
+    "too-many-entries": ("rejected", "reduce the number of files or raise limits.max_entries"),
+    "uncompressed-too-large": ("rejected", "reduce the content or raise limits.uncompressed_bytes"),
+    "compression-ratio": ("rejected", "an entry compresses suspiciously well; store it with less compression"),
+    "manifest-too-large": ("rejected", "keep manifest.json under limits.manifest_bytes"),
+    "path-too-deep": ("rejected", "flatten the package or raise limits.max_path_depth"),
+    "path-too-long": ("rejected", "shorten the entry names or raise limits.max_path_bytes"),
+    "unsafe-path": ("rejected", "use relative forward-slash entry names without '..'"),
+    "duplicate-entry": ("rejected", "each entry name may appear once"),
+    "symlink-entry": ("rejected", "store file content, not symbolic links"),
+    "special-entry": ("rejected", "store regular files only"),
+    "encrypted-entry": ("rejected", "deliver unencrypted entries"),
+    "overlapping-entries": ("rejected", "the archive reuses bytes between entries (zip bomb); rebuild it"),
+    "unsupported-compression": ("rejected", "use stored or deflate compression"),
+    "corrupt-entry": ("rejected", "an entry fails its checksum; rebuild the archive"),
+    "missing-manifest": ("rejected", "add manifest.json at the archive root"),
+    "invalid-manifest": ("rejected", "fix manifest.json to match manifest-v1.schema.json"),
+    "invalid-package": ("rejected", "fix the package so it agrees with its manifest"),
+    "symlink-input": ("rejected", "publish regular files into the inbox, not symbolic links"),
+    # -- checkpoint chain (PackageRejected; StorageCorrupt when in managed storage)
+    "checkpoint-path": ("rejected", "checkpoints live at history/checkpoints/<sha256 of step id>.json"),
+    "checkpoint-missing": ("rejected", "a checkpoint link points at a file that is not in the package"),
+    "checkpoint-cycle": ("rejected", "the checkpoint links form a cycle; restore the original package"),
+    "checkpoint-state": ("rejected", "a checkpoint names a state the machine does not know"),
+    "checkpoint-order": ("rejected", "generation or revision goes backwards along the chain"),
+    "checkpoint-identity": ("rejected", "a checkpoint belongs to another case or package"),
+    "checkpoint-mismatch": ("rejected", "the latest checkpoint disagrees with the manifest"),
+    "checkpoint-too-large": ("rejected", "a checkpoint exceeds limits.manifest_bytes"),
+    "checkpoint-invalid": ("rejected", "fix the checkpoint to match checkpoint-v1.schema.json"),
+    "checkpoint-orphan": ("rejected", "history/checkpoints holds a file the chain does not reach"),
+    # -- conflicts with stored generations (PackageConflict)
+    "generation-conflict": ("conflict", "this generation is already stored with other content; deliver a new generation"),
+    "stale-package": ("conflict", "a newer generation is stored; deliver the current one or a newer one"),
+    "returning-protected-changed": ("conflict", "a returning package must keep protected files byte-identical"),
+    "returning-lineage-broken": ("conflict", "a returning package must extend the stored checkpoint chain"),
+    "returning-revision-lowered": ("conflict", "a returning package may not lower the analysis revision"),
+    "returning-history-erased": ("conflict", "a returning package must keep every earlier artifact and checkpoint"),
+    # -- advance requests (RequestRejected, TransitionRefused, StepReused)
+    "step-id-required": ("request", "pass a stable, non-blank step_id"),
+    "step-id-reused": ("request", "use a new step_id for a different request"),
+    "details-invalid": ("request", "details must be a JSON object of strings, numbers, booleans, null, lists and objects"),
+    "artifact-invalid": ("request", "artifact paths are safe relative paths outside reserved names"),
+    "artifact-reserved": ("request", "history/checkpoints/, manifest.json and artifacts.lifecycle_checkpoint belong to the lifecycle service"),
+    "artifact-exists": ("request", "earlier content cannot be replaced; write the artifact under a new path"),
+    "block-reason-required": ("request", "give a non-blank reason when blocking"),
+    "retry-time-required": ("request", "give a timezone-aware retry time when blocking"),
+    "retry-time-naive": ("request", "use a timezone-aware datetime (e.g. datetime.now(timezone.utc))"),
+    "unknown-state": ("request", "use a state of the configured machine"),
+    "transition-skip": ("transition", "advance one phase at a time"),
+    "transition-regression": ("transition", "phases never go backwards; reopen a finished case instead"),
+    "transition-not-allowed": ("transition", "see docs/machines/intake.md for the legal moves"),
+    "resume-state-mismatch": ("transition", "a blocked case resumes only to the state it interrupted"),
+    "resume-too-early": ("transition", "wait until the retry time has passed"),
+    # -- storage and locks
+    "case-not-found": ("storage", "check the case and package ids (tenure intake show)"),
+    "storage-corrupt": ("storage", "managed storage failed validation; restore the named file from a backup"),
+    "worker-busy": ("busy", "another worker holds the workspace; retry after it finishes"),
+    "case-busy": ("busy", "another worker holds this case; retry later"),
+    "no-hard-links": ("storage", "put the workspace on a local filesystem that supports hard links"),
+    "unexpected-block-fields": ("request", "reason and retry_at belong to a move to BLOCKED only"),
+    "io-error": ("infrastructure", "check permissions and free space of the workspace; the input stays pending"),
+    "internal-error": ("infrastructure", "report this bug; the input stays pending"),
+    "input-changed": ("notice", "the producer changed the inbox file while it was processed; it stays in the inbox"),
+}
+
+
+class LifecycleError(IntakeError):
+    """Root of every intake error; ``code`` is one of :data:`CODES`."""
+
+    code: ClassVar[str] = "intake"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None,
+                 **context: Any) -> None:
+        if code is not None and code not in CODES:
+            raise ValueError(f"unknown intake error code {code!r}")
+        if hint is None and code is not None:
+            hint = CODES[code][1]
+        super().__init__(message, hint=hint, code=code, **context)
+
+
+class PackageRejected(LifecycleError):
+    """The input is invalid; poll quarantines it with this code."""
+
+
+class PackageConflict(PackageRejected):
+    """A valid package that contradicts the stored generations."""
+
+
+class RequestRejected(LifecycleError):
+    """An advance request that can never succeed as made."""
+
+
+class TransitionRefused(LifecycleError):
+    """The intake machine refuses the move; context names state and target."""
+
+
+class StepReused(LifecycleError):
+    """The step id was already used for a different request."""
+
+    code = "step-id-reused"
+
+
+class CaseNotFound(LifecycleError):
+    code = "case-not-found"
+
+
+class StorageCorrupt(LifecycleError):
+    """A managed file failed validation; never silently rolled back."""
+
+    code = "storage-corrupt"
+
+
+class Busy(LifecycleError):
+    retryable = True

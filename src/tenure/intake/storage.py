@@ -1,0 +1,181 @@
+"""Managed case storage: confirmed generations, publication and the local index.
+
+A package folder ``cases/<case-hash>/<package-hash>/`` holds immutable
+generations ``gNNNNNNNN.zip`` and ``current.json``. The current generation is
+always recovered from the generation files: the highest-numbered file is
+validated in full (its name checked against its manifest) and is the answer,
+or the call fails with ``storage-corrupt``; there is never a fallback to an
+older file. ``current.json`` is a lookup index, rewritten when stale.
+
+Publication gives a validated temporary file its final name with a hard
+link, which fails rather than replace an existing generation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from .canonical import id_hash, to_utc_text, utc_now
+from .config import IntakeConfig
+from .errors import PackageRejected, StorageCorrupt
+from .fsio import atomic_write_json, fsync_dir
+from .package import Package, read_package
+from .workspace import Workspace
+
+__all__ = ["CaseStorage", "generation_name", "INDEX"]
+
+INDEX = "current.json"
+_GENERATION = re.compile(r"^g(\d{8})\.zip$")
+_CACHE_SIZE = 64
+_validated: OrderedDict[tuple[Any, ...], Package] = OrderedDict()
+
+
+def generation_name(generation: int) -> str:
+    return f"g{generation:08d}.zip"
+
+
+def _cache_key(path: Path, config: IntakeConfig) -> tuple[Any, ...]:
+    st = os.stat(path)
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, config)
+
+
+def _remember(key: tuple[Any, ...], package: Package) -> None:
+    _validated[key] = package
+    _validated.move_to_end(key)
+    while len(_validated) > _CACHE_SIZE:
+        _validated.popitem(last=False)
+
+
+class CaseStorage:
+    """Reads and publishes the generations of one workspace."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.config = workspace.config
+
+    # ------------------------------------------------------------------ reading
+
+    @staticmethod
+    def generations(folder: Path) -> list[int]:
+        """Confirmed generation numbers in ``folder`` (temporary files excluded)."""
+        if not folder.is_dir():
+            return []
+        numbers = [int(m.group(1)) for m in map(_GENERATION.match, os.listdir(folder)) if m]
+        return sorted(numbers)
+
+    def load_generation(self, folder: Path, generation: int) -> Package:
+        """One stored generation, fully validated against its name and folder."""
+        path = folder / generation_name(generation)
+        try:
+            key = _cache_key(path, self.config)
+            cached = _validated.get(key)
+            if cached is not None:
+                return cached
+            package = read_package(path, self.config)
+        except PackageRejected as error:
+            raise StorageCorrupt(f"stored generation {path} is invalid: {error.message}",
+                                 path=str(path), cause=error.code) from None
+        except FileNotFoundError:
+            raise StorageCorrupt(f"stored generation {path} disappeared",
+                                 path=str(path)) from None
+        self._check_place(package, folder, generation)
+        _remember(key, package)
+        return package
+
+    def _check_place(self, package: Package, folder: Path, generation: int) -> None:
+        expected = (folder.parent.name, folder.name, generation)
+        actual = (id_hash(package.case_id), id_hash(package.package_id), package.generation)
+        if expected != actual:
+            raise StorageCorrupt(f"{folder / generation_name(generation)} holds generation "
+                                 f"{package.generation} of another case or package",
+                                 path=str(folder / generation_name(generation)))
+
+    def load_dir(self, folder: Path, *, repair: bool = False) -> Package | None:
+        """The current generation of a package folder, or None if it has none.
+
+        ``repair`` (callers holding the case lock) rewrites a stale index.
+        """
+        numbers = self.generations(folder)
+        if not numbers:
+            return None
+        package = self.load_generation(folder, numbers[-1])
+        if repair:
+            self.repair_index(folder, package)
+        return package
+
+    def load_current(self, case_id: str, package_id: str, *,
+                     repair: bool = False) -> Package | None:
+        return self.load_dir(self.workspace.case_dir(case_id, package_id), repair=repair)
+
+    def load_any(self, case_id: str, package_id: str, generation: int) -> Package | None:
+        """A specific stored generation, or None if it is not stored here."""
+        folder = self.workspace.case_dir(case_id, package_id)
+        if generation not in self.generations(folder):
+            return None
+        return self.load_generation(folder, generation)
+
+    # ------------------------------------------------------------------ index
+
+    @staticmethod
+    def read_index(folder: Path) -> dict[str, Any] | None:
+        try:
+            value = json.loads((folder / INDEX).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def repair_index(self, folder: Path, package: Package) -> None:
+        """Rewrite ``current.json`` unless it already describes ``package``."""
+        index = self.read_index(folder)
+        if index is None or index.get("fingerprint") != package.fingerprint \
+                or index.get("file") != generation_name(package.generation):
+            self.write_index(folder, package)
+
+    def write_index(self, folder: Path, package: Package) -> None:
+        atomic_write_json(folder / INDEX, index_record(package))
+
+    def index_hint(self, folder: Path) -> dict[str, Any] | None:
+        """The index if it names the newest generation file (a cheap, unauthoritative hint)."""
+        numbers = self.generations(folder)
+        index = self.read_index(folder)
+        if not numbers or index is None or index.get("file") != generation_name(numbers[-1]):
+            return None
+        return index
+
+    # ------------------------------------------------------------------ publishing
+
+    def publish(self, package: Package, folder: Path) -> Package:
+        """Give a validated temporary package its generation name (no clobber)."""
+        final = folder / generation_name(package.generation)
+        try:
+            os.link(package.path, final)
+        finally:
+            os.unlink(package.path)
+        fsync_dir(folder)
+        published = dataclasses.replace(package, path=final)
+        _remember(_cache_key(final, self.config), published)
+        return published
+
+
+def index_record(package: Package) -> dict[str, Any]:
+    return {
+        "format": "tenure-intake-index",
+        "format_version": 1,
+        "case_id": package.case_id,
+        "package_id": package.package_id,
+        "generation": package.generation,
+        "file": generation_name(package.generation),
+        "fingerprint": package.fingerprint,
+        "state": package.state.value,
+        "analysis_revision": package.analysis_revision,
+        "routing": package.routing,
+        "retry_count": package.retry_count,
+        "retry_at": package.blocked["retry_at"] if package.blocked else None,
+        "updated_at": to_utc_text(utc_now()),
+    }
