@@ -72,22 +72,26 @@ def progress_bar(ctx: click.Context, label: str) -> Iterator[Callable[[int, int]
 
 def run_guarded(ctx: click.Context, fn: Callable[[], Any]) -> Any:
     """Run ``fn``; turn a TenureError into one line and an exit code."""
-    debug = ctx.find_root().obj.get("debug")
+    def debug() -> bool:
+        return bool(ctx.find_root().obj.get("debug"))
+
     try:
         return fn()
     except TenureError as exc:
-        if debug:
+        if debug():
             traceback.print_exc()
         if ctx.find_root().obj.get("json"):
             click.echo(json.dumps({"error": exc.to_dict()}, indent=2, sort_keys=True), err=True)
         else:
             click.echo(f"error[{exc.code}]: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except (click.exceptions.Exit, click.ClickException, click.Abort):
+        raise
     except KeyboardInterrupt:
         click.echo("error[interrupted]: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the one place unknown errors become one line
-        if debug:
+        if debug():
             traceback.print_exc()
         click.echo(f"error[internal]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
         sys.exit(70)

@@ -21,7 +21,7 @@ from tenure.objects import ObjectStore
 from tenure.snapshots import build_tree, restore_tree, tree_closure, verify_tree
 from tenure.snapshots.gc import GcResult, collect
 from tenure.states import SnapshotState
-from tenure.store import Snapshot, Store, Workspace, WriterLease
+from tenure.store import CheckpointTicket, Snapshot, Store, Workspace, WriterLease
 
 Progress = Callable[[int, int], None]
 
@@ -142,9 +142,19 @@ class WorkspaceService:
             self._verify_closure(ticket.snapshot_id, built.root, lease)
             snap = ws_store.publish(lease, ticket)
             return CheckpointResult(snap, unchanged=False, resumed=ticket.resumed, skipped=built.skipped)
+        except Exception as exc:
+            self._abandon_quietly(lease, ticket, exc)
+            raise
         finally:
             for pid in pins:
                 self.store.snapshots.unpin(pid)
+
+    def _abandon_quietly(self, lease: WriterLease, ticket: CheckpointTicket, exc: Exception) -> None:
+        """A failed checkpoint: its record becomes FAILED, the workspace MOUNTED again, the head unchanged."""
+        try:
+            self.store.workspaces.abandon_checkpoint(lease, ticket, error=f"{type(exc).__name__}: {exc}")
+        except Exception:  # noqa: BLE001 - fenced or already gone: the original error matters more
+            pass
 
     def _verify_closure(self, snapshot_id: str, root: str, lease: WriterLease) -> None:
         """VALIDATING: every object the root references is stored (tree objects re-hashed on read)."""
