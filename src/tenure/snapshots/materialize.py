@@ -1,0 +1,292 @@
+"""Writing a listed tree into an empty folder, one fetch per object, on a thread pool.
+
+:class:`Plan` maps every data object to the file slices it fills. A file
+made of one slice is created, written, given its mode and mtime and closed
+by one worker call; a file of several slices is created empty first, its
+slices are written with ``pwrite`` as their objects arrive, and it gets its
+mode and mtime once all are written. Each fetched object is decoded (hash
+checked) once, then its slices are written in groups on the pool, so file
+creation, the costly part, runs on every core. At most ``2 × workers``
+objects are fetched ahead and ``4 × workers`` write groups are queued.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
+
+import blake3
+
+from tenure.errors import IntegrityError
+from tenure.objects import ObjectMissing, ObjectStore, decode
+from tenure.snapshots.chunking import CHUNKED_FROM
+from tenure.snapshots.index import RACY_MARGIN_NS
+from tenure.snapshots.treeformat import FileItem, SymlinkItem, Tree
+from tenure.snapshots.walk import Listing
+
+GROUP = 128
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_REOPEN = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Piece(NamedTuple):
+    file: int           # index into Plan.files
+    offset: int         # in the object
+    length: int
+    at: int             # in the file
+    whole: bool         # the file's only slice: create, write, finish in one go
+
+
+class Plan:
+    """Which files get content, which are hard links to them, and what each object fills."""
+
+    def __init__(self, listing: Listing) -> None:
+        by_path = dict(listing.files)
+        self.files: list[tuple[bytes, FileItem]] = []
+        self.followers: list[tuple[bytes, bytes]] = []     # (path, leader path)
+        for rel, item in listing.files:
+            leader = by_path.get(item.link) if item.link and item.link != rel else None
+            if leader is not None and not leader.link:
+                self.followers.append((rel, item.link))
+            else:
+                self.files.append((rel, item))
+        self.jobs: dict[str, list[Piece]] = {}
+        self.empty: list[int] = []
+        self.multi: list[int] = []
+        for i, (_, item) in enumerate(self.files):
+            self._add(i, item)
+
+    def _add(self, i: int, item: FileItem) -> None:
+        if not item.refs:
+            self.empty.append(i)
+            return
+        if len(item.refs) > 1:
+            self.multi.append(i)
+        at = 0
+        for oid, offset, length in item.refs:
+            self.jobs.setdefault(oid, []).append(Piece(i, offset, length, at, len(item.refs) == 1))
+            at += length
+
+    def data_oids(self) -> frozenset[str]:
+        return frozenset(self.jobs)
+
+    def files_using(self, oids: set[str] | frozenset[str]) -> set[int]:
+        return {p.file for oid in oids for p in self.jobs.get(oid, ())}
+
+    def paths_using(self, oids: set[str] | frozenset[str]) -> list[str]:
+        lost = {self.files[i][0] for i in self.files_using(oids)}
+        lost |= {rel for rel, leader in self.followers if leader in lost}
+        return sorted(os.fsdecode(rel) for rel in lost)
+
+
+def _fetch(objects: ObjectStore, oid: str) -> tuple[bytes | None, bool]:
+    """``(plain, False)``, or ``(None, missing?)`` when the object is gone or corrupt."""
+    try:
+        return decode(oid, objects.get(oid)), False
+    except ObjectMissing:
+        return None, True
+    except IntegrityError:
+        return None, False
+
+
+def _write_all(fd: int, view: memoryview, at: int | None = None) -> None:
+    while view:
+        n = os.write(fd, view) if at is None else os.pwrite(fd, view, at)
+        view = view[n:]
+        if at is not None:
+            at += n
+
+
+WriteResult = tuple[int, list[tuple[int, os.stat_result | None, bytes]]]
+
+
+class Materializer:
+    """Creates the folders, symlinks and files of a plan below ``temp``."""
+
+    def __init__(self, temp: bytes, objects: ObjectStore, workers: int,
+                 progress: Callable[[int, int], None] | None, want_index: bool) -> None:
+        self.temp = temp
+        self.objects = objects
+        self.workers = workers
+        self.progress = progress
+        self.want_index = want_index
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="tenure-restore")
+        self.corrupt: set[str] = set()
+        self.vanished: set[str] = set()
+        self.files = 0
+        self.bytes_written = 0
+        self._done = self._total = 0
+        self._writes: deque[Future[WriteResult]] = deque()
+        self._finished: dict[int, tuple[os.stat_result | None, bytes]] = {}
+        self._index: dict[bytes, tuple[object, ...]] = {}
+        self._racy_from = time.time_ns() - RACY_MARGIN_NS
+        self._plan: Plan | None = None
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def path(self, rel: bytes) -> bytes:
+        return self.temp + b"/" + rel if rel else self.temp
+
+    # ----------------------------------------------------------------- folders and symlinks
+
+    def make_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
+        for rel, _ in dirs:
+            if rel:
+                os.mkdir(self.path(rel), 0o700)
+
+    def make_symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
+        futures = [self.pool.submit(self._symlinks, links[i:i + GROUP]) for i in range(0, len(links), GROUP)]
+        for future in futures:
+            future.result()
+
+    def _symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
+        for rel, item in links:
+            path = self.path(rel)
+            os.symlink(item.target, path)
+            os.utime(path, ns=(item.mtime_ns, item.mtime_ns), follow_symlinks=False)
+
+    def finish_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
+        """Folder modes and mtimes, deepest first, after all content."""
+        for rel, tree in reversed(dirs):
+            path = self.path(rel)
+            os.chmod(path, tree.mode)
+            os.utime(path, ns=(tree.mtime_ns, tree.mtime_ns))
+
+    # ----------------------------------------------------------------- files
+
+    def write_files(self, plan: Plan, missing: frozenset[str] | set[str]) -> None:
+        """Write every file whose objects are all stored; record corrupt objects."""
+        self._plan = plan
+        skip = plan.files_using(missing)
+        self._total = sum(item.size for i, (_, item) in enumerate(plan.files) if i not in skip)
+        for i in plan.multi:
+            if i not in skip:
+                os.close(os.open(self.path(plan.files[i][0]), _CREATE, 0o600))
+        for start in range(0, len(plan.empty), GROUP):
+            self._queue_write(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty[start:start + GROUP]])
+        fetches: deque[tuple[str, list[Piece], Future[tuple[bytes | None, bool]]]] = deque()
+        for oid, pieces in plan.jobs.items():
+            if oid in missing:
+                continue
+            wanted = [p for p in pieces if p.file not in skip]
+            fetches.append((oid, wanted, self.pool.submit(_fetch, self.objects, oid)))
+            if len(fetches) > 2 * self.workers:
+                self._land(*fetches.popleft())
+        while fetches:
+            self._land(*fetches.popleft())
+        while self._writes:
+            self._collect()
+        self._report()
+
+    def _land(self, oid: str, pieces: list[Piece], future: Future[tuple[bytes | None, bool]]) -> None:
+        plain, gone = future.result()
+        if plain is None or any(p.offset + p.length > len(plain) for p in pieces):
+            (self.vanished if gone else self.corrupt).add(oid)
+            return
+        for start in range(0, len(pieces), GROUP):
+            self._queue_write(plain, pieces[start:start + GROUP])
+
+    def _queue_write(self, plain: bytes, pieces: list[Piece]) -> None:
+        self._writes.append(self.pool.submit(self._write_group, plain, pieces))
+        while len(self._writes) > 4 * self.workers:
+            self._collect()
+
+    def _collect(self) -> None:
+        written, finished = self._writes.popleft().result()
+        for i, st, digest in finished:
+            self._finished[i] = (st, digest)
+        self._done += written
+        if self.progress is not None:
+            self.progress(self._done, self._total)
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(self._done, self._total)
+
+    def _write_group(self, plain: bytes, pieces: list[Piece]) -> WriteResult:
+        assert self._plan is not None
+        files = self._plan.files
+        view = memoryview(plain)
+        written = 0
+        finished: list[tuple[int, os.stat_result | None, bytes]] = []
+        for p in pieces:
+            rel, item = files[p.file]
+            data = view[p.offset:p.offset + p.length]
+            if p.whole:
+                finished.append((p.file, *self._write_whole(self.path(rel), data, item)))
+            else:
+                fd = os.open(self.path(rel), _REOPEN)
+                try:
+                    _write_all(fd, data, p.at)
+                finally:
+                    os.close(fd)
+            written += p.length
+        return written, finished
+
+    def _write_whole(self, path: bytes, data: memoryview, item: FileItem) -> tuple[os.stat_result | None, bytes]:
+        fd = os.open(path, _CREATE, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, item.mode)
+            os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
+            st = os.fstat(fd) if self.want_index else None
+        finally:
+            os.close(fd)
+        racy = self.want_index and 0 < item.size < CHUNKED_FROM and item.mtime_ns >= self._racy_from
+        digest = blake3.blake3(data).digest() if racy else b""
+        return st, digest
+
+    # ----------------------------------------------------------------- after the content
+
+    def link_and_finish(self, plan: Plan, lost_oids: set[str] | frozenset[str]) -> None:
+        """Drop lost files, finish multi-slice files, create hard links; gather index stats."""
+        lost = plan.files_using(lost_oids)
+        for i in plan.multi:
+            rel, item = plan.files[i]
+            if i in lost:
+                _unlink_quietly(self.path(rel))
+                continue
+            os.chmod(self.path(rel), item.mode)
+            os.utime(self.path(rel), ns=(item.mtime_ns, item.mtime_ns))
+            self._finished[i] = (None, b"")
+        restored = {plan.files[i][0]: i for i in range(len(plan.files)) if i not in lost}
+        linked: list[tuple[bytes, int]] = []
+        for rel, leader in plan.followers:
+            if leader in restored:
+                os.link(self.path(leader), self.path(rel))
+                linked.append((rel, restored[leader]))
+        self.files = len(restored) + len(linked)
+        self.bytes_written = sum(plan.files[i][1].size for i in restored.values())
+        if self.want_index:
+            self._gather_index(plan, restored, linked)
+
+    def _gather_index(self, plan: Plan, restored: dict[bytes, int], linked: list[tuple[bytes, int]]) -> None:
+        relinked = {i for _, i in linked}
+        for rel, i in restored.items():
+            st, digest = self._finished[i]
+            if st is None or i in relinked:
+                st = os.lstat(self.path(rel))
+            self._index[rel] = _entry(st, digest, plan.files[i][1])
+        for rel, i in linked:
+            self._index[rel] = _entry(os.lstat(self.path(rel)), self._finished[i][1], plan.files[i][1])
+
+    def index_entries(self) -> dict[bytes, tuple[object, ...]]:
+        return self._index
+
+
+def _entry(st: os.stat_result, digest: bytes, item: FileItem) -> tuple[object, ...]:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode, digest, item.refs)
+
+
+def _unlink_quietly(path: bytes) -> None:
+    try:
+        os.unlink(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise

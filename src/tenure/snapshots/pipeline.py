@@ -1,0 +1,123 @@
+"""Encoding and storing data objects on every core, in bounded memory.
+
+The reading thread hands plain content to :class:`Uploader`. A thread pool
+hashes (BLAKE3) and compresses (zstd) it; both run in native code without
+the GIL. Finished objects are gathered into batches of about
+``BATCH_BYTES`` that one writer thread stores: one ``has_many`` (skip what
+the store already holds) and one ``put_many`` (durable) per batch, while
+the pool keeps encoding. Content submitted but not yet collected is capped
+at ``max_pending`` bytes: the reader waits for the oldest object beyond it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from tenure.objects import ObjectStore
+from tenure.objects.codec import encode, object_id
+from tenure.snapshots.scan import Slot
+
+MiB = 1 << 20
+BATCH_BYTES = 32 * MiB
+BATCH_OBJECTS = 1024
+
+Encoded = tuple[str, bytes | None]
+Buffer = bytes | memoryview
+
+
+def _encode_chunk(data: Buffer, known: frozenset[str] | None) -> Encoded:
+    if known:
+        oid = object_id(data)
+        if oid in known:
+            return oid, None
+    return encode(data)
+
+
+def _store(objects: ObjectStore, batch: list[tuple[str, bytes]]) -> tuple[list[str], int]:
+    present = objects.has_many([oid for oid, _ in batch])
+    new = [(oid, payload) for oid, payload in batch if oid not in present]
+    if new:
+        objects.put_many(new)
+    return [oid for oid, _ in new], sum(len(payload) for _, payload in new)
+
+
+class Uploader:
+    """Turns plain content into stored data objects; see the module docstring.
+
+    ``known`` are ids the store is believed to hold (from the index): a chunk
+    submitted with ``probe=True`` is hashed first and, when known, neither
+    compressed nor stored. The caller must check such ids with the store
+    later (they are not in :attr:`written`).
+    """
+
+    def __init__(self, objects: ObjectStore, workers: int, known: frozenset[str] = frozenset()) -> None:
+        self._objects = objects
+        self._known = known
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tenure-encode")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="tenure-store")
+        self._pending: deque[tuple[Future[Encoded], Slot, int]] = deque()
+        self._pending_bytes = 0
+        self._max_pending = max(64 * MiB, workers * 16 * MiB)
+        self._batch: list[tuple[str, bytes]] = []
+        self._batch_bytes = 0
+        self._queued: set[str] = set()
+        self._write: Future[tuple[list[str], int]] | None = None
+        #: ids this run stored itself (absent from the store when asked).
+        self.written: set[str] = set()
+        #: compressed bytes this run stored.
+        self.bytes_new = 0
+
+    def add_pack(self, data: bytearray, slot: Slot) -> None:
+        """Submit a pack of small files; ``slot.oid`` is its id once collected."""
+        self._submit(self._pool.submit(encode, memoryview(data)), len(data), slot)
+
+    def add_chunk(self, data: memoryview, *, probe: bool) -> Slot:
+        """Submit one chunk of a large file (``probe``: skip it if its id is known)."""
+        known = self._known if probe else None
+        slot = Slot()
+        self._submit(self._pool.submit(_encode_chunk, data, known), len(data), slot)
+        return slot
+
+    def _submit(self, future: Future[Encoded], size: int, slot: Slot) -> None:
+        self._pending.append((future, slot, size))
+        self._pending_bytes += size
+        while self._pending_bytes > self._max_pending:
+            self._collect_oldest()
+
+    def _collect_oldest(self) -> None:
+        future, slot, size = self._pending.popleft()
+        self._pending_bytes -= size
+        oid, payload = future.result()
+        slot.oid = oid
+        if payload is None or oid in self._queued:
+            return
+        self._queued.add(oid)
+        self._batch.append((oid, payload))
+        self._batch_bytes += len(payload)
+        if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_OBJECTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._wait_write()
+        if self._batch:
+            self._write = self._writer.submit(_store, self._objects, self._batch)
+            self._batch, self._batch_bytes = [], 0
+
+    def _wait_write(self) -> None:
+        if self._write is not None:
+            stored, size = self._write.result()
+            self._write = None
+            self.written.update(stored)
+            self.bytes_new += size
+
+    def finish(self) -> None:
+        """Wait until everything submitted is encoded and durably stored."""
+        while self._pending:
+            self._collect_oldest()
+        self._flush()
+        self._wait_write()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._writer.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,177 @@
+"""Restoring a tree: materialize beside the target, verify everything, rename into place.
+
+Sequence of :func:`restore_tree`:
+
+1. Refuse a target that exists and is not an empty folder.
+2. Read the tree objects (:mod:`~tenure.snapshots.walk`) and ask the store,
+   in one ``has_many``, which data objects it lacks. Damage found here fails
+   the restore before anything is written (unless ``partial``).
+3. In the target's parent, create ``.<name>.tenure-restore-<hex>``; make its
+   folders (owner-only for now) and symlinks.
+4. Fetch each data object once, decode it (the codec checks its hash) and
+   write every file slice that uses it; single-object files are created,
+   written, given their mode and mtime and closed by the same worker.
+   Objects are fetched on a thread pool, a bounded number at a time, so
+   memory does not grow with the tree.
+5. Link hard-link groups, give multi-object files their mode and mtime,
+   then each folder its mode and mtime, deepest first (the root last).
+6. Write the index for the restored files (if asked), flush the file system
+   with one ``syncfs`` (``durable=True``, the default; no per-file fsync),
+   ``restore.after_materialize``, rename the temporary folder onto the
+   target (replacing an empty folder atomically), fsync the parent,
+   ``restore.after_rename``.
+
+A crash at any point leaves the target untouched or complete, never half
+written; the temporary folder is removed by :func:`clean_restore_leftovers`.
+A restore reads only its own tree's objects, whatever else the store holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import uuid
+from collections.abc import Callable
+from typing import NamedTuple
+
+from tenure.faults import crash_point, register
+from tenure.objects import ObjectStore
+from tenure.snapshots.errors import RestoreTargetNotEmpty
+from tenure.snapshots.fsutil import force_rmtree, fsync_dir, sync_filesystem
+from tenure.snapshots.index import save_index
+from tenure.snapshots.materialize import Materializer, Plan
+from tenure.snapshots.results import RestoreResult
+from tenure.snapshots.walk import Listing, damaged_error, load_listing
+
+AFTER_MATERIALIZE = register(
+    "restore.after_materialize",
+    "the temporary folder holds the complete, verified tree; it is not renamed onto the target yet")
+AFTER_RENAME = register("restore.after_rename", "the restored folder is in place under its final name")
+
+TEMP_MARK = ".tenure-restore-"
+_LEFTOVER = re.compile(r"^\..*\.tenure-restore-[0-9a-f]{32}$", re.DOTALL)
+
+Progress = Callable[[int, int], None]
+
+
+def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = False,
+                 progress: Progress | None = None, index_path: str | None = None,
+                 workers: int | None = None, durable: bool = True) -> RestoreResult:
+    """Materialize tree ``root`` as folder ``dest`` (see the module docstring).
+
+    Missing or corrupt objects raise :class:`SnapshotDamaged` naming the lost
+    paths and leave no trace; with ``partial=True`` every intact file is
+    restored and the lost paths are returned instead. ``index_path`` receives
+    an index of the restored folder, so checking it in right away reads
+    nothing. ``durable=False`` skips the final ``syncfs``.
+    """
+    dest = os.path.abspath(dest)
+    _check_target(dest)
+    workers = workers or os.cpu_count() or 1
+    listing = load_listing(root, objects, workers)
+    if not listing.dirs:
+        raise damaged_error(listing)
+    plan = Plan(listing)
+    missing = plan.data_oids() - objects.has_many(plan.data_oids())
+    if (missing or listing.damaged) and not partial:
+        raise damaged_error(listing, missing, lost_files=plan.paths_using(missing))
+    temp = _temp_folder(dest)
+    try:
+        done = _materialize(temp, objects, listing, plan, missing, partial, progress, workers,
+                            index_path is not None)
+        if index_path is not None:
+            save_index(index_path, done.entries)
+        if durable:
+            sync_filesystem(temp)
+    except BaseException:
+        force_rmtree(temp)
+        raise
+    crash_point(AFTER_MATERIALIZE)
+    _rename_into_place(temp, dest)
+    if durable:
+        fsync_dir(os.path.dirname(dest))
+    crash_point(AFTER_RENAME)
+    return RestoreResult(root=root, dest=dest, files=done.files, bytes_written=done.bytes_written,
+                         lost_paths=tuple(sorted(listing.lost_folders() + done.lost)),
+                         missing=frozenset(done.missing | listing.tree_problems()[0]),
+                         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]))
+
+
+class _Done(NamedTuple):
+    files: int
+    bytes_written: int
+    lost: list[str]
+    missing: frozenset[str]
+    corrupt: set[str]
+    entries: dict[bytes, tuple[object, ...]]
+
+
+def _materialize(temp: str, objects: ObjectStore, listing: Listing, plan: Plan, missing: frozenset[str],
+                 partial: bool, progress: Progress | None, workers: int, want_index: bool) -> _Done:
+    m = Materializer(os.fsencode(temp), objects, workers, progress, want_index)
+    try:
+        m.make_folders(listing.dirs)
+        m.make_symlinks(listing.symlinks)
+        m.write_files(plan, missing)
+        gone = missing | m.vanished
+        lost = plan.paths_using(gone | m.corrupt)
+        if (m.corrupt or m.vanished) and not partial:
+            raise damaged_error(listing, gone, m.corrupt, lost)
+        m.link_and_finish(plan, gone | m.corrupt)
+        m.finish_folders(listing.dirs)
+    finally:
+        m.close()
+    return _Done(m.files, m.bytes_written, lost, gone, m.corrupt, m.index_entries())
+
+
+def _check_target(dest: str) -> None:
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        with os.scandir(dest) as entries:
+            if next(entries, None) is None:
+                return
+    raise RestoreTargetNotEmpty(f"restore target {dest!r} exists and is not an empty folder", path=dest)
+
+
+def _temp_folder(dest: str) -> str:
+    parent, name = os.path.split(dest)
+    os.makedirs(parent, exist_ok=True)
+    temp = os.path.join(parent, f".{name}{TEMP_MARK}{uuid.uuid4().hex}")
+    os.mkdir(temp, 0o700)
+    return temp
+
+
+def _rename_into_place(temp: str, dest: str) -> None:
+    try:
+        os.rename(temp, dest)
+    except OSError as exc:
+        force_rmtree(temp)
+        if isinstance(exc, (FileExistsError, NotADirectoryError, IsADirectoryError)) or exc.errno == errno.ENOTEMPTY:
+            raise RestoreTargetNotEmpty(f"restore target {dest!r} was filled while restoring", path=dest) from None
+        raise
+
+
+def clean_restore_leftovers(parent: str, name: str | None = None) -> int:
+    """Remove temporary folders that crashed restores left in ``parent``; return how many.
+
+    ``name`` limits this to leftovers of restores into ``parent/name``. Call
+    it only when no restore into that folder is running (e.g. at start-up,
+    or holding the workspace's lease).
+    """
+    try:
+        entries = os.listdir(parent)
+    except FileNotFoundError:
+        return 0
+    prefix = f".{name}{TEMP_MARK}" if name is not None else None
+    removed = 0
+    for entry in entries:
+        if _LEFTOVER.match(entry) and (prefix is None or entry.startswith(prefix)):
+            force_rmtree(os.path.join(parent, entry))
+            removed += 1
+    return removed
+

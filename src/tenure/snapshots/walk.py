@@ -1,0 +1,189 @@
+"""Reading a stored tree: its root object and tree chunks, fetched in parallel.
+
+Only tree objects are read here (each re-hashed by the codec); data objects
+are listed, not fetched. A missing or corrupt tree chunk loses the folder
+records that overlap it; reading resumes at the next intact chunk's first
+record. A folder whose record is lost is reported with its whole subtree by
+its path ending in ``/`` (the root is ``./``); the rest stays readable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from tenure.errors import IntegrityError
+from tenure.objects import ObjectMissing, ObjectStore, decode
+from tenure.snapshots.errors import SnapshotDamaged, TreeFormatError
+from tenure.snapshots.treeformat import (
+    NO_RECORD,
+    ChunkRef,
+    FileItem,
+    SymlinkItem,
+    Tree,
+    decode_root,
+    iter_records,
+)
+
+
+class Listing(NamedTuple):
+    root: str
+    dirs: list[tuple[bytes, Tree]]              # breadth first: a folder before its sub-folders
+    files: list[tuple[bytes, FileItem]]
+    symlinks: list[tuple[bytes, SymlinkItem]]
+    trees: dict[str, int]                       # tree objects read (root, chunks) with their stored sizes
+    lost_dirs: list[bytes]                      # folders whose records are lost, with their subtrees
+    tree_missing: set[str]
+    tree_corrupt: set[str]
+
+    def data_oids(self) -> frozenset[str]:
+        return frozenset(ref[0] for _, item in self.files for ref in item.refs)
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.lost_dirs)
+
+    def lost_folders(self) -> list[str]:
+        return [folder_label(rel) for rel in self.lost_dirs]
+
+    def tree_problems(self) -> tuple[set[str], set[str]]:
+        """``(missing, corrupt)`` tree object ids."""
+        return self.tree_missing, self.tree_corrupt
+
+
+class TreeEntry(NamedTuple):
+    """One path of a stored tree, as :func:`iter_tree` lists it."""
+
+    path: str           # relative, "/"-separated ("" for the root folder)
+    kind: str           # "file" | "dir" | "symlink"
+    mode: int
+    mtime_ns: int
+    size: int           # files only (0 otherwise)
+    target: str | None  # symlinks: the link target
+    link: str | None    # hard-linked files: the group's first path
+
+
+def folder_label(rel: bytes) -> str:
+    return os.fsdecode(rel) + "/" if rel else "./"
+
+
+def join(rel: bytes, name: bytes) -> bytes:
+    return rel + b"/" + name if rel else name
+
+
+def load_listing(root: str, objects: ObjectStore, workers: int | None = None) -> Listing:
+    """Read the tree objects of ``root``; damage is recorded in the listing, not raised."""
+    listing = Listing(root, [], [], [], {}, [], set(), set())
+    plain = _fetch(objects, root, listing)
+    if plain is None:
+        listing.lost_dirs.append(b"")
+        return listing
+    chunks = decode_root(root, plain)
+    with ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="tenure-trees") as pool:
+        parts = list(pool.map(lambda c: _fetch(objects, c.oid, listing, c.length), chunks))
+    records: dict[bytes, Tree] = {}
+    intact = all(p is not None for p in parts)
+    for segment in _segments(chunks, parts):
+        for path, tree in iter_records(segment, strict=intact, root=root):
+            if path in records:
+                raise TreeFormatError(f"tree {root} lists folder {path!r} twice", oid=root)
+            records[path] = tree
+    _expand(listing, records)
+    if intact and (listing.lost_dirs or len(listing.dirs) != len(records)):
+        raise TreeFormatError(f"tree {root}: folder records do not match the folders listed", oid=root)
+    return listing
+
+
+def _fetch(objects: ObjectStore, oid: str, listing: Listing, length: int | None = None) -> bytes | None:
+    """The plain content of a tree object, or ``None`` (recorded as missing or corrupt)."""
+    try:
+        payload = objects.get(oid)
+    except ObjectMissing:
+        listing.tree_missing.add(oid)
+        return None
+    listing.trees[oid] = len(payload)
+    try:
+        plain = decode(oid, payload)
+    except IntegrityError:
+        plain = None
+    if plain is None or (length is not None and len(plain) != length):
+        listing.tree_corrupt.add(oid)
+        return None
+    return plain
+
+
+def _segments(chunks: Sequence[ChunkRef], parts: Sequence[bytes | None]) -> Iterator[bytes]:
+    """Runs of intact chunks, each starting at a record boundary."""
+    run: list[bytes] = []
+    resync = False
+    for ref, part in zip(chunks, parts):
+        if part is None:
+            if run:
+                yield b"".join(run)
+            run, resync = [], True
+        elif resync:
+            if ref.first != NO_RECORD:
+                run, resync = [part[ref.first:]], False
+        else:
+            run.append(part)
+    if run:
+        yield b"".join(run)
+
+
+def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
+    """Walk the records from the root, breadth first; note folders whose record is lost."""
+    if b"" not in records:
+        listing.lost_dirs.append(b"")
+        return
+    queue = deque([b""])
+    while queue:
+        rel = queue.popleft()
+        tree = records[rel]
+        listing.dirs.append((rel, tree))
+        for item in tree.items:
+            path = join(rel, item.name)
+            if isinstance(item, FileItem):
+                listing.files.append((path, item))
+            elif isinstance(item, SymlinkItem):
+                listing.symlinks.append((path, item))
+            elif path in records:
+                queue.append(path)
+            else:
+                listing.lost_dirs.append(path)
+
+
+def damaged_error(listing: Listing, missing: set[str] | frozenset[str] = frozenset(),
+                  corrupt: set[str] | frozenset[str] = frozenset(),
+                  lost_files: list[str] | None = None) -> SnapshotDamaged:
+    lost = listing.lost_folders() + (lost_files or [])
+    return SnapshotDamaged.of(listing.root, lost, set(missing) | listing.tree_missing,
+                              set(corrupt) | listing.tree_corrupt)
+
+
+def tree_closure(root: str, objects: ObjectStore) -> frozenset[str]:
+    """Every object id reachable from ``root``, root included (reads tree objects only).
+
+    Raises :class:`SnapshotDamaged` when a tree object is missing or corrupt,
+    since what lies below it cannot be known.
+    """
+    listing = load_listing(root, objects)
+    if listing.damaged:
+        raise damaged_error(listing)
+    return frozenset(listing.trees) | listing.data_oids()
+
+
+def iter_tree(root: str, objects: ObjectStore) -> Iterator[TreeEntry]:
+    """List a stored tree (folders breadth first, then symlinks, then files)."""
+    listing = load_listing(root, objects)
+    if listing.damaged:
+        raise damaged_error(listing)
+    for rel, tree in listing.dirs:
+        yield TreeEntry(os.fsdecode(rel), "dir", tree.mode, tree.mtime_ns, 0, None, None)
+    for rel, link in listing.symlinks:
+        yield TreeEntry(os.fsdecode(rel), "symlink", link.mode, link.mtime_ns, 0, os.fsdecode(link.target), None)
+    for rel, f in listing.files:
+        yield TreeEntry(os.fsdecode(rel), "file", f.mode, f.mtime_ns, f.size, None,
+                        os.fsdecode(f.link) if f.link else None)

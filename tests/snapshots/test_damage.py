@@ -1,0 +1,152 @@
+"""Missing and corrupt objects: restore refuses (naming lost paths), partial restore keeps the rest, verify reports."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from tenure.errors import IntegrityError
+from tenure.objects import decode, encode
+from tenure.objects.local import LocalObjectStore
+from tenure.snapshots import SnapshotDamaged, build_tree, restore_tree, tree_closure, verify_tree
+from tenure.snapshots.treeformat import decode_root
+from tenure.snapshots.walk import load_listing
+from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, write_file
+
+
+def oid_of(store: LocalObjectStore, root: str, path: str) -> str:
+    """The first data object holding ``path``'s content."""
+    listing = load_listing(root, store)
+    return next(item.refs[0][0] for rel, item in listing.files if os.fsdecode(rel) == path)
+
+
+def users_of(store: LocalObjectStore, root: str, oid: str) -> set[str]:
+    listing = load_listing(root, store)
+    return {os.fsdecode(rel) for rel, item in listing.files if any(r[0] == oid for r in item.refs)}
+
+
+def corrupt(store: LocalObjectStore, oid: str) -> None:
+    """Replace an object's payload by valid zstd of other content (wrong hash)."""
+    path = store._path(oid)
+    os.chmod(path, 0o644)
+    with open(path, "wb") as fh:
+        fh.write(encode(b"not the original content")[1])
+
+
+@pytest.fixture
+def sample(tmp_path):  # type: ignore[no-untyped-def]
+    src = str(tmp_path / "src")
+    make_sample_tree(src)
+    for i in range(20):
+        write_file(os.path.join(src, f"other-{i}.txt"), b"other file %d" % i)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    return src, store, build_tree(src, store)
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_restore_of_a_damaged_tree_fails_naming_the_lost_paths(tmp_path, sample, damage: str) -> None:  # type: ignore[no-untyped-def]
+    src, store, built = sample
+    oid = oid_of(store, built.root, "src/main.py")
+    lost = users_of(store, built.root, oid) | {"hard-main"}
+    assert "src/main.py" in lost
+    store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
+
+    with pytest.raises(SnapshotDamaged) as caught:
+        restore_tree(built.root, store, str(tmp_path / "dest"))
+    error = caught.value
+    assert isinstance(error, IntegrityError) and error.code == "snapshot-damaged"
+    assert set(error.context["lost_paths"]) == lost
+    assert f"{len(lost)} paths" in error.message and repr(sorted(lost)[0]) in error.message
+    assert error.context[damage] == [oid]
+    assert not os.path.exists(tmp_path / "dest")
+    assert not [n for n in os.listdir(tmp_path) if "tenure-restore" in n], "no temporary folder is left behind"
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_partial_restore_restores_every_intact_file(tmp_path, sample, damage: str) -> None:  # type: ignore[no-untyped-def]
+    src, store, built = sample
+    oid = oid_of(store, built.root, "big.bin")
+    lost = users_of(store, built.root, oid)
+    assert lost == {"big.bin"}
+    store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
+
+    dest = str(tmp_path / "dest")
+    result = restore_tree(built.root, store, dest, partial=True)
+    assert set(result.lost_paths) == lost and not result.complete
+    assert (result.missing if damage == "missing" else result.corrupt) == {oid}
+    want = {k: v for k, v in describe(src).entries.items() if os.fsdecode(k) not in lost}
+    got = describe(dest).entries
+    assert {k: v for k, v in got.items() if v[0] != "dir"} == {k: v for k, v in want.items() if v[0] != "dir"}
+    assert not os.path.exists(os.path.join(dest, "big.bin")), "a file with a lost chunk is not left half-written"
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_verify_reports_missing_and_corrupt_objects_and_lost_paths(sample, damage: str) -> None:  # type: ignore[no-untyped-def]
+    _, store, built = sample
+    assert verify_tree(built.root, store).ok
+    oid = oid_of(store, built.root, "src/pkg/data.txt")
+    lost = users_of(store, built.root, oid)
+    store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
+    result = verify_tree(built.root, store)
+    assert not result.ok
+    assert (result.missing, result.corrupt) == (({oid}, set()) if damage == "missing" else (set(), {oid}))
+    assert set(result.lost_paths) == lost
+    assert result.checked == len(built.objects) - (1 if damage == "missing" else 0)
+
+
+def test_sampled_verify_reads_a_repeatable_fraction_but_always_sees_missing(sample) -> None:  # type: ignore[no-untyped-def]
+    _, store, built = sample
+    full = verify_tree(built.root, store)
+    half = verify_tree(built.root, store, sample=0.3, seed=4)
+    assert half.checked < full.checked
+    assert half == verify_tree(built.root, store, sample=0.3, seed=4)
+    oid = oid_of(store, built.root, "big.bin")
+    store.delete_many([oid])
+    assert oid in verify_tree(built.root, store, sample=0.0).missing
+
+
+def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    rng = random.Random(5)
+    for d in range(40):
+        folder = src / f"folder-{d:02d}"
+        folder.mkdir(parents=True)
+        for _ in range(50):
+            name = rng.randbytes(60).hex()  # varied names, sizes and times: a stream with cut points
+            write_file(str(folder / name), rng.randbytes(rng.randrange(300)), mtime_ns=PAST_NS + rng.randrange(10**15))
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    built = build_tree(str(src), store)
+    chunks = decode_root(built.root, decode(built.root, store.get(built.root)))
+    assert len(chunks) >= 3, "the tree stream spans several chunks"
+    victim = chunks[1].oid
+    store.delete_many([victim])
+
+    with pytest.raises(SnapshotDamaged):
+        tree_closure(built.root, store)
+    report = verify_tree(built.root, store)
+    assert victim in report.missing
+    lost_folders = {p for p in report.lost_paths if p.endswith("/")}
+    assert lost_folders and len(lost_folders) < 40
+    with pytest.raises(SnapshotDamaged) as caught:
+        restore_tree(built.root, store, str(tmp_path / "refused"))
+    assert set(caught.value.context["lost_paths"]) == lost_folders
+
+    result = restore_tree(built.root, store, str(tmp_path / "dest"), partial=True)
+    restored = set(os.listdir(tmp_path / "dest"))
+    assert {f"{name}/" for name in restored} | lost_folders == {f"folder-{d:02d}/" for d in range(40)}
+    assert set(result.lost_paths) == lost_folders
+    for name in restored:
+        assert describe(str(tmp_path / "dest" / name)) == describe(str(src / name))
+
+
+def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: ignore[no-untyped-def]
+    _, store, built = sample
+    store.delete_many([built.root])
+    for call in (lambda: tree_closure(built.root, store),
+                 lambda: restore_tree(built.root, store, str(tmp_path / "d1"), partial=True)):
+        with pytest.raises(SnapshotDamaged) as caught:
+            call()
+        assert caught.value.context["lost_paths"] == ["./"]
+    assert verify_tree(built.root, store).lost_paths == ("./",)

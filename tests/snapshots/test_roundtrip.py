@@ -1,0 +1,192 @@
+"""Build → restore gives back exactly the folder: bytes, modes, mtimes, symlinks, hard links, empty folders."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tenure.objects.local import LocalObjectStore
+from tenure.snapshots import build_tree, iter_tree, restore_tree, verify_tree
+from tenure.snapshots.fsutil import force_rmtree
+from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, random_bytes
+
+ODD_NAMES = [b"-rf", b"--", b"with space", b" lead", b"new\nline", b"tab\tbed", b".hidden", b"\xff\xfe raw",
+             "ünïcødé ✓".encode(), "日本語".encode(), b"back\\slash", b"*?[glob]", b"x" * 200]
+
+
+def _clean(name: bytes) -> bytes:
+    """A legal file name from any bytes."""
+    name = name.replace(b"/", b"_").replace(b"\0", b"_")[:255]
+    return b"dot" + name if name in (b".", b"..") else name
+
+
+NAMES = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).map(os.fsencode),
+    st.binary(min_size=1, max_size=12),
+    st.sampled_from(ODD_NAMES),
+).map(_clean)
+MTIMES = st.one_of(st.integers(10**18, 1_700_000_000 * 10**9), st.just(PAST_NS))
+BIG_SIZES = [(1 << 20) - 1, 1 << 20, (2 << 20) + 12345, 5 << 20]
+SIZES = st.one_of(*[st.integers(0, 3000)] * 6, st.sampled_from([0, 65536]), st.sampled_from(BIG_SIZES))
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    size: int
+    seed: int
+    mode: int
+    mtime: int
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    target: bytes
+    mtime: int
+
+
+@dataclass(frozen=True)
+class DirSpec:
+    entries: dict[bytes, FileSpec | LinkSpec | DirSpec]
+    mode: int
+    mtime: int
+
+
+FILES = st.builds(FileSpec, SIZES, st.integers(0, 2**32), st.sampled_from([0o644, 0o755, 0o600, 0o444, 0o4755]),
+                  MTIMES)
+LINKS = st.builds(LinkSpec, st.one_of(NAMES, st.sampled_from([b"../up", b"/etc/passwd", b"a/b/c", b"."])), MTIMES)
+DIR_MODES = st.sampled_from([0o755, 0o700, 0o555, 0o1777])
+
+
+def _dirs(children: st.SearchStrategy, min_size: int = 0) -> st.SearchStrategy:  # type: ignore[type-arg]
+    return st.builds(DirSpec, st.dictionaries(NAMES, children, min_size=min_size, max_size=8), DIR_MODES, MTIMES)
+
+
+EMPTY_DIRS = st.builds(DirSpec, st.just({}), DIR_MODES, MTIMES)
+ENTRIES = st.recursive(st.one_of(FILES, FILES, LINKS, EMPTY_DIRS), lambda c: _dirs(c, 1), max_leaves=30)
+TREES = _dirs(ENTRIES, min_size=4)
+DEEP = st.builds(lambda depth, leaf: _chain(depth, leaf), st.integers(20, 120), FILES)
+
+
+def _chain(depth: int, leaf: FileSpec) -> DirSpec:
+    spec = DirSpec({b"leaf": leaf}, 0o755, PAST_NS)
+    for _ in range(depth):
+        spec = DirSpec({b"d": spec}, 0o755, PAST_NS)
+    return spec
+
+
+def materialize(spec: DirSpec, path: bytes, files: list[bytes]) -> None:
+    """Create ``spec`` at ``path``; folder modes and mtimes last (deepest first)."""
+    for name, entry in spec.entries.items():
+        child = os.path.join(path, name)
+        if isinstance(entry, FileSpec):
+            with open(child, "wb") as fh:
+                fh.write(random_bytes(entry.size, entry.seed))
+            os.chmod(child, entry.mode)
+            os.utime(child, ns=(entry.mtime, entry.mtime))
+            files.append(child)
+        elif isinstance(entry, LinkSpec):
+            os.symlink(entry.target, child)
+            os.utime(child, ns=(entry.mtime, entry.mtime), follow_symlinks=False)
+        else:
+            os.mkdir(child)
+            materialize(entry, child, files)
+
+
+def finish_dirs(spec: DirSpec, path: bytes) -> None:
+    for name, entry in spec.entries.items():
+        if isinstance(entry, DirSpec):
+            finish_dirs(entry, os.path.join(path, name))
+    os.chmod(path, spec.mode)
+    os.utime(path, ns=(spec.mtime, spec.mtime))
+
+
+def _make(base: str, spec: DirSpec, links: list[tuple[int, int, bytes]]) -> bytes:
+    src = os.fsencode(os.path.join(base, "src"))
+    os.mkdir(src)
+    files: list[bytes] = []
+    materialize(spec, src, files)
+    for source, folder_of, name in links:
+        if not files:
+            break
+        target = files[source % len(files)]
+        new = os.path.join(os.path.dirname(files[folder_of % len(files)]), b"hl-" + name)
+        if not os.path.lexists(new):
+            os.link(target, new)
+    finish_dirs(spec, src)
+    return src
+
+
+def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
+    before = describe(src)
+    built = build_tree(os.fsdecode(src), store, index_path=os.path.join(base, "idx"), workers=2)
+    assert built.files == sum(1 for e in before.entries.values() if e[0] == "file")
+    assert built.root in built.objects
+    dest = os.path.join(base, "dest")
+    restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False)
+    assert restored.complete and restored.files == built.files
+    after = describe(dest)
+    assert after.entries == before.entries
+    assert after.inode_groups == before.inode_groups
+    again = build_tree(dest, store, index_path=os.path.join(base, "idx-dest"))
+    assert again.root == built.root, "checking in a fresh restore gives the same root"
+    assert verify_tree(built.root, store).ok
+
+
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=TREES, links=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99), NAMES), max_size=3))
+def test_random_trees_round_trip(tmp_path, spec: DirSpec, links: list[tuple[int, int, bytes]]) -> None:  # type: ignore[no-untyped-def]
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    base = str(tmp_path / uuid.uuid4().hex)
+    os.mkdir(base)
+    try:
+        check_round_trip(store, base, _make(base, spec, links))
+    finally:
+        force_rmtree(base)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=DEEP)
+def test_deep_nesting_round_trips(tmp_path, spec: DirSpec) -> None:  # type: ignore[no-untyped-def]
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    base = str(tmp_path / uuid.uuid4().hex)
+    os.mkdir(base)
+    try:
+        check_round_trip(store, base, _make(base, spec, []))
+    finally:
+        force_rmtree(base)
+
+
+def test_sample_tree_round_trips_with_every_kind_of_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = str(tmp_path / "src")
+    make_sample_tree(src)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    check_round_trip(store, str(tmp_path), os.fsencode(src))
+    listed = {e.path: e for e in iter_tree(build_tree(src, store).root, store)}
+    assert listed["dangling"].kind == "symlink" and listed["dangling"].target == "does/not/exist"
+    assert listed["empty/nested-empty"].kind == "dir"
+    assert listed["src/main.py"].mode == 0o755
+    assert {listed["hard-main"].link, listed["src/main.py"].link} == {"hard-main", None}
+
+
+def test_odd_names_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = os.fsencode(str(tmp_path / "src"))
+    os.mkdir(src)
+    for i, name in enumerate(ODD_NAMES):
+        os.mkdir(os.path.join(src, name))
+        with open(os.path.join(src, name, name), "wb") as fh:
+            fh.write(b"content %d" % i)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    check_round_trip(store, str(tmp_path), src)
+
+
+def test_empty_folder_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    src.mkdir()
+    os.utime(src, ns=(PAST_NS, PAST_NS))
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    check_round_trip(store, str(tmp_path), os.fsencode(str(src)))
