@@ -38,7 +38,7 @@ def emit(ctx: click.Context, data: Any, human: Callable[[], None]) -> None:
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     t = Table(title=title, show_edge=False, header_style="bold")
     for col in columns:
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for row in rows:
         t.add_row(*("" if v is None else str(v) for v in row))
     console.print(t)
