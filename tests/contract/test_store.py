@@ -236,11 +236,23 @@ def test_s18_s19_deleting_stays_readable_until_gc_marks_it(store: Store) -> None
 
 def test_upload_pins_protect_objects_until_released(store: Store) -> None:
     pid = store.snapshots.pin_objects("uploader", ["a" * 64, "b" * 64], 60)
-    with store.snapshots.sweep_lock() as pinned:
-        assert pinned == {"a" * 64, "b" * 64}
+    mark_time, _ = store.snapshots.mark()
+    with store.snapshots.sweep_lock(mark_time) as (pinned, new_roots):
+        assert pinned == {"a" * 64, "b" * 64} and new_roots == set()
     store.snapshots.unpin(pid)
-    with store.snapshots.sweep_lock() as pinned:
+    with store.snapshots.sweep_lock(mark_time) as (pinned, _):
         assert pinned == set()
+
+
+def test_roots_published_after_the_mark_are_reported_to_the_sweep(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "a", 30)
+    before = publish(store, lease, "k1", "1" * 64)
+    mark_time, roots = store.snapshots.mark()
+    assert roots == [before.root_oid]
+    publish(store, lease, "k2", "2" * 64)
+    with store.snapshots.sweep_lock(mark_time) as (_, new_roots):
+        assert "2" * 64 in new_roots
 
 
 def test_expiry_undo_within_grace_and_delete_only_without_live_writer(store: Store) -> None:

@@ -88,17 +88,17 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
 
     ``index_path`` (a file, best outside the folder; if inside, it is left
     out of the tree) makes the build incremental. ``pin`` receives the new
-    tree's closure before the store is asked what it holds, so a concurrent
-    GC spares it. ``progress(bytes_done, bytes_total)`` counts the bytes to
+    tree's closure, and each upload batch, before the store is asked what it
+    holds, so a concurrent GC spares them. ``progress(bytes_done, bytes_total)`` counts the bytes to
     read. ``workers`` threads scan, read and encode (default: one per core).
     """
     root = _folder_bytes(folder)
     workers = workers or os.cpu_count() or 1
     index = load_index(index_path)
     scan = scan_folder(root, load_ignore(root), _excluded(root, index_path))
-    build = _Build(root, objects, index, workers, progress)
+    build = _Build(root, objects, index, workers, progress, pin or _no_pin)
     build.run(scan)
-    trees = build.settle(scan, pin or _no_pin)
+    trees = build.settle(scan, build.pin)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
         save_index(index_path, {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed})
@@ -139,8 +139,9 @@ class _Build:
     """The state of one build: counters, the pack being filled, the upload pipeline."""
 
     def __init__(self, root: bytes, objects: ObjectStore, index: Index, workers: int,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, pin: Pin) -> None:
         self.root = root
+        self.pin = pin
         self.objects = objects
         self.index = index
         self.workers = workers
@@ -177,7 +178,7 @@ class _Build:
         """Read ``files`` in order: small ones on reader threads, a batch at a time, ahead of packing."""
         self._done, self._total, self._reported = 0, sum(f.size for f in files), 0
         probing = trust_index and any(f.size >= CHUNKED_FROM and self.index.previous(f.rel) for f in files)
-        uploader = Uploader(self.objects, self.workers, self.index.oids() if probing else frozenset())
+        uploader = Uploader(self.objects, self.workers, self.index.oids() if probing else frozenset(), self.pin)
         readers = ThreadPoolExecutor(self.workers, thread_name_prefix="tenure-read")
         try:
             for group, contents in _read_ahead(self.root, _batches(files), readers, 2 * self.workers):

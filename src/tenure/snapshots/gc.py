@@ -11,7 +11,9 @@ transactions. A GC run:
    candidates are stored objects outside it that are older than the grace
    period;
 3. *sweep* (in batches, each under the GC lock held exclusively): objects
-   named by a live upload pin are spared, the rest are deleted.
+   named by a live upload pin, or reachable from a root published since the
+   mark (a checkpoint that finished and dropped its pins meanwhile), are
+   spared; the rest are deleted.
 
 A crash at any point leaves only unreachable objects behind; the next run
 finishes the job. See docs/adr/0004-gc-pins.md for why pins, not only the
@@ -63,10 +65,14 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
         if oid not in reachable and created.timestamp() < mark_time - grace_s:
             candidates.append(oid)
     removed = spared = 0
+    traced = set(roots)
     for start in range(0, len(candidates), BATCH):
         batch = candidates[start:start + BATCH]
-        with store.snapshots.sweep_lock() as pinned:
-            doomed = [oid for oid in batch if oid not in pinned]
+        with store.snapshots.sweep_lock(mark_time) as (pinned, new_roots):
+            for root in new_roots - traced:
+                reachable |= tree_closure(root, objects)
+                traced.add(root)
+            doomed = [oid for oid in batch if oid not in pinned and oid not in reachable]
             spared += len(batch) - len(doomed)
             removed += objects.delete_many(doomed)
         if progress is not None:

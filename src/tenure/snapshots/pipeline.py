@@ -12,6 +12,7 @@ at ``max_pending`` bytes: the reader waits for the oldest object beyond it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tenure.objects import ObjectStore
@@ -34,7 +35,10 @@ def _encode_chunk(data: Buffer, known: frozenset[str] | None) -> Encoded:
     return encode(data)
 
 
-def _store(objects: ObjectStore, batch: list[tuple[str, bytes]]) -> tuple[list[str], int]:
+def _store(objects: ObjectStore, batch: list[tuple[str, bytes]],
+           pin: Callable[[frozenset[str]], None]) -> tuple[list[str], int]:
+    """Pin the batch (so a concurrent GC spares it), then store what the store lacks."""
+    pin(frozenset(oid for oid, _ in batch))
     present = objects.has_many([oid for oid, _ in batch])
     new = [(oid, payload) for oid, payload in batch if oid not in present]
     if new:
@@ -51,8 +55,10 @@ class Uploader:
     later (they are not in :attr:`written`).
     """
 
-    def __init__(self, objects: ObjectStore, workers: int, known: frozenset[str] = frozenset()) -> None:
+    def __init__(self, objects: ObjectStore, workers: int, known: frozenset[str] = frozenset(),
+                 pin: Callable[[frozenset[str]], None] = lambda _oids: None) -> None:
         self._objects = objects
+        self._pin = pin
         self._known = known
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tenure-encode")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tenure-store")
@@ -101,7 +107,7 @@ class Uploader:
     def _flush(self) -> None:
         self._wait_write()
         if self._batch:
-            self._write = self._writer.submit(_store, self._objects, self._batch)
+            self._write = self._writer.submit(_store, self._objects, self._batch, self._pin)
             self._batch, self._batch_bytes = [], 0
 
     def _wait_write(self) -> None:

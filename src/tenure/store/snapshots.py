@@ -31,6 +31,12 @@ _READABLE = tuple(sorted(s.value for s in READABLE_SNAPSHOT_STATES))
 _READABLE_SQL = "(" + ", ".join(f"'{s}'" for s in _READABLE) + ")"
 
 
+def lock_gc_shared(tx: Tx) -> None:
+    """Hold the GC lock row shared until the transaction ends (SQLite: the write lock does it)."""
+    if tx.dialect == "postgres":
+        tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR SHARE")
+
+
 class SnapshotStore:
     def __init__(self, db: Connector) -> None:
         self.db = db
@@ -122,8 +128,7 @@ class SnapshotStore:
 
     @staticmethod
     def _lock_shared(tx: Tx) -> None:
-        if tx.dialect == "postgres":
-            tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR SHARE")
+        lock_gc_shared(tx)
 
     @staticmethod
     def _lock_exclusive(tx: Tx) -> None:
@@ -200,13 +205,20 @@ class SnapshotStore:
         return now, sorted({r["root_oid"] for r in rows})
 
     @contextmanager
-    def sweep_lock(self) -> Iterator[set[str]]:
-        """GC phase 2: hold the GC lock exclusively; yields the oids upload pins protect."""
+    def sweep_lock(self, mark_time: float) -> Iterator[tuple[set[str], set[str]]]:
+        """GC phase 2: hold the GC lock exclusively while objects are deleted.
+
+        Yields the oids live upload pins protect and the roots that snapshots
+        received since ``mark_time`` (a root is set under the shared GC lock,
+        so one set after the mark carries a later store time).
+        """
         with self.db.transaction() as tx:
             self._lock_exclusive(tx)
             rows = tx.execute("SELECT DISTINCT o.oid FROM pin_objects o JOIN pins p ON p.id = o.pin_id"
                               " WHERE p.expires_at IS NULL OR p.expires_at > {now}")
-            yield {r["oid"] for r in rows}
+            roots = tx.execute("SELECT DISTINCT root_oid FROM snapshots WHERE root_oid IS NOT NULL"
+                               " AND updated_at >= :m", {"m": mark_time})
+            yield {r["oid"] for r in rows}, {r["root_oid"] for r in roots}
 
     def stats(self) -> dict[str, Any]:
         with self.db.transaction(write=False) as tx:

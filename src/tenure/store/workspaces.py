@@ -413,6 +413,8 @@ class WorkspaceStore:
         import json
 
         with self.db.transaction() as tx:
+            if tx.dialect == "postgres":  # a root appears under the shared GC lock (ADR 0004)
+                tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR SHARE")
             row = tx.one("SELECT s.state, s.root_oid, w.writer_generation FROM snapshots s JOIN workspaces w"
                          " ON w.id = s.workspace_id WHERE s.id = :s", {"s": ticket.snapshot_id})
             if row is None:
