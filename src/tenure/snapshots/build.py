@@ -73,9 +73,6 @@ AFTER_INDEX_SAVED = register(
 MiB = 1 << 20
 PACK_TARGET = 4 * MiB
 PROGRESS_STEP = 4 * MiB
-READ_BATCH_FILES = 256
-READ_BATCH_BYTES = 4 * MiB
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _ROUNDS = 3
 
 Progress = Callable[[int, int], None]
@@ -88,17 +85,17 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
 
     ``index_path`` (a file, best outside the folder; if inside, it is left
     out of the tree) makes the build incremental. ``pin`` receives the new
-    tree's closure, and each upload batch, before the store is asked what it
-    holds, so a concurrent GC spares them. ``progress(bytes_done, bytes_total)`` counts the bytes to
-    read. ``workers`` threads scan, read and encode (default: one per core).
+    tree's closure before the store is asked what it holds, so a concurrent
+    GC spares it. ``progress(bytes_done, bytes_total)`` counts the bytes to
+    read; the total grows while the folder is still being listed.
+    ``workers`` threads read and as many encode (default: one per core).
     """
     root = _folder_bytes(folder)
-    workers = workers or os.cpu_count() or 1
     index = load_index(index_path)
-    scan = scan_folder(root, load_ignore(root), _excluded(root, index_path))
-    build = _Build(root, objects, index, workers, progress, pin or _no_pin)
-    build.run(scan)
-    trees = build.settle(scan, build.pin)
+    scanner = Scanner(root, load_ignore(root), _excluded(root, index_path))
+    build = _Build(root, objects, index, workers or os.cpu_count() or 1, progress)
+    scan = build.run(scanner)
+    trees = build.settle(scan, pin or _no_pin)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
         save_index(index_path, {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed})
@@ -139,9 +136,8 @@ class _Build:
     """The state of one build: counters, the pack being filled, the upload pipeline."""
 
     def __init__(self, root: bytes, objects: ObjectStore, index: Index, workers: int,
-                 progress: Progress | None, pin: Pin) -> None:
+                 progress: Progress | None) -> None:
         self.root = root
-        self.pin = pin
         self.objects = objects
         self.index = index
         self.workers = workers
@@ -152,7 +148,9 @@ class _Build:
         self.root_oid = ""
         self._chunker = new_chunker()
         self._racy_from = time.time_ns() - RACY_MARGIN_NS
-        self._done = self._total = self._reported = 0
+        self._followers: list[tuple[FileNode, FileNode]] = []
+        self._done = self._reported = 0
+        self._feed: ReadAhead | None = None
         self._pack = bytearray()
         self._members: list[FileNode] = []
         self._slices: list[tuple[int, int]] = []
@@ -160,12 +158,28 @@ class _Build:
 
     # ----------------------------------------------------------------- reading
 
-    def run(self, scan: Scan) -> None:
-        """Give every file its refs: from the index, or by reading it."""
-        leaders, followers = _link_groups(scan.files)
-        to_read = [f for f in leaders if not self._reuse(f)]
-        self._read_all(to_read, trust_index=True)
-        _follow(followers)
+    def run(self, scanner: Scanner) -> Scan:
+        """List the folder and give every file its refs: from the index, or by reading it."""
+        self._read_all(self._to_read(scanner), trust_index=True)
+        _follow(self._followers)
+        return scanner.result()
+
+    def _to_read(self, scanner: Scanner) -> Iterator[FileNode]:
+        """The files to read, in scan order, as the folder is listed (runs on the listing thread).
+
+        Hard-linked files wait for the end of the listing, when each group's
+        first path (its leader) is known; only leaders are read.
+        """
+        linked: list[FileNode] = []
+        for folder in scanner.walk():
+            for f in folder.children:
+                if type(f) is FileNode:
+                    if f.inode is not None:
+                        linked.append(f)
+                    elif not self._reuse(f):
+                        yield f
+        leaders, self._followers = _link_groups(linked)
+        yield from (f for f in leaders if not self._reuse(f))
 
     def _reuse(self, f: FileNode) -> bool:
         entry = self.index.unchanged(f.rel, f.key)
@@ -174,30 +188,30 @@ class _Build:
         f.refs, f.digest = entry.refs, entry.digest
         return True
 
-    def _read_all(self, files: Sequence[FileNode], *, trust_index: bool) -> None:
-        """Read ``files`` in order: small ones on reader threads, a batch at a time, ahead of packing."""
-        self._done, self._total, self._reported = 0, sum(f.size for f in files), 0
-        probing = trust_index and any(f.size >= CHUNKED_FROM and self.index.previous(f.rel) for f in files)
-        uploader = Uploader(self.objects, self.workers, self.index.oids() if probing else frozenset(), self.pin)
-        readers = ThreadPoolExecutor(self.workers, thread_name_prefix="tenure-read")
+    def _read_all(self, files: Iterator[FileNode], *, trust_index: bool) -> None:
+        """Read ``files`` in order: small ones ahead on reader threads, packed here; large ones chunked here."""
+        self._done = self._reported = 0
+        uploader = Uploader(self.objects, self.workers, self.index.oids if trust_index else frozenset)
+        feed = self._feed = ReadAhead(self.root, files, self.workers)
+        pending: list[FileNode] = []
         try:
-            for group, contents in _read_ahead(self.root, _batches(files), readers, 2 * self.workers):
+            for group, contents in feed:
                 if contents is None:
                     self._read_large(group[0], uploader, trust_index)
+                    pending.append(group[0])
                 else:
                     self._take_batch(group, contents, uploader, trust_index)
                 self._advance(sum(f.size for f in group))
             self._flush_pack(uploader)
             uploader.finish()
         finally:
-            readers.shutdown(wait=True, cancel_futures=True)
+            feed.close()
             uploader.close()
         self.written |= uploader.written
         self.bytes_new += uploader.bytes_new
         self._resolve_packs()
-        for f in files:
-            if f.pending is not None:
-                f.resolve()
+        for f in pending:
+            f.resolve()
         self._report(force=True)
 
     def _take_batch(self, group: Sequence[FileNode], contents: Sequence[bytes], uploader: Uploader,
@@ -251,7 +265,7 @@ class _Build:
 
     def _read_large(self, f: FileNode, uploader: Uploader, trust_index: bool) -> None:
         probe = trust_index and self.index.previous(f.rel) is not None
-        fd = _open(self.root, f.rel)
+        fd = open_file(self.root, f.rel)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise FolderChanged(f"{os.fsdecode(f.rel)!r} is no longer a regular file", path=os.fsdecode(f.rel))
@@ -260,7 +274,7 @@ class _Build:
                 pending.append((uploader.add_chunk(chunk, probe=probe), 0, len(chunk)))
                 self.bytes_read += len(chunk)
         except OSError as exc:
-            raise _read_error(f.rel, exc) from None
+            raise read_error(f.rel, exc) from None
         finally:
             os.close(fd)
         got = sum(r[2] for r in pending)
@@ -274,9 +288,9 @@ class _Build:
             self._report()
 
     def _report(self, force: bool = False) -> None:
-        if self.progress is not None and (force or self._done != self._reported):
+        if self.progress is not None and self._feed is not None and (force or self._done != self._reported):
             self._reported = self._done
-            self.progress(self._done, self._total)
+            self.progress(self._done, max(self._done, self._feed.total))
 
     # ----------------------------------------------------------------- trees and closure
 
@@ -301,78 +315,13 @@ class _Build:
     def _repair(self, scan: Scan, lost: frozenset[str]) -> None:
         """Read again every file whose stored content is gone, trusting no index."""
         leaders, followers = _link_groups(scan.files)
-        damaged = [f for f in leaders if any(ref[0] in lost for ref in f.refs)]
-        self._read_all(damaged, trust_index=False)
+        self._read_all((f for f in leaders if any(ref[0] in lost for ref in f.refs)), trust_index=False)
         _follow(followers)
 
     def _store_trees(self, trees: dict[str, bytes]) -> None:
         if trees:
             self.objects.put_many(trees.items())
             self.bytes_new += sum(len(p) for p in trees.values())
-
-
-def _batches(files: Sequence[FileNode]) -> Iterator[tuple[list[FileNode], bool]]:
-    """Consecutive small files in batches (``True``), each large file alone (``False``)."""
-    batch: list[FileNode] = []
-    size = 0
-    for f in files:
-        if f.size >= CHUNKED_FROM:
-            if batch:
-                yield batch, True
-                batch, size = [], 0
-            yield [f], False
-            continue
-        batch.append(f)
-        size += f.size
-        if len(batch) >= READ_BATCH_FILES or size >= READ_BATCH_BYTES:
-            yield batch, True
-            batch, size = [], 0
-    if batch:
-        yield batch, True
-
-
-def _read_ahead(root: bytes, batches: Iterator[tuple[list[FileNode], bool]], readers: ThreadPoolExecutor,
-                depth: int) -> Iterator[tuple[list[FileNode], list[bytes] | None]]:
-    """Yield batches in order with their contents, read up to ``depth`` batches ahead (large: ``None``)."""
-    ahead: deque[tuple[list[FileNode], Future[list[bytes]] | None]] = deque()
-    for group, small in batches:
-        ahead.append((group, readers.submit(_read_batch, root, group) if small else None))
-        if len(ahead) > depth:
-            yield _landed(*ahead.popleft())
-    while ahead:
-        yield _landed(*ahead.popleft())
-
-
-def _landed(group: list[FileNode], future: Future[list[bytes]] | None) -> tuple[list[FileNode], list[bytes] | None]:
-    return group, None if future is None else future.result()
-
-
-def _read_batch(root: bytes, files: Sequence[FileNode]) -> list[bytes]:
-    """Read small files whole (at most the size ``lstat`` reported)."""
-    out = []
-    for f in files:
-        fd = _open(root, f.rel)
-        try:
-            out.append(os.read(fd, f.size) if f.size else b"")
-        except OSError as exc:
-            raise _read_error(f.rel, exc) from None
-        finally:
-            os.close(fd)
-    return out
-
-
-def _open(root: bytes, rel: bytes) -> int:
-    try:
-        return os.open(root + b"/" + rel, _READ_FLAGS)
-    except OSError as exc:
-        raise _read_error(rel, exc) from None
-
-
-def _read_error(rel: bytes, exc: OSError) -> Exception:
-    path = os.fsdecode(rel)
-    if exc.errno in (errno.ENOENT, errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.EAGAIN):
-        return FolderChanged(f"{path!r} changed while it was being read ({exc.strerror})", path=path)
-    return UnreadableFile(f"cannot read {path!r}: {exc.strerror}", path=path, reason=exc.strerror)
 
 
 def _link_groups(files: Sequence[FileNode]) -> tuple[list[FileNode], list[tuple[FileNode, FileNode]]]:
