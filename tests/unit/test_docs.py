@@ -42,3 +42,17 @@ def test_every_cli_command_has_help() -> None:
 
     for name, cmd in walk(root, "tenure"):
         assert (cmd.help or "").strip(), f"`{name}` has no help text"
+
+
+def test_requirements_list_every_id_and_name_real_tests() -> None:
+    import glob
+    import re
+
+    with open(os.path.join(ROOT, "docs", "requirements.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    storage = doc[doc.index("## Storage lifecycle (S-nn)"):doc.index("## Intake (I-nn)")]
+    assert set(re.findall(r"^\| (S-\d+) \|", storage, re.MULTILINE)) == {f"S-{n:02d}" for n in range(1, 86)}
+    sources = "\n".join(open(p, encoding="utf-8").read()
+                        for p in glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True))
+    for name in set(re.findall(r"`(test_[a-z0-9_]+)", doc)):
+        assert f"def {name}(" in sources, f"docs/requirements.md names a test that does not exist: {name}"
