@@ -56,3 +56,18 @@ def test_requirements_list_every_id_and_name_real_tests() -> None:
                         for p in glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True))
     for name in set(re.findall(r"`(test_[a-z0-9_]+)", doc)):
         assert f"def {name}(" in sources, f"docs/requirements.md names a test that does not exist: {name}"
+
+
+def test_every_storage_error_code_is_documented() -> None:
+    import glob
+    import re
+
+    with open(os.path.join(ROOT, "docs", "errors.md"), encoding="utf-8") as fh:
+        documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", fh.read(), re.MULTILINE))
+    found = set()
+    for path in glob.glob(os.path.join(ROOT, "src", "tenure", "**", "*.py"), recursive=True):
+        if os.sep + "intake" in path:
+            continue
+        with open(path, encoding="utf-8") as fh:
+            found |= set(re.findall(r'\bcode\s*=\s*"([a-z0-9-]+)"', fh.read()))
+    assert found - documented == set()
