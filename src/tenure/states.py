@@ -43,6 +43,8 @@ __all__ = [
     "WORKSPACE",
     "LEASE",
     "SESSION",
+    "PROJECT",
+    "ProjectStatus",
     "MACHINES",
     "PUBLISHING_LEASE_STATES",
     "LIVE_LEASE_STATES",
@@ -420,10 +422,70 @@ SESSION: Machine[SessionState] = Machine(
     },
 )
 
+# --------------------------------------------------------------------------- projects
+
+
+class ProjectStatus(str, enum.Enum):
+    """A project's lifecycle status (intent), written only by the lifecycle service."""
+
+    INIT = "INIT"
+    RECOVERING = "RECOVERING"
+    RUNNING = "RUNNING"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    CLOSED = "CLOSED"
+
+
+_P = ProjectStatus
+PROJECT: Machine[ProjectStatus] = Machine(
+    name="project",
+    states=ProjectStatus,
+    initial=_P.INIT,
+    edges=_edges([
+        (_P.INIT, _P.RECOVERING),
+        (_P.SUSPENDED, _P.RECOVERING),
+        (_P.SUSPENDING, _P.RECOVERING),
+        (_P.RUNNING, _P.RECOVERING),
+        (_P.RECOVERING, _P.RUNNING),
+        (_P.RUNNING, _P.SUSPENDING),
+        (_P.SUSPENDING, _P.SUSPENDED),
+        (_P.INIT, _P.SUSPENDED),
+        (_P.INIT, _P.CLOSED),
+        (_P.RECOVERING, _P.CLOSED),
+        (_P.RUNNING, _P.CLOSED),
+        (_P.SUSPENDING, _P.CLOSED),
+        (_P.SUSPENDED, _P.CLOSED),
+    ]),
+    terminal=frozenset({_P.CLOSED}),
+    labels={
+        (_P.INIT, _P.RECOVERING): "bring step 2",
+        (_P.SUSPENDED, _P.RECOVERING): "bring step 2 (resume)",
+        (_P.SUSPENDING, _P.RECOVERING): "bring after a crash mid-suspend",
+        (_P.RUNNING, _P.RECOVERING): "bring by a pod that is not running it (takeover, restart)",
+        (_P.RECOVERING, _P.RUNNING): "bring step 5",
+        (_P.RUNNING, _P.SUSPENDING): "suspend step 1",
+        (_P.SUSPENDING, _P.SUSPENDED): "suspend step 4",
+        (_P.INIT, _P.SUSPENDED): "suspend of a never-recovered project: no workspace work",
+        (_P.INIT, _P.CLOSED): "close",
+        (_P.RECOVERING, _P.CLOSED): "close",
+        (_P.RUNNING, _P.CLOSED): "close",
+        (_P.SUSPENDING, _P.CLOSED): "close",
+        (_P.SUSPENDED, _P.CLOSED): "close",
+    },
+)
+
+
 #: Every storage machine, by name (the intake registers its own).
-MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, SESSION)}
+MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, SESSION, PROJECT)}
 
 DESCRIPTIONS: dict[str, str] = {
+    "project": (
+        "A project's status is its lifecycle intent, written only by the lifecycle service and "
+        "fenced by the project's generation. Ownership (the lease) is a separate axis: a claim "
+        "never changes the status. RECOVERING and SUSPENDING are transient; a crash there is "
+        "finished by the next bring or suspend. bring from RECOVERING skips the status step "
+        "(there is no self-loop)."
+    ),
     "snapshot": (
         "A snapshot is an immutable root tree. Only READY snapshots may be a workspace "
         "base. DEGRADED marks a published snapshot with missing or corrupt objects; it "

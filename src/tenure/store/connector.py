@@ -42,6 +42,10 @@ class Tx(Protocol):
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
 
+    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        """Run a write statement and return how many rows it matched."""
+        ...
+
 
 class Connector(Protocol):
     url: str
@@ -54,6 +58,9 @@ class Connector(Protocol):
 
 class _BaseTx:
     dialect = ""
+
+    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        raise NotImplementedError
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = self.execute(sql, params)
@@ -79,6 +86,12 @@ class SqliteTx(_BaseTx):
             return []
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in rows]
+
+    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        try:
+            return int(self.conn.execute(sql.replace("{now}", SQLITE_NOW), dict(params or {})).rowcount)
+        except sqlite3.Error as exc:
+            raise _map_sqlite(exc) from exc
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         try:
@@ -168,6 +181,14 @@ class PostgresTx(_BaseTx):
                 return []
             names = [d.name for d in cur.description]
             return [dict(zip(names, r)) for r in cur.fetchall()]
+        except psycopg.Error as exc:
+            raise _map_postgres(exc) from exc
+
+    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        import psycopg
+
+        try:
+            return int(self.conn.execute(self._sql(sql), dict(params or {})).rowcount)
         except psycopg.Error as exc:
             raise _map_postgres(exc) from exc
 

@@ -131,11 +131,14 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ workspaces
 
-    def create(self, name: str, base_snapshot_id: str | None = None) -> Workspace:
+    def create(self, name: str, base_snapshot_id: str | None = None, tx: Tx | None = None) -> Workspace:
         """Create a workspace, empty or forked from a READY snapshot (CREATING → IDLE)."""
         validate_name("workspace", name)
+        if tx is None:
+            with self.db.transaction() as own:
+                return self.create(name, base_snapshot_id, own)
         wid = new_id("w-")
-        with self.db.transaction() as tx:
+        if True:  # one transaction, the caller's
             if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
                 raise Conflict(f"workspace {name!r} already exists", code="workspace-exists",
                                hint="pick another name", workspace=name)
@@ -215,6 +218,32 @@ class WorkspaceStore:
                 " ('ACTIVE', 'RELEASING') AND expires_at > {now}) RETURNING id", {"id": ws.id})
             if not rows:
                 raise VersionConflict("workspace changed concurrently", workspace=ws.id)
+            return self.workspace(ws.id, tx)
+
+    def dispose(self, ref: str, generation: int) -> Workspace:
+        """Terminal teardown for a closing project, through the named takeover path.
+
+        Fenced by ``generation``: the workspace goes to DELETED from whatever
+        state it is in, its writer leases are revoked, unfinished snapshots
+        FAILED and published ones DELETING (GC reclaims them). Repeating it is
+        harmless.
+        """
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            if ws.writer_generation != generation:
+                raise StaleGeneration(f"workspace {ws.name!r}: generation {generation} is fenced",
+                                      generation=generation, current_generation=ws.writer_generation)
+            if ws.state is not WorkspaceState.DELETED:
+                WORKSPACE.force(ws.state, WorkspaceState.DELETED, ForcePath.TAKEOVER)
+                tx.execute("UPDATE workspaces SET state = 'DELETED', pending_snapshot_id = NULL, pending_key = NULL,"
+                           " pending_version = NULL, updated_at = {now} WHERE id = :id AND writer_generation = :g",
+                           {"id": ws.id, "g": generation})
+            tx.execute("UPDATE writer_leases SET state = 'REVOKED', updated_at = {now} WHERE workspace_id = :w"
+                       " AND state IN ('ISSUED', 'ACTIVE', 'RELEASING')", {"w": ws.id})
+            tx.execute("UPDATE snapshots SET state = 'FAILED', error = 'workspace disposed', updated_at = {now}"
+                       " WHERE workspace_id = :w AND state IN ('UPLOADING', 'VALIDATING')", {"w": ws.id})
+            tx.execute("UPDATE snapshots SET state = 'DELETING', updated_at = {now} WHERE workspace_id = :w"
+                       " AND state IN ('READY', 'DEGRADED', 'FAILED')", {"w": ws.id})
             return self.workspace(ws.id, tx)
 
     # ------------------------------------------------------------------ writer leases

@@ -1,0 +1,31 @@
+"""Projects: ownership leases, the lifecycle service (bring / suspend / close), pods and sessions.
+
+* :mod:`~tenure.projects.ownership` — the only reader of the lease columns;
+* :mod:`~tenure.projects.store` — status, type, placement, demand, sessions;
+* :mod:`~tenure.projects.lifecycle` — the orchestrator;
+* :mod:`~tenure.projects.facade` — claim-or-raise, claim-or-redirect;
+* :mod:`~tenure.projects.pods` — pod rows, heartbeats, endpoint resolution.
+"""
+
+from tenure.projects.facade import ClaimResult, OwnershipFacade
+from tenure.projects.lifecycle import (
+    ActivationRegistry,
+    ClaimRejected,
+    Engine,
+    EngineFailed,
+    EnginesStartRequested,
+    EnginesStopRequested,
+    LifecycleConfig,
+    LifecycleService,
+)
+from tenure.projects.ownership import Ownership, ProjectClosed, ProjectHomeless
+from tenure.projects.pods import PodIdentity, PodRegistry
+from tenure.projects.records import Kind, LifecycleType, Owner, Pod, Project, Session
+from tenure.projects.store import AlreadyBound, ProjectStore, StatusConflict, SystemProject
+
+__all__ = [
+    "ActivationRegistry", "AlreadyBound", "ClaimRejected", "ClaimResult", "Engine", "EngineFailed",
+    "EnginesStartRequested", "EnginesStopRequested", "Kind", "LifecycleConfig", "LifecycleService",
+    "LifecycleType", "Owner", "Ownership", "OwnershipFacade", "Pod", "PodIdentity", "PodRegistry", "Project",
+    "ProjectClosed", "ProjectHomeless", "ProjectStore", "Session", "StatusConflict", "SystemProject",
+]

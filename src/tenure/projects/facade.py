@@ -1,0 +1,63 @@
+"""The ownership façade: enforce a placement decision, never make one.
+
+* :meth:`OwnershipFacade.claim_for_local_pod` — claim or raise
+  :class:`ClaimRejected` naming the holder;
+* :meth:`OwnershipFacade.claim_or_redirect` — claim, or say where the live
+  holder is, or that it is dead but its lease not yet expired (retry after).
+
+Owning is not running: neither touches the activation registry, the
+workspace or the engines. Only bring does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure.projects.lifecycle import ClaimRejected
+from tenure.projects.ownership import Ownership
+from tenure.projects.pods import PodIdentity, PodRegistry
+from tenure.projects.records import Project
+from tenure.projects.store import ProjectStore
+from tenure.store import Store
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    project: Project | None = None
+    redirect: str | None = None
+    retry_after: float | None = None
+
+
+class OwnershipFacade:
+    def __init__(self, store: Store, pod: PodIdentity, *, lease_ttl: float = 60.0,
+                 liveness_ttl: float = 15.0) -> None:
+        self.pod = pod
+        self.lease_ttl = lease_ttl
+        self.liveness_ttl = liveness_ttl
+        self.ownership = Ownership(store)
+        self.projects = ProjectStore(store)
+        self.pods = PodRegistry(store)
+
+    def claim_for_local_pod(self, tenant: str, name: str) -> Project:
+        project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
+                                       self.lease_ttl)
+        if project is None:
+            owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)
+            raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+                                holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
+        return project
+
+    def claim_or_redirect(self, tenant: str, name: str) -> ClaimResult:
+        project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
+                                       self.lease_ttl)
+        if project is not None:
+            return ClaimResult(project=project)
+        owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)
+        endpoint = self.pods.resolve_endpoint(owner.pod_id, self.liveness_ttl) if owner.pod_id else None
+        if endpoint is not None:
+            return ClaimResult(redirect=endpoint)
+        remaining = (owner.claimed_at or 0) + self.lease_ttl
+        return ClaimResult(retry_after=max(0.0, remaining - self._now()))
+
+    def _now(self) -> float:
+        return self.projects.store.workspaces.now()

@@ -1,0 +1,364 @@
+"""The lifecycle service: the only orchestrator of bring, suspend and close.
+
+bring:   1 claim → 1a unbind stale sessions → 2 RECOVERING → 3 workspace init
+         → 4 engines-start event → 5 RUNNING (and the activation registry)
+suspend: 1 SUSPENDING → 2 engines-stop event → 3 checkpoint, folder to trash
+         → 4 SUSPENDED (lease released, out of the registry)
+close:   fence (new generation) → dispose (workspace DELETED, snapshots
+         DELETING, local folder to trash) → CLOSED
+
+Every status write and every checkpoint carries the project's generation, so
+a pod fenced by a newer claim changes nothing. Each step has a named crash
+point; the next bring or suspend finishes what a crash interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tenure.errors import Conflict, TenureError
+from tenure.faults import crash_point, register
+from tenure.objects import ObjectStore
+from tenure.projects.ownership import Ownership, ProjectClosed, ProjectHomeless
+from tenure.projects.pods import PodIdentity
+from tenure.projects.records import Kind, LifecycleType, Project
+from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflict, SystemProject
+from tenure.states import ProjectStatus, WorkspaceState
+from tenure.store import Store
+from tenure.workspaces import WorkspaceService
+
+for _name, _what in [
+    ("bring.after_claim", "1: lease claimed"),
+    ("bring.after_unbind", "1a: stale sessions unbound"),
+    ("bring.after_recovering", "2: status RECOVERING"),
+    ("bring.after_workspace_init", "3: workspace folder restored or adopted"),
+    ("bring.after_engines_start", "4: engines-start delivered"),
+    ("bring.after_running", "5: status RUNNING"),
+    ("suspend.after_suspending", "1: status SUSPENDING"),
+    ("suspend.after_engines_stop", "2: engines-stop delivered"),
+    ("suspend.after_workspace", "3: checkpoint published, folder moved to trash"),
+    ("suspend.after_suspended", "4: status SUSPENDED"),
+    ("close.after_fence", "generation raised, writer leases revoked"),
+    ("close.after_dispose", "workspace DELETED, snapshots DELETING, folder gone"),
+    ("close.after_closed", "status CLOSED"),
+]:
+    register(_name, _what)
+
+S = ProjectStatus
+
+
+class ClaimRejected(Conflict):
+    """Another live pod holds the project's lease."""
+
+    code = "claim-rejected"
+    retryable = True
+    default_hint = "the project is owned elsewhere; ask its holder or wait for the lease to expire"
+
+
+class EngineFailed(TenureError):
+    code = "engine-failed"
+    retryable = True
+    exit_code = 4
+    default_hint = "fix the engine and bring the project again"
+
+
+@dataclass(frozen=True)
+class EnginesStartRequested:
+    tenant_id: str
+    project_name: str
+
+
+@dataclass(frozen=True)
+class EnginesStopRequested:
+    tenant_id: str
+    project_name: str
+
+
+class Engine(Protocol):
+    """User code that runs for a project while it is RUNNING here."""
+
+    def start(self, event: EnginesStartRequested, folder: str) -> None: ...
+
+    def stop(self, event: EnginesStopRequested, folder: str) -> None: ...
+
+
+@dataclass
+class ActivationRegistry:
+    """In-process "running here": only bring adds, suspend / close / drift remove."""
+
+    _ids: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, project_id: str) -> None:
+        with self._lock:
+            self._ids.add(project_id)
+
+    def remove(self, project_id: str) -> None:
+        with self._lock:
+            self._ids.discard(project_id)
+
+    def __contains__(self, project_id: object) -> bool:
+        with self._lock:
+            return project_id in self._ids
+
+    def ids(self) -> set[str]:
+        with self._lock:
+            return set(self._ids)
+
+
+@dataclass
+class LifecycleConfig:
+    lease_ttl: float = 60.0
+    engine_stop_timeout: float = 30.0
+
+
+class Trash:
+    """Folders to delete: renamed into ``<data>/trash`` at once, deleted in the background.
+
+    The trash folder itself is the record: whatever a crash leaves there is
+    deleted by the next :meth:`sweep` (every service start).
+    """
+
+    def __init__(self, data_dir: str) -> None:
+        self.root = os.path.join(data_dir, "trash")
+        os.makedirs(self.root, exist_ok=True)
+        self._threads: list[threading.Thread] = []
+
+    def discard(self, path: str) -> None:
+        if not os.path.lexists(path):
+            return
+        target = os.path.join(self.root, uuid.uuid4().hex)
+        os.rename(path, target)
+        self._spawn([target])
+
+    def sweep(self) -> None:
+        leftovers = [os.path.join(self.root, n) for n in os.listdir(self.root)]
+        if leftovers:
+            self._spawn(leftovers)
+
+    def _spawn(self, paths: list[str]) -> None:
+        thread = threading.Thread(target=lambda: [shutil.rmtree(p, ignore_errors=True) for p in paths],
+                                  name="tenure-trash", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class LifecycleService:
+    """bring / suspend / close for one pod (see the module docstring)."""
+
+    def __init__(self, store: Store, objects: ObjectStore, data_dir: str, pod: PodIdentity, *,
+                 config: LifecycleConfig | None = None, engines: list[Engine] | None = None,
+                 registry: ActivationRegistry | None = None) -> None:
+        self.store = store
+        self.pod = pod
+        self.config = config or LifecycleConfig()
+        self.engines = list(engines or [])
+        self.registry = registry or ActivationRegistry()
+        self.projects = ProjectStore(store)
+        self.ownership = Ownership(store)
+        self.workspaces = WorkspaceService(store, objects, data_dir, holder=pod.pod_id)
+        self.data_dir = data_dir
+        self.trash = Trash(data_dir)
+        self.trash.sweep()
+
+    # ------------------------------------------------------------------ folders
+
+    def folder(self, project: Project) -> str:
+        """The project's workspace folder on this host (ids are hashed before they become paths)."""
+        digest = hashlib.sha256(project.id.encode()).hexdigest()[:24]
+        return os.path.join(self.data_dir, "workspaces", digest)
+
+    def _base_file(self, project: Project) -> str:
+        return self.folder(project) + ".base.json"
+
+    def _read_base(self, project: Project) -> str | None:
+        try:
+            with open(self._base_file(project), encoding="utf-8") as fh:
+                return json.load(fh).get("snapshot")  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            return "unknown"
+
+    def _write_base(self, project: Project, snapshot_id: str | None) -> None:
+        path = self._base_file(project)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"snapshot": snapshot_id}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    # ------------------------------------------------------------------ bring
+
+    def bring(self, tenant: str, name: str) -> Project:
+        """Make the project RUNNING on this pod; returns the updated row."""
+        project = self.projects.get(tenant, name)
+        self._refuse_closed_or_homeless(project)
+        if (project.status is S.RUNNING and project.id in self.registry
+                and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl)):
+            self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
+                                 self.config.lease_ttl)
+            return self.projects.get(tenant, name)
+        project = self._claim(tenant, name)
+        crash_point("bring.after_claim")
+        self.projects.unbind_sessions([project.id])
+        crash_point("bring.after_unbind")
+        if project.status is not S.RECOVERING:
+            project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
+        crash_point("bring.after_recovering")
+        folder = self._workspace_init(project)
+        crash_point("bring.after_workspace_init")
+        self._start_engines(project, folder)
+        crash_point("bring.after_engines_start")
+        project = self.projects.transition_status(tenant, name, S.RECOVERING, S.RUNNING, project.generation)
+        self.registry.add(project.id)
+        crash_point("bring.after_running")
+        return project
+
+    def _refuse_closed_or_homeless(self, project: Project) -> None:
+        if project.status is S.CLOSED:
+            raise ProjectClosed(f"project {project.ref} is CLOSED", project=project.ref)
+        if project.lifecycle_type is LifecycleType.HOMELESS:
+            raise ProjectHomeless(f"project {project.ref} is HOMELESS", project=project.ref)
+
+    def _claim(self, tenant: str, name: str) -> Project:
+        claimed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
+                                       self.config.lease_ttl)
+        if claimed is None:
+            project = self.projects.get(tenant, name)
+            owner = self.ownership.owner(project.id, self.config.lease_ttl)
+            raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+                                holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
+        return claimed
+
+    def _workspace_init(self, project: Project) -> str:
+        """Restore the head, or adopt a folder already here whose base is the head (never overwrite)."""
+        folder = self.folder(project)
+        ws = self.store.workspaces.workspace(project.workspace_id)
+        head = ws.head_snapshot_id
+        if os.path.isdir(folder):
+            if self._read_base(project) == head:
+                return folder
+            preserved = os.path.join(self.data_dir, "preserved", f"{os.path.basename(folder)}-{int(time.time())}")
+            os.makedirs(os.path.dirname(preserved), exist_ok=True)
+            os.rename(folder, preserved)
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        if head is None:
+            os.makedirs(folder, exist_ok=True)
+        else:
+            self.workspaces.restore(ws.id, folder)
+        self._write_base(project, head)
+        return folder
+
+    def _start_engines(self, project: Project, folder: str) -> None:
+        event = EnginesStartRequested(project.tenant, project.name)
+        for engine in self.engines:
+            try:
+                engine.start(event, folder)
+            except Exception as exc:
+                self.projects.record_error(project, f"engine start failed: {exc}")
+                raise EngineFailed(f"an engine failed to start for {project.ref}: {exc}",
+                                   project=project.ref) from exc
+
+    # ------------------------------------------------------------------ suspend
+
+    def suspend(self, tenant: str, name: str) -> Project:
+        """Make the project SUSPENDED: engines stopped, checkpoint published, folder gone."""
+        project = self.projects.get(tenant, name)
+        if project.status is S.CLOSED:
+            raise StatusConflict(f"project {project.ref} is CLOSED", project=project.ref,
+                                 expected="not CLOSED", actual="CLOSED")
+        if project.status is S.SUSPENDED:
+            return project
+        if project.status is S.INIT:
+            return self.projects.transition_status(tenant, name, S.INIT, S.SUSPENDED, project.generation)
+        if project.status is S.RECOVERING:
+            self.bring(tenant, name)
+        project = self._claim(tenant, name)
+        if project.status is S.RUNNING:
+            project = self.projects.transition_status(tenant, name, S.RUNNING, S.SUSPENDING, project.generation)
+        crash_point("suspend.after_suspending")
+        self._stop_engines(project)
+        crash_point("suspend.after_engines_stop")
+        self._suspend_workspace(project)
+        crash_point("suspend.after_workspace")
+        project = self.projects.transition_status(tenant, name, S.SUSPENDING, S.SUSPENDED, project.generation)
+        self.registry.remove(project.id)
+        self.ownership.release_lease(tenant, name, self.pod.pod_id)
+        crash_point("suspend.after_suspended")
+        return project
+
+    def _stop_engines(self, project: Project) -> None:
+        event = EnginesStopRequested(project.tenant, project.name)
+        folder = self.folder(project)
+        for engine in self.engines:
+            errors: list[BaseException] = []
+            thread = threading.Thread(target=_capture(errors, lambda e=engine: e.stop(event, folder)), daemon=True)
+            thread.start()
+            thread.join(self.config.engine_stop_timeout)
+            if thread.is_alive() or errors:
+                why = "timed out" if thread.is_alive() else f"failed: {errors[0]}"
+                self.projects.record_error(project, f"engine stop {why}")
+                raise EngineFailed(f"an engine stop {why} for {project.ref}; the project stays SUSPENDING",
+                                   project=project.ref)
+
+    def _suspend_workspace(self, project: Project) -> None:
+        """Checkpoint the local folder under the project's writer lease, then move it to the trash."""
+        folder = self.folder(project)
+        if os.path.isdir(folder):
+            ws = self.store.workspaces.workspace(project.workspace_id)
+            lease = self.store.workspaces.lease(ws.id, project.generation)
+            key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING else f"suspend:{project.generation}"
+            if lease is not None:
+                self.workspaces.checkpoint(ws.id, folder, key=key, lease=lease)
+            self.trash.discard(folder)
+        if os.path.exists(self._base_file(project)):
+            os.unlink(self._base_file(project))
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, tenant: str, name: str, closed_group_id: str = CLOSED_GROUP) -> Project:
+        """Terminal: fence, dispose the workspace and its snapshots, then CLOSED. No stop event."""
+        project = self.projects.get(tenant, name)
+        if project.status is S.CLOSED:
+            return project
+        if project.kind is Kind.SYSTEM:
+            raise SystemProject(f"project {project.ref} is a SYSTEM project", project=project.ref)
+        project = self.projects.fence(project, self.pod.pod_id)
+        crash_point("close.after_fence")
+        self.store.workspaces.dispose(project.workspace_id, project.generation)
+        if os.path.isdir(self.folder(project)):
+            self.trash.discard(self.folder(project))
+        crash_point("close.after_dispose")
+        project = self.projects.close(tenant, name, closed_group_id, project.generation)
+        self.registry.remove(project.id)
+        crash_point("close.after_closed")
+        return project
+
+    def shutdown(self) -> None:
+        """Release every lease this pod holds (best effort) and let the trash finish."""
+        self.ownership.release_leases(self.pod.pod_id)
+        self.trash.wait()
+
+
+def _capture(errors: list[BaseException], fn: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            errors.append(exc)
+
+    return run

@@ -1,0 +1,156 @@
+"""Ownership: the only module that reads ``home_pod_id`` and ``claimed_at``.
+
+A project's owner is a lease: ``home_pod_id`` names the holder (a pod's
+fresh UUID), ``claimed_at`` is when it was last renewed, by the store clock.
+An expired lease means nobody owns the project, whatever the columns say. The
+lease TTL is policy, passed in with every decision, never stored.
+
+The claim is one compare-and-swap statement decided on the row alone (free,
+self, or expired). A claim that changes the holder also issues the project
+workspace's next writer lease in the same transaction, so the project's
+fencing generation *is* its writer generation (ADR 0007).
+
+Every other module asks this one; ``tests/unit/test_strict_read_rule.py``
+fails if any other source file mentions those columns.
+"""
+
+from __future__ import annotations
+
+from tenure.errors import Conflict, InvalidInput, NotFound
+from tenure.projects.records import PROJECT_COLUMNS, Owner, Project
+from tenure.store import Store
+from tenure.store.connector import Tx
+
+#: A project's writer lease lives as long as its ownership: it is revoked by
+#: the next holder's claim, so its own TTL is not what ends it.
+PROJECT_WRITER_TTL_S = 10 * 365 * 24 * 3600.0
+
+_NEEDS_OWNER = ("status IN ('INIT', 'RECOVERING', 'RUNNING')"
+                " AND (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1))")
+
+
+class ProjectClosed(Conflict):
+    code = "project-closed"
+    default_hint = "a CLOSED project accepts no further operations"
+
+
+class ProjectHomeless(Conflict):
+    code = "project-homeless"
+    default_hint = "HOMELESS projects hold metadata only and never have an owner"
+
+
+class Ownership:
+    """Claims, renewals, releases and the holder queries, over one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.db = store.db
+
+    # ------------------------------------------------------------------ the claim path
+
+    def claim(self, tenant: str, name: str, pod_id: str, node_name: str, address: str | None,
+              lease_ttl: float) -> Project | None:
+        """CAS: take the lease if it is free, ours, or expired. ``None`` when another pod holds it."""
+        if not pod_id:
+            raise InvalidInput("claim needs the caller's pod id", code="podless-claim",
+                               hint="claims are made by a pod; start one or pass --pod-id")
+        with self.db.transaction() as tx:
+            row = tx.one("SELECT id, status, lifecycle_type, generation, workspace_id FROM projects"
+                         " WHERE tenant = :t AND name = :n", {"t": tenant, "n": name})
+            if row is None:
+                raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
+            if row["status"] == "CLOSED":
+                raise ProjectClosed(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
+            if row["lifecycle_type"] == "HOMELESS":
+                raise ProjectHomeless(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
+            claimed = tx.execute(
+                "UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now},"
+                " pending_since = NULL, generation = CASE WHEN home_pod_id = :pod THEN generation"
+                " ELSE generation + 1 END, updated_at = {now}"
+                " WHERE id = :id AND status <> 'CLOSED' AND lifecycle_type <> 'HOMELESS'"
+                " AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL"
+                " OR claimed_at < {now} - :ttl) RETURNING generation",
+                {"pod": pod_id, "node": node_name, "id": row["id"], "ttl": lease_ttl})
+            if not claimed:
+                return None
+            if int(claimed[0]["generation"]) != int(row["generation"]):
+                lease = self.store.workspaces.acquire(row["workspace_id"], pod_id, PROJECT_WRITER_TTL_S,
+                                                      takeover=True, tx=tx)
+                tx.execute("UPDATE projects SET generation = :g WHERE id = :id",
+                           {"g": lease.generation, "id": row["id"]})
+            return self._project(tx, row["id"])
+
+    @staticmethod
+    def _project(tx: Tx, project_id: str) -> Project:
+        found = tx.one(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = :id", {"id": project_id})
+        assert found is not None
+        return Project.from_row(found)
+
+    def renew_leases(self, pod_id: str) -> int:
+        """One statement per beat: extend every lease this pod holds; return the matched count."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod", {"pod": pod_id})
+
+    def release_leases(self, pod_id: str) -> int:
+        """Release everything this pod holds (orderly shutdown; best effort)."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL,"
+                            " updated_at = {now} WHERE home_pod_id = :pod", {"pod": pod_id})
+
+    def release_lease(self, tenant: str, name: str, pod_id: str) -> bool:
+        """Release one lease, only if it is still ours (the drain primitive)."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL,"
+                            " updated_at = {now} WHERE tenant = :t AND name = :n AND home_pod_id = :pod",
+                            {"t": tenant, "n": name, "pod": pod_id}) == 1
+
+    # ------------------------------------------------------------------ questions
+
+    def owner(self, project_id: str, lease_ttl: float) -> Owner:
+        """Who holds the project's lease, and is it still valid (store clock)?"""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("SELECT home_pod_id, home_node, claimed_at, claimed_at >= {now} - :ttl AS live"
+                         " FROM projects WHERE id = :id", {"id": project_id, "ttl": lease_ttl})
+        if row is None:
+            raise NotFound(f"no project {project_id}", code="project-not-found")
+        live = bool(row["live"]) and row["home_pod_id"] is not None
+        return Owner(row["home_pod_id"], row["home_node"], row["claimed_at"], live)
+
+    def holds(self, project_id: str, pod_id: str, lease_ttl: float) -> bool:
+        owner = self.owner(project_id, lease_ttl)
+        return owner.live and owner.pod_id == pod_id
+
+    def _select(self, where: str, params: dict[str, object], suffix: str = "") -> list[Project]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE {where} {suffix}", params)
+        return [Project.from_row(r) for r in rows]
+
+    def find_by_home_pod_id(self, pod_id: str) -> list[Project]:
+        return self._select("home_pod_id = :pod", {"pod": pod_id}, "ORDER BY tenant, name")
+
+    def find_running_by_home_pod_id(self, pod_id: str) -> list[Project]:
+        return self._select("home_pod_id = :pod AND status = 'RUNNING'", {"pod": pod_id}, "ORDER BY tenant, name")
+
+    def sum_score_by_home_pod_id(self, pod_id: str) -> float:
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod",
+                         {"pod": pod_id})
+        return float(row["s"]) if row else 0.0
+
+    def needing_owner_sql(self) -> str:
+        """The selector of :meth:`find_projects_needing_owner` (for EXPLAIN in benchmarks)."""
+        return (f"SELECT {PROJECT_COLUMNS} FROM projects WHERE {_NEEDS_OWNER}"
+                " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)"
+                " ORDER BY claimed_at LIMIT :limit OFFSET :skip")
+
+    def find_projects_needing_owner(self, lease_ttl: float, limit: int, skip: int = 0) -> list[Project]:
+        """Needs an owner and has no live lease; never SUSPENDED, SUSPENDING or CLOSED (index range scan)."""
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(self.needing_owner_sql(), {"ttl": lease_ttl, "limit": limit, "skip": skip})
+        return [Project.from_row(r) for r in rows]
+
+    def find_pending_placement(self, lease_ttl: float, pending_ttl: float) -> list[Project]:
+        """Projects no pod had room for, waiting for at most ``pending_ttl`` seconds, still unowned."""
+        return self._select("pending_since IS NOT NULL AND pending_since >= {now} - :pending"
+                            " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)",
+                            {"pending": pending_ttl, "ttl": lease_ttl}, "ORDER BY pending_since")

@@ -1,0 +1,82 @@
+"""Pods: one row per process start, heartbeats, and endpoint resolution.
+
+Liveness and lease validity are two questions with two clocks: a pod killed
+with SIGKILL keeps a valid project lease for up to the lease TTL while its
+row goes stale after the (shorter) liveness TTL. Endpoint resolution answers
+only the liveness question.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from dataclasses import dataclass
+
+from tenure.projects.records import Pod
+from tenure.store import Store
+
+POD_STATUSES = ("STARTING", "RUNNING", "DRAINING", "STOPPED")
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """Who this process is: a fresh id per start; the node name is for display only."""
+
+    pod_id: str
+    node_name: str
+    endpoint: str | None = None
+
+    @classmethod
+    def fresh(cls, node_name: str | None = None, endpoint: str | None = None) -> PodIdentity:
+        return cls(str(uuid.uuid4()), node_name or socket.gethostname(), endpoint)
+
+
+class PodRegistry:
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+
+    def register(self, identity: PodIdentity, *, labels: dict[str, str] | None = None,
+                 capacity: float = 100.0) -> Pod:
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at,"
+                       " heartbeat_at) VALUES (:id, :n, :e, :l, :c, 'RUNNING', {now}, {now})",
+                       {"id": identity.pod_id, "n": identity.node_name, "e": identity.endpoint,
+                        "l": json.dumps(labels or {}, sort_keys=True), "c": capacity})
+        return self.get(identity.pod_id)
+
+    def get(self, pod_id: str) -> Pod:
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM pods WHERE id = :id", {"id": pod_id})
+        if row is None:
+            from tenure.errors import NotFound
+
+            raise NotFound(f"no pod {pod_id}", code="pod-not-found")
+        return Pod.from_row(row)
+
+    def heartbeat(self, pod_id: str) -> bool:
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE pods SET heartbeat_at = {now} WHERE id = :id AND status <> 'STOPPED'",
+                            {"id": pod_id}) == 1
+
+    def set_status(self, pod_id: str, status: str) -> None:
+        assert status in POD_STATUSES
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE pods SET status = :s, heartbeat_at = {now} WHERE id = :id", {"s": status, "id": pod_id})
+
+    def list(self) -> list[tuple[Pod, bool]]:
+        """Every pod with whether it is live under the default liveness TTL (15 s)."""
+        return self.list_with_liveness(15.0)
+
+    def list_with_liveness(self, liveness_ttl: float) -> list[tuple[Pod, bool]]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("SELECT *, (status IN ('RUNNING', 'DRAINING') AND heartbeat_at >= {now} - :ttl)"
+                              " AS live FROM pods ORDER BY started_at", {"ttl": liveness_ttl})
+        return [(Pod.from_row(r), bool(r["live"])) for r in rows]
+
+    def resolve_endpoint(self, pod_id: str, liveness_ttl: float) -> str | None:
+        """The endpoint of a live pod, or ``None`` when it is unknown, stopped or silent too long."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("SELECT endpoint FROM pods WHERE id = :id AND status IN ('RUNNING', 'DRAINING')"
+                         " AND heartbeat_at >= {now} - :ttl", {"id": pod_id, "ttl": liveness_ttl})
+        return None if row is None else row["endpoint"]

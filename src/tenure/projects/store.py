@@ -1,0 +1,287 @@
+"""Project store operations other than ownership: records, status, type, placement, demand, sessions.
+
+Each operation is one atomic conditional statement (plus the reads that
+explain a refusal). None orchestrates: no workspace work, no events — that is
+the lifecycle service's job. Status writes carry the project's generation,
+so a fenced former owner changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from tenure.errors import Conflict, InvalidInput, NotFound, StaleGeneration
+from tenure.projects.ownership import ProjectClosed
+from tenure.projects.records import PROJECT_COLUMNS, Kind, LifecycleType, Project, Session
+from tenure.states import PROJECT, ProjectStatus
+from tenure.store import Store, validate_name
+from tenure.store.connector import Tx
+from tenure.store.workspaces import new_id
+
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$")
+CLOSED_GROUP = "closed"
+
+
+class StatusConflict(Conflict):
+    """The project's status is not the one the caller expected."""
+
+    code = "status-conflict"
+    default_hint = "read the project again; another operation changed its status"
+
+
+class SystemProject(Conflict):
+    code = "system-project"
+    default_hint = "SYSTEM projects cannot be closed or change lifecycle type"
+
+
+class AlreadyBound(Conflict):
+    code = "already-bound"
+    default_hint = "the session is bound to another live connection"
+
+
+def validate_selector(selector: dict[str, str]) -> dict[str, str]:
+    """A pod selector: label key → exact value (ADR 0008)."""
+    if not isinstance(selector, dict):
+        raise InvalidInput("a placement selector is a JSON object of label = value", code="invalid-selector")
+    for key, value in selector.items():
+        if not (isinstance(key, str) and isinstance(value, str) and _LABEL.match(key) and _LABEL.match(value)):
+            raise InvalidInput(f"invalid selector entry {key!r}={value!r}", code="invalid-selector",
+                               hint="keys and values: 1-63 of letters, digits, '.', '_', '/', '-'")
+    return selector
+
+
+class ProjectStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.db = store.db
+
+    # ------------------------------------------------------------------ records
+
+    def create(self, tenant: str, name: str, *, kind: Kind = Kind.USER,
+               lifecycle_type: LifecycleType = LifecycleType.AUTO, group: str = "default") -> Project:
+        """A new INIT project with its (empty) workspace record."""
+        validate_name("tenant", tenant)
+        validate_name("project", name)
+        validate_name("project group", group)
+        pid = new_id("p-")
+        with self.db.transaction() as tx:
+            if tx.one("SELECT id FROM projects WHERE tenant = :t AND name = :n", {"t": tenant, "n": name}):
+                raise Conflict(f"project {tenant}/{name} already exists", code="project-exists",
+                               project=f"{tenant}/{name}")
+            ws = self.store.workspaces.create(f"prj-{pid[2:]}", tx=tx)
+            tx.execute("INSERT INTO projects (id, tenant, name, project_group, status, kind, lifecycle_type,"
+                       " workspace_id, created_at, updated_at) VALUES (:id, :t, :n, :g, 'INIT', :k, :lt, :w,"
+                       " {now}, {now})", {"id": pid, "t": tenant, "n": name, "g": group, "k": kind.value,
+                                          "lt": lifecycle_type.value, "w": ws.id})
+            return self._get(tx, tenant, name)
+
+    @staticmethod
+    def _get(tx: Tx, tenant: str, name: str) -> Project:
+        row = tx.one(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE tenant = :t AND name = :n",
+                     {"t": tenant, "n": name})
+        if row is None:
+            raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}",
+                           hint="list projects with `tenure project list`")
+        return Project.from_row(row)
+
+    def get(self, tenant: str, name: str) -> Project:
+        with self.db.transaction(write=False) as tx:
+            return self._get(tx, tenant, name)
+
+    def list(self, status: ProjectStatus | None = None) -> list[Project]:
+        where, params = ("WHERE status = :s", {"s": status.value}) if status else ("", {})
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY tenant, name", params)
+        return [Project.from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ status (lifecycle service only)
+
+    def transition_status(self, tenant: str, name: str, expected: ProjectStatus, target: ProjectStatus,
+                          generation: int, *, error: str | None = None) -> Project:
+        """Atomic ``expected → target``, fenced by the generation; conflict error otherwise."""
+        PROJECT.check(expected, target)
+        with self.db.transaction() as tx:
+            rows = tx.count("UPDATE projects SET status = :t, error = :err, updated_at = {now} WHERE tenant = :tn"
+                            " AND name = :n AND status = :e AND generation = :g",
+                            {"t": target.value, "e": expected.value, "g": generation, "tn": tenant, "n": name,
+                             "err": error})
+            current = self._get(tx, tenant, name)
+            if rows == 1:
+                return current
+            self._refuse(current, expected, generation)
+            raise AssertionError("unreachable")
+
+    @staticmethod
+    def _refuse(current: Project, expected: ProjectStatus, generation: int) -> None:
+        if current.generation != generation:
+            raise StaleGeneration(f"project {current.ref}: generation {generation} is fenced, {current.generation}"
+                                  " is current", generation=generation, current_generation=current.generation,
+                                  project=current.ref)
+        if current.status is ProjectStatus.CLOSED:
+            raise ProjectClosed(f"project {current.ref} is CLOSED", project=current.ref)
+        raise StatusConflict(f"project {current.ref} is {current.status.value}, expected {expected.value}",
+                             project=current.ref, expected=expected.value, actual=current.status.value)
+
+    def record_error(self, project: Project, error: str | None) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE projects SET error = :e, updated_at = {now} WHERE id = :id AND generation = :g",
+                       {"e": error, "id": project.id, "g": project.generation})
+
+    def fence(self, project: Project, holder: str) -> Project:
+        """Raise the generation (new writer lease, older ones revoked) without claiming ownership."""
+        from tenure.projects.ownership import PROJECT_WRITER_TTL_S
+
+        with self.db.transaction() as tx:
+            lease = self.store.workspaces.acquire(project.workspace_id, holder, PROJECT_WRITER_TTL_S,
+                                                  takeover=True, tx=tx)
+            tx.execute("UPDATE projects SET generation = :g, updated_at = {now} WHERE id = :id AND status <> 'CLOSED'",
+                       {"g": lease.generation, "id": project.id})
+            return self._get(tx, project.tenant, project.name)
+
+    def close(self, tenant: str, name: str, closed_group_id: str, generation: int) -> Project:
+        """status = CLOSED and the archive group; refuses SYSTEM projects (checked first)."""
+        with self.db.transaction() as tx:
+            current = self._get(tx, tenant, name)
+            if current.kind is Kind.SYSTEM:
+                raise SystemProject(f"project {current.ref} is a SYSTEM project", project=current.ref)
+            PROJECT.check(current.status, ProjectStatus.CLOSED)
+            rows = tx.count("UPDATE projects SET status = 'CLOSED', project_group = :grp, updated_at = {now}"
+                            " WHERE id = :id AND kind <> 'SYSTEM' AND status <> 'CLOSED' AND generation = :g",
+                            {"grp": closed_group_id, "id": current.id, "g": generation})
+            if rows != 1:
+                self._refuse(current, current.status, generation)
+            return self._get(tx, tenant, name)
+
+    # ------------------------------------------------------------------ type, placement, demand
+
+    def set_lifecycle_type(self, tenant: str, name: str, value: LifecycleType) -> Project:
+        """Switch between AUTO, EPHEMERAL and PERMANENT; refuses HOMELESS (either side) and SYSTEM."""
+        if value is LifecycleType.HOMELESS:
+            raise InvalidInput("a project cannot become HOMELESS; that type is fixed at creation",
+                               code="lifecycle-type-refused")
+        with self.db.transaction() as tx:
+            current = self._get(tx, tenant, name)
+            if current.kind is Kind.SYSTEM:
+                raise SystemProject(f"project {current.ref} is a SYSTEM project", project=current.ref)
+            if current.lifecycle_type is LifecycleType.HOMELESS:
+                raise InvalidInput(f"project {current.ref} is HOMELESS; its type is fixed",
+                                   code="lifecycle-type-refused")
+            tx.execute("UPDATE projects SET lifecycle_type = :v, updated_at = {now} WHERE id = :id"
+                       " AND lifecycle_type <> 'HOMELESS' AND kind <> 'SYSTEM'", {"v": value.value, "id": current.id})
+            return self._get(tx, tenant, name)
+
+    def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
+        validate_selector(selector)
+        if not (isinstance(score, (int, float)) and math.isfinite(score) and score > 0):
+            raise InvalidInput(f"invalid placement score {score!r}", code="invalid-score",
+                               hint="a positive, finite number")
+        with self.db.transaction() as tx:
+            current = self._get(tx, tenant, name)
+            tx.execute("UPDATE projects SET placement_selector = :s, placement_score = :sc, updated_at = {now}"
+                       " WHERE id = :id", {"s": json.dumps(selector, sort_keys=True), "sc": float(score),
+                                           "id": current.id})
+            return self._get(tx, tenant, name)
+
+    def mark_pending_placement(self, tenant: str, name: str) -> bool:
+        """Set ``pending_since`` only if empty ("waiting since"); a claim clears it."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET pending_since = {now} WHERE tenant = :t AND name = :n"
+                            " AND pending_since IS NULL", {"t": tenant, "n": name}) == 1
+
+    def set_owner_required(self, tenant: str, name: str, value: bool) -> bool:
+        """Write the derived flag only when it flips; return whether it did."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET owner_required = :v, updated_at = {now} WHERE tenant = :t"
+                            " AND name = :n AND owner_required <> :v",
+                            {"v": int(value), "t": tenant, "n": name}) == 1
+
+    def find_owner_required(self) -> list[Project]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE owner_required = 1 ORDER BY tenant, name")
+        return [Project.from_row(r) for r in rows]
+
+    def add_demand(self, tenant: str, name: str, source: str) -> bool:
+        """Register scheduled or pending work; re-derives ``owner_required``."""
+        project = self.get(tenant, name)
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO project_demand (project_id, source, created_at) VALUES (:p, :s, {now})"
+                       " ON CONFLICT (project_id, source) DO NOTHING", {"p": project.id, "s": source})
+        return self.rederive_owner_required(tenant, name)
+
+    def remove_demand(self, tenant: str, name: str, source: str) -> bool:
+        project = self.get(tenant, name)
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM project_demand WHERE project_id = :p AND source = :s",
+                       {"p": project.id, "s": source})
+        return self.rederive_owner_required(tenant, name)
+
+    def rederive_owner_required(self, tenant: str, name: str) -> bool:
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET owner_required = CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
+                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END, updated_at = {now}"
+                            " WHERE tenant = :t AND name = :n AND owner_required <> CASE WHEN EXISTS (SELECT 1"
+                            " FROM project_demand d WHERE d.project_id = projects.id) THEN 1 ELSE 0 END",
+                            {"t": tenant, "n": name}) == 1
+
+    def rederive_all(self) -> int:
+        """Boot: re-derive every flag from the demand records (flips only)."""
+        with self.db.transaction() as tx:
+            return tx.count("UPDATE projects SET owner_required = CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
+                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END, updated_at = {now}"
+                            " WHERE owner_required <> CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
+                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END")
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(self, project: Project) -> Session:
+        sid = new_id("c-")
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO sessions (id, project_id, created_at, updated_at) VALUES (:id, :p, {now}, {now})",
+                       {"id": sid, "p": project.id})
+        return self.session(sid)
+
+    def session(self, session_id: str) -> Session:
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM sessions WHERE id = :id", {"id": session_id})
+        if row is None:
+            raise NotFound(f"no session {session_id}", code="session-not-found")
+        return Session.from_row(row)
+
+    def sessions(self, project: Project) -> list[Session]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("SELECT * FROM sessions WHERE project_id = :p ORDER BY id", {"p": project.id})
+        return [Session.from_row(r) for r in rows]
+
+    def bind_session(self, session_id: str, connection_id: str, pod_id: str, generation: int) -> Session:
+        """Bind a session to a client connection, fenced by the project generation."""
+        with self.db.transaction() as tx:
+            rows = tx.count(
+                "UPDATE sessions SET bound_connection_id = :c, bound_pod_id = :pod, updated_at = {now}"
+                " WHERE id = :id AND (bound_connection_id IS NULL OR bound_connection_id = :c)"
+                " AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g"
+                " AND p.status <> 'CLOSED')", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation})
+            row = tx.one("SELECT s.*, p.generation FROM sessions s JOIN projects p ON p.id = s.project_id"
+                         " WHERE s.id = :id", {"id": session_id})
+        if row is None:
+            raise NotFound(f"no session {session_id}", code="session-not-found")
+        if rows == 1:
+            return Session.from_row(row)
+        if int(row["generation"]) != generation:
+            raise StaleGeneration(f"session {session_id}: project generation {generation} is fenced",
+                                  generation=generation, current_generation=int(row["generation"]))
+        raise AlreadyBound(f"session {session_id} is bound to connection {row['bound_connection_id']}",
+                           connection=row["bound_connection_id"])
+
+    def unbind_sessions(self, project_ids: list[str]) -> int:
+        """Step 1a: unbind every session of these projects (idempotent)."""
+        if not project_ids:
+            return 0
+        params: dict[str, Any] = {f"p{i}": pid for i, pid in enumerate(project_ids)}
+        marks = ", ".join(f":p{i}" for i in range(len(project_ids)))
+        with self.db.transaction() as tx:
+            return tx.count(f"UPDATE sessions SET bound_connection_id = NULL, bound_pod_id = NULL,"
+                            f" updated_at = {{now}} WHERE project_id IN ({marks}) AND bound_connection_id IS NOT NULL",
+                            params)
