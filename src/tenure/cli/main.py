@@ -34,12 +34,14 @@ def root(ctx: click.Context, data: str | None, db: str | None, objects: str | No
 
 
 def _register() -> None:
-    from tenure.cli import db, snapshot, workspace
+    from tenure.cli import db, project, snapshot, workspace
 
     root.add_command(workspace.workspace)
     root.add_command(snapshot.snapshot)
     root.add_command(snapshot.gc)
     root.add_command(db.db)
+    root.add_command(project.project)
+    root.add_command(project.pods)
     try:
         from tenure.cli.intake import intake
     except ImportError:  # pragma: no cover - intake CLI not installed

@@ -18,9 +18,9 @@ from tenure.projects.lifecycle import (
     LifecycleConfig,
     LifecycleService,
 )
-from tenure.projects.ownership import Ownership, ProjectClosed, ProjectHomeless
+from tenure.projects.ownership import Owner, Ownership, ProjectClosed, ProjectHomeless
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import Kind, LifecycleType, Owner, Pod, Project, Session
+from tenure.projects.records import Kind, LifecycleType, Pod, Project, Session
 from tenure.projects.store import AlreadyBound, ProjectStore, StatusConflict, SystemProject
 
 __all__ = [

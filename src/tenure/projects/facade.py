@@ -56,8 +56,4 @@ class OwnershipFacade:
         endpoint = self.pods.resolve_endpoint(owner.pod_id, self.liveness_ttl) if owner.pod_id else None
         if endpoint is not None:
             return ClaimResult(redirect=endpoint)
-        remaining = (owner.claimed_at or 0) + self.lease_ttl
-        return ClaimResult(retry_after=max(0.0, remaining - self._now()))
-
-    def _now(self) -> float:
-        return self.projects.store.workspaces.now()
+        return ClaimResult(retry_after=max(0.0, owner.expires_in or 0.0))

@@ -157,6 +157,11 @@ class Trash:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+def project_folder(data_dir: str, project: Project) -> str:
+    """The project's workspace folder on this host (ids are hashed before they become paths)."""
+    return os.path.join(data_dir, "workspaces", hashlib.sha256(project.id.encode()).hexdigest()[:24])
+
+
 class LifecycleService:
     """bring / suspend / close for one pod (see the module docstring)."""
 
@@ -178,9 +183,7 @@ class LifecycleService:
     # ------------------------------------------------------------------ folders
 
     def folder(self, project: Project) -> str:
-        """The project's workspace folder on this host (ids are hashed before they become paths)."""
-        digest = hashlib.sha256(project.id.encode()).hexdigest()[:24]
-        return os.path.join(self.data_dir, "workspaces", digest)
+        return project_folder(self.data_dir, project)
 
     def _base_file(self, project: Project) -> str:
         return self.folder(project) + ".base.json"

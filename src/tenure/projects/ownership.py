@@ -17,7 +17,10 @@ fails if any other source file mentions those columns.
 from __future__ import annotations
 
 from tenure.errors import Conflict, InvalidInput, NotFound
-from tenure.projects.records import PROJECT_COLUMNS, Owner, Project
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.projects.records import PROJECT_COLUMNS, Project
 from tenure.store import Store
 from tenure.store.connector import Tx
 
@@ -27,6 +30,19 @@ PROJECT_WRITER_TTL_S = 10 * 365 * 24 * 3600.0
 
 _NEEDS_OWNER = ("status IN ('INIT', 'RECOVERING', 'RUNNING')"
                 " AND (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1))")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What the ownership module says about a project's lease, by the store clock."""
+
+    pod_id: str | None
+    node: str | None
+    live: bool
+    expires_in: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod_id": self.pod_id, "node": self.node, "live": self.live, "expires_in": self.expires_in}
 
 
 class ProjectClosed(Conflict):
@@ -109,12 +125,13 @@ class Ownership:
     def owner(self, project_id: str, lease_ttl: float) -> Owner:
         """Who holds the project's lease, and is it still valid (store clock)?"""
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT home_pod_id, home_node, claimed_at, claimed_at >= {now} - :ttl AS live"
+            row = tx.one("SELECT home_pod_id, home_node, claimed_at + :ttl - {now} AS expires_in"
                          " FROM projects WHERE id = :id", {"id": project_id, "ttl": lease_ttl})
         if row is None:
             raise NotFound(f"no project {project_id}", code="project-not-found")
-        live = bool(row["live"]) and row["home_pod_id"] is not None
-        return Owner(row["home_pod_id"], row["home_node"], row["claimed_at"], live)
+        expires_in = None if row["expires_in"] is None else float(row["expires_in"])
+        live = row["home_pod_id"] is not None and expires_in is not None and expires_in > 0
+        return Owner(row["home_pod_id"], row["home_node"], live, expires_in)
 
     def holds(self, project_id: str, pod_id: str, lease_ttl: float) -> bool:
         owner = self.owner(project_id, lease_ttl)

@@ -9,7 +9,7 @@ from typing import Any
 
 from tenure.states import ProjectStatus
 
-#: Columns every non-ownership reader selects (never home_pod_id / claimed_at).
+#: Columns every non-ownership reader selects (never the two lease columns).
 PROJECT_COLUMNS = ("id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node,"
                    " generation, placement_selector, placement_score, pending_since, workspace_id, error,"
                    " created_at, updated_at")
@@ -72,19 +72,6 @@ class Project:
             "pending_since": self.pending_since, "workspace_id": self.workspace_id, "error": self.error,
             "created_at": self.created_at, "updated_at": self.updated_at,
         }
-
-
-@dataclass(frozen=True)
-class Owner:
-    """What the ownership module says about a project's lease."""
-
-    pod_id: str | None
-    node: str | None
-    claimed_at: float | None
-    live: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pod_id": self.pod_id, "node": self.node, "claimed_at": self.claimed_at, "live": self.live}
 
 
 @dataclass(frozen=True)

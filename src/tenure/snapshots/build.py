@@ -2,17 +2,22 @@
 
 Sequence of :func:`build_tree`:
 
-1. **Scan** the folder (:mod:`~tenure.snapshots.scan`), honouring
-   ``.tenureignore``; group hard links (same device and inode) and name the
-   member whose relative path sorts first as the group's leader.
-2. **Decide** per file: unchanged per the index (all five stat fields equal,
-   not racy) → reuse its refs without reading; otherwise read it.
-3. **Read** changed files in scan order. Files under 1 MiB are packed:
-   their bytes are appended to the current pack, flushed at ``PACK_TARGET``
-   bytes; a file is never split across packs. Larger files are chunked
+1. **List** the folder (:mod:`~tenure.snapshots.scan`), honouring
+   ``.tenureignore``, on a listing thread. As each folder is listed, each
+   file is **decided**: unchanged per the index (all five stat fields equal,
+   not racy) → its refs are reused without reading; otherwise it is queued
+   for reading. Hard-linked files (same device and inode) wait for the end
+   of the listing; only each group's leader, the member whose relative path
+   sorts first, is read.
+2. **Read** queued files in scan order while listing continues
+   (:mod:`~tenure.snapshots.feed`). Files under 1 MiB are packed: their
+   bytes are appended to the current pack, flushed at ``PACK_TARGET`` bytes;
+   a file is never split across packs. A packed file read again whose digest
+   matches its index entry keeps its old refs. Larger files are chunked
    (:mod:`~tenure.snapshots.chunking`). Encoding and storing run on other
-   threads (:mod:`~tenure.snapshots.pipeline`). A packed file read again
-   whose digest matches its index entry keeps its old refs.
+   threads (:mod:`~tenure.snapshots.pipeline`); each upload batch is pinned
+   before the store is asked about it.
+3. Hard-link followers take their leader's refs.
 4. **Encode the tree**: one record per folder in pre-order, one stream, cut
    into content-defined tree chunks, plus a root object listing them
    (:mod:`~tenure.snapshots.treeformat`).
@@ -33,13 +38,11 @@ content (different packs), which is correct but is a different root.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import blake3
 
@@ -47,12 +50,13 @@ from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import encode
 from tenure.snapshots.chunking import CHUNKED_FROM, iter_chunks, new_chunker
-from tenure.snapshots.errors import FolderChanged, NotAFolder, UnreadableFile, UploadIncomplete
+from tenure.snapshots.errors import FolderChanged, NotAFolder, UploadIncomplete
+from tenure.snapshots.feed import ReadAhead, open_file, read_error
 from tenure.snapshots.ignore import load_ignore
 from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, load_index, save_index
 from tenure.snapshots.pipeline import Uploader
 from tenure.snapshots.results import BuildResult
-from tenure.snapshots.scan import DirNode, FileNode, Scan, Slot, SymlinkNode, scan_folder
+from tenure.snapshots.scan import DirNode, FileNode, Scan, Scanner, Slot, SymlinkNode
 from tenure.snapshots.treeformat import (
     ChunkRef,
     cut_stream,
@@ -84,18 +88,19 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
     """Store ``folder`` as a tree of objects and return its root id (see the module docstring).
 
     ``index_path`` (a file, best outside the folder; if inside, it is left
-    out of the tree) makes the build incremental. ``pin`` receives the new
-    tree's closure before the store is asked what it holds, so a concurrent
-    GC spares it. ``progress(bytes_done, bytes_total)`` counts the bytes to
-    read; the total grows while the folder is still being listed.
+    out of the tree) makes the build incremental. ``pin`` receives each
+    upload batch, and then the new tree's closure, before the store is asked
+    what it holds, so a concurrent GC spares them. ``progress(bytes_done,
+    bytes_total)`` counts the bytes to read; the total grows while the folder
+    is still being listed.
     ``workers`` threads read and as many encode (default: one per core).
     """
     root = _folder_bytes(folder)
     index = load_index(index_path)
     scanner = Scanner(root, load_ignore(root), _excluded(root, index_path))
-    build = _Build(root, objects, index, workers or os.cpu_count() or 1, progress)
+    build = _Build(root, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
     scan = build.run(scanner)
-    trees = build.settle(scan, pin or _no_pin)
+    trees = build.settle(scan)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
         save_index(index_path, {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed})
@@ -136,8 +141,9 @@ class _Build:
     """The state of one build: counters, the pack being filled, the upload pipeline."""
 
     def __init__(self, root: bytes, objects: ObjectStore, index: Index, workers: int,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, pin: Pin) -> None:
         self.root = root
+        self.pin = pin
         self.objects = objects
         self.index = index
         self.workers = workers
@@ -191,7 +197,7 @@ class _Build:
     def _read_all(self, files: Iterator[FileNode], *, trust_index: bool) -> None:
         """Read ``files`` in order: small ones ahead on reader threads, packed here; large ones chunked here."""
         self._done = self._reported = 0
-        uploader = Uploader(self.objects, self.workers, self.index.oids if trust_index else frozenset)
+        uploader = Uploader(self.objects, self.workers, self.index.oids if trust_index else None, self.pin)
         feed = self._feed = ReadAhead(self.root, files, self.workers)
         pending: list[FileNode] = []
         try:
@@ -294,13 +300,13 @@ class _Build:
 
     # ----------------------------------------------------------------- trees and closure
 
-    def settle(self, scan: Scan, pin: Pin) -> dict[str, bytes]:
+    def settle(self, scan: Scan) -> dict[str, bytes]:
         """Encode the tree, pin and check the closure, repair, store the tree; return its objects."""
         confirmed: set[str] = set()
         for _ in range(_ROUNDS):
             self.root_oid, trees = _encode_trees(scan.dirs, self.workers)
             closure = frozenset(trees) | _data_oids(scan.files)
-            pin(closure)
+            self.pin(closure)
             ask = closure - self.written - confirmed
             present = self.objects.has_many(ask) if ask else set()
             confirmed |= present

@@ -125,6 +125,7 @@ class Materializer:
         self._finished: dict[int, tuple[os.stat_result | None, bytes]] = {}
         self._index: dict[bytes, tuple[object, ...]] = {}
         self._racy_from = time.time_ns() - RACY_MARGIN_NS
+        self._masked = _creation_mask(temp)
         self._plan: Plan | None = None
 
     def close(self) -> None:
@@ -213,15 +214,16 @@ class Materializer:
         assert self._plan is not None
         files = self._plan.files
         view = memoryview(plain)
+        prefix = self.temp + b"/"
         written = 0
         finished: list[tuple[int, os.stat_result | None, bytes]] = []
         for p in pieces:
             rel, item = files[p.file]
             data = view[p.offset:p.offset + p.length]
             if p.whole:
-                finished.append((p.file, *self._write_whole(self.path(rel), data, item)))
+                finished.append(self._write_whole(p.file, prefix + rel, data, item))
             else:
-                fd = os.open(self.path(rel), _REOPEN)
+                fd = os.open(prefix + rel, _REOPEN)
                 try:
                     _write_all(fd, data, p.at)
                 finally:
@@ -229,18 +231,22 @@ class Materializer:
             written += p.length
         return written, finished
 
-    def _write_whole(self, path: bytes, data: memoryview, item: FileItem) -> tuple[os.stat_result | None, bytes]:
-        fd = os.open(path, _CREATE, 0o600)
+    def _write_whole(self, i: int, path: bytes, data: memoryview, item: FileItem
+                     ) -> tuple[int, os.stat_result | None, bytes]:
+        """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
+        direct = not item.mode & self._masked  # the mode survives creation as is: no fchmod needed
+        fd = os.open(path, _CREATE, item.mode if direct else 0o600)
         try:
-            _write_all(fd, data)
-            os.fchmod(fd, item.mode)
+            if data:
+                _write_all(fd, data[os.write(fd, data):])
+            if not direct:
+                os.fchmod(fd, item.mode)
             os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
             st = os.fstat(fd) if self.want_index else None
         finally:
             os.close(fd)
         racy = self.want_index and 0 < item.size < CHUNKED_FROM and item.mtime_ns >= self._racy_from
-        digest = blake3.blake3(data).digest() if racy else b""
-        return st, digest
+        return i, st, blake3.blake3(data).digest() if racy else b""
 
     # ----------------------------------------------------------------- after the content
 
@@ -282,6 +288,23 @@ class Materializer:
 
 def _entry(st: os.stat_result, digest: bytes, item: FileItem) -> tuple[object, ...]:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode, digest, item.refs)
+
+
+def _creation_mask(folder: bytes) -> int:
+    """Mode bits that creating a file in ``folder`` might not keep (so they need an ``fchmod``)."""
+    try:
+        os.getxattr(folder, "system.posix_acl_default")
+        return 0o7777  # a default ACL decides the mode: always fchmod
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8) | 0o7000
+    except (OSError, ValueError):
+        pass
+    return 0o7777
 
 
 def _unlink_quietly(path: bytes) -> None:

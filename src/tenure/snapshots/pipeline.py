@@ -49,17 +49,19 @@ def _store(objects: ObjectStore, batch: list[tuple[str, bytes]],
 class Uploader:
     """Turns plain content into stored data objects; see the module docstring.
 
-    ``known`` are ids the store is believed to hold (from the index): a chunk
-    submitted with ``probe=True`` is hashed first and, when known, neither
-    compressed nor stored. The caller must check such ids with the store
-    later (they are not in :attr:`written`).
+    ``known()`` gives the ids the store is believed to hold (from the index;
+    asked once, when first needed): a chunk submitted with ``probe=True`` is
+    hashed first and, when known, neither compressed nor stored. The caller
+    must check such ids with the store later (they are not in :attr:`written`).
+    ``pin`` receives each batch before the store is asked about it.
     """
 
-    def __init__(self, objects: ObjectStore, workers: int, known: frozenset[str] = frozenset(),
+    def __init__(self, objects: ObjectStore, workers: int, known: Callable[[], frozenset[str]] | None = None,
                  pin: Callable[[frozenset[str]], None] = lambda _oids: None) -> None:
         self._objects = objects
         self._pin = pin
-        self._known = known
+        self._known_source = known
+        self._known: frozenset[str] | None = None
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tenure-encode")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tenure-store")
         self._pending: deque[tuple[Future[Encoded], Slot, int]] = deque()
@@ -80,6 +82,8 @@ class Uploader:
 
     def add_chunk(self, data: memoryview, *, probe: bool) -> Slot:
         """Submit one chunk of a large file (``probe``: skip it if its id is known)."""
+        if probe and self._known is None:
+            self._known = self._known_source() if self._known_source else frozenset()
         known = self._known if probe else None
         slot = Slot()
         self._submit(self._pool.submit(_encode_chunk, data, known), len(data), slot)

@@ -206,6 +206,7 @@ def _take(data: bytes, pos: int, n: int) -> bytes:
 
 
 def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
+    """One folder record (the hot path of every read: one call per folder, a loop per entry)."""
     kind, path_len = _RECORD.unpack_from(data, pos)
     if kind != _R:
         raise ValueError("expected a folder record")
@@ -219,48 +220,60 @@ def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
     items: list[Item] = []
     previous = b""
     for _ in range(count):
-        item, pos = _entry(data, pos)
-        if item.name <= previous:
-            raise ValueError(f"names out of order at {item.name!r}")
-        previous = item.name
+        kind, name_len = _ENTRY.unpack_from(data, pos)
+        pos += _ENTRY.size
+        name = _take(data, pos, name_len)
+        pos += name_len
+        if name <= previous or b"/" in name or b"\0" in name or name in _DOTS:
+            raise ValueError(f"illegal or out-of-order name {name!r}")
+        previous = name
+        item: Item
+        if kind == _F:
+            item, pos = _file(name, data, pos)
+        elif kind == _D:
+            item = DirItem(name)
+        elif kind == _L:
+            item, pos = _symlink(name, data, pos)
+        else:
+            raise ValueError(f"unknown entry kind {kind}")
         items.append(item)
     return path, Tree(_mode(mode), mtime_ns, tuple(items)), pos
 
 
-def _entry(data: bytes, pos: int) -> tuple[Item, int]:
-    kind, name_len = _ENTRY.unpack_from(data, pos)
-    pos += _ENTRY.size
-    name = _take(data, pos, name_len)
-    _check_name(name)
-    pos += name_len
-    if kind == _F:
-        return _file(name, data, pos)
-    if kind == _L:
-        mode, mtime_ns, target_len = _SYMLINK.unpack_from(data, pos)
-        pos += _SYMLINK.size
-        target = _take(data, pos, target_len)
-        if not target or b"\0" in target:
-            raise ValueError(f"symlink {name!r}: bad target")
-        return SymlinkItem(name, _mode(mode), mtime_ns, target), pos + target_len
-    if kind == _D:
-        return DirItem(name), pos
-    raise ValueError(f"unknown entry kind {kind}")
+_DOTS = (b".", b"..")
+
+
+def _symlink(name: bytes, data: bytes, pos: int) -> tuple[SymlinkItem, int]:
+    mode, mtime_ns, target_len = _SYMLINK.unpack_from(data, pos)
+    pos += _SYMLINK.size
+    target = _take(data, pos, target_len)
+    if not target or b"\0" in target:
+        raise ValueError(f"symlink {name!r}: bad target")
+    return SymlinkItem(name, _mode(mode), mtime_ns, target), pos + target_len
 
 
 def _file(name: bytes, data: bytes, pos: int) -> tuple[FileItem, int]:
     mode, mtime_ns, size, nrefs, link_len = _FILE.unpack_from(data, pos)
     pos += _FILE.size
-    link = _take(data, pos, link_len)
-    if link:
+    link = b""
+    if link_len:
+        link = _take(data, pos, link_len)
         check_relpath(link)
-    pos += link_len
-    end = pos + nrefs * _REF.size
-    if end > len(data):
-        raise _Truncated("record cut short")
-    refs = tuple((raw.hex(), offset, length) for raw, offset, length in _REF.iter_unpack(data[pos:end]))
+        pos += link_len
+    if nrefs == 1:
+        raw, offset, length = _REF.unpack_from(data, pos)
+        refs: tuple[Ref, ...] = ((raw.hex(), offset, length),)
+        end = pos + _REF.size
+    else:
+        end = pos + nrefs * _REF.size
+        if end > len(data):
+            raise _Truncated("record cut short")
+        refs = tuple((raw.hex(), offset, length) for raw, offset, length in _REF.iter_unpack(data[pos:end]))
     if sum(r[2] for r in refs) != size:
         raise ValueError(f"file {name!r}: refs do not add up to its size")
-    return FileItem(name, _mode(mode), mtime_ns, size, refs, link), end
+    if mode > 0o7777:
+        raise ValueError(f"mode {mode:o} has bits beyond 0o7777")
+    return FileItem(name, mode, mtime_ns, size, refs, link), end
 
 
 def _check_name(name: bytes) -> None:

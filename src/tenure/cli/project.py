@@ -1,0 +1,234 @@
+"""``tenure project`` and ``tenure pods`` — projects, ownership and the lifecycle.
+
+Until the pod daemon exists, commands that act on a project run as a
+short-lived pod: they register a pod row with a fresh id, do their work, and
+release their leases and stop the pod row on exit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from tenure.cli.context import services
+from tenure.cli.output import console, emit, err_console, json_option, table
+from tenure.errors import InvalidInput
+from tenure.states import ProjectStatus
+
+
+def _ref(value: str) -> tuple[str, str]:
+    tenant, sep, name = value.partition("/")
+    if not sep or not tenant or not name:
+        raise InvalidInput(f"expected TENANT/NAME, got {value!r}", code="invalid-project-ref",
+                           hint="write the project as tenant/name, e.g. acme/website")
+    return tenant, name
+
+
+def _lease_ttl(ctx: click.Context) -> float:
+    value = ctx.find_root().obj.get("lease_ttl") or os.environ.get("TENURE_LEASE_TTL") or 60.0
+    return float(value)
+
+
+@contextmanager
+def short_lived_pod(ctx: click.Context) -> Iterator[Any]:
+    """A pod for the duration of one command: registered, then stopped with its leases released."""
+    from tenure.projects import LifecycleConfig, LifecycleService, PodIdentity, PodRegistry
+
+    svc = services(ctx)
+    identity = PodIdentity.fresh(os.environ.get("TENURE_NODE_NAME"))
+    pods = PodRegistry(svc.store)
+    pods.register(identity)
+    if not ctx.find_root().obj.get("json"):
+        err_console.print(f"[dim]acting as short-lived pod {identity.pod_id} on {identity.node_name}[/]")
+    lifecycle = LifecycleService(svc.store, svc.objects, svc.config.data_dir, identity,
+                                 config=LifecycleConfig(lease_ttl=_lease_ttl(ctx)))
+    try:
+        yield lifecycle
+    finally:
+        lifecycle.shutdown()
+        pods.set_status(identity.pod_id, "STOPPED")
+
+
+def _projects(ctx: click.Context) -> Any:
+    from tenure.projects import ProjectStore
+
+    return ProjectStore(services(ctx).store)
+
+
+def _show(ctx: click.Context, project: Any, extra: dict[str, Any] | None = None) -> None:
+    data = dict(project.to_dict(), **(extra or {}))
+    emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
+
+
+@click.group()
+@click.option("--lease-ttl", type=click.FloatRange(min=0, min_open=True), envvar="TENURE_LEASE_TTL",
+              help="Ownership lease TTL in seconds (default 60; env TENURE_LEASE_TTL).")
+@click.pass_context
+def project(ctx: click.Context, lease_ttl: float | None) -> None:
+    """Projects: one owner at a time, brought, suspended and closed."""
+    if lease_ttl:
+        ctx.find_root().obj["lease_ttl"] = lease_ttl
+
+
+@project.command("create")
+@click.argument("ref")
+@click.option("--type", "type_", type=click.Choice(["AUTO", "EPHEMERAL", "PERMANENT", "HOMELESS"]), default="AUTO",
+              show_default=True, help="Lifecycle type (HOMELESS is fixed at creation).")
+@click.option("--system", is_flag=True, help="A SYSTEM project: it can never be closed.")
+@click.option("--group", default="default", show_default=True, help="Project group.")
+@json_option
+@click.pass_context
+def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -> None:
+    """Create project TENANT/NAME (status INIT)."""
+    from tenure.projects import Kind, LifecycleType
+
+    tenant, name = _ref(ref)
+    p = _projects(ctx).create(tenant, name, kind=Kind.SYSTEM if system else Kind.USER,
+                              lifecycle_type=LifecycleType(type_), group=group)
+    emit(ctx, p.to_dict(), lambda: console.print(f"created project [bold]{p.ref}[/] ({p.id}), status {p.status.value}"))
+
+
+@project.command("list")
+@click.option("--status", type=click.Choice([s.value for s in ProjectStatus]))
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, status: str | None) -> None:
+    """List projects."""
+    rows = _projects(ctx).list(ProjectStatus(status) if status else None)
+    emit(ctx, [p.to_dict() for p in rows], lambda: table(
+        None, ["project", "status", "type", "kind", "generation", "node"],
+        [[p.ref, p.status.value, p.lifecycle_type.value, p.kind.value, p.generation, p.home_node or "-"]
+         for p in rows]))
+
+
+@project.command("show")
+@click.argument("ref")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, ref: str) -> None:
+    """Show a project, its owner and (when RUNNING and here) its workspace folder."""
+    from tenure.projects import Ownership
+    from tenure.projects.lifecycle import project_folder
+
+    tenant, name = _ref(ref)
+    svc = services(ctx)
+    p = _projects(ctx).get(tenant, name)
+    owner = Ownership(svc.store).owner(p.id, _lease_ttl(ctx))
+    folder = project_folder(svc.config.data_dir, p)
+    shown = folder if p.status is ProjectStatus.RUNNING and os.path.isdir(folder) else None
+    _show(ctx, p, {"owner": owner.to_dict(), "workspace_folder": shown})
+
+
+@project.command("bring")
+@click.argument("ref")
+@json_option
+@click.pass_context
+def bring(ctx: click.Context, ref: str) -> None:
+    """Bring TENANT/NAME to RUNNING on this (short-lived) pod."""
+    tenant, name = _ref(ref)
+    with short_lived_pod(ctx) as lifecycle:
+        p = lifecycle.bring(tenant, name)
+        folder = lifecycle.folder(p)
+    _show(ctx, p, {"workspace_folder": folder})
+
+
+@project.command("suspend")
+@click.argument("ref")
+@json_option
+@click.pass_context
+def suspend(ctx: click.Context, ref: str) -> None:
+    """Suspend TENANT/NAME: engines stopped, checkpoint published, folder removed."""
+    tenant, name = _ref(ref)
+    with short_lived_pod(ctx) as lifecycle:
+        p = lifecycle.suspend(tenant, name)
+    _show(ctx, p)
+
+
+@project.command("close")
+@click.argument("ref")
+@click.option("--group", "group", default="closed", show_default=True, help="Archive group for the closed project.")
+@json_option
+@click.pass_context
+def close(ctx: click.Context, ref: str, group: str) -> None:
+    """Close TENANT/NAME for good: its workspace and snapshots are disposed."""
+    tenant, name = _ref(ref)
+    with short_lived_pod(ctx) as lifecycle:
+        p = lifecycle.close(tenant, name, group)
+    _show(ctx, p)
+
+
+@project.command("claim")
+@click.argument("ref")
+@click.option("--pod-id", help="Claim for this pod id (default: a fresh short-lived pod).")
+@json_option
+@click.pass_context
+def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
+    """Operator/debug: only claim the lease (owning is not running)."""
+    from tenure.projects import ClaimRejected, Ownership
+
+    tenant, name = _ref(ref)
+    svc = services(ctx)
+    ownership = Ownership(svc.store)
+    pid = pod_id if pod_id is not None else _fresh_pod_id()
+    p = ownership.claim(tenant, name, pid, os.environ.get("TENURE_NODE_NAME") or "cli", None, _lease_ttl(ctx))
+    if p is None:
+        owner = ownership.owner(_projects(ctx).get(tenant, name).id, _lease_ttl(ctx))
+        raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+                            holder=owner.pod_id, node=owner.node)
+    _show(ctx, p, {"pod_id": pid})
+
+
+def _fresh_pod_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+@project.command("set-type")
+@click.argument("ref")
+@click.argument("type_", metavar="TYPE", type=click.Choice(["AUTO", "EPHEMERAL", "PERMANENT", "HOMELESS"]))
+@json_option
+@click.pass_context
+def set_type(ctx: click.Context, ref: str, type_: str) -> None:
+    """Switch the lifecycle type between AUTO, EPHEMERAL and PERMANENT."""
+    from tenure.projects import LifecycleType
+
+    tenant, name = _ref(ref)
+    _show(ctx, _projects(ctx).set_lifecycle_type(tenant, name, LifecycleType(type_)))
+
+
+@project.command("set-placement")
+@click.argument("ref")
+@click.option("--selector", "selector", multiple=True, metavar="KEY=VALUE", help="Pod label the owner must have.")
+@click.option("--score", type=float, default=1.0, show_default=True, help="Resource score the project needs.")
+@json_option
+@click.pass_context
+def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score: float) -> None:
+    """Set the placement selector and score."""
+    tenant, name = _ref(ref)
+    pairs = {}
+    for item in selector:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidInput(f"selector {item!r} is not KEY=VALUE", code="invalid-selector")
+        pairs[key] = value
+    _show(ctx, _projects(ctx).set_placement(tenant, name, pairs, score))
+
+
+@click.command("pods")
+@click.option("--liveness-ttl", type=float, default=15.0, show_default=True)
+@json_option
+@click.pass_context
+def pods(ctx: click.Context, liveness_ttl: float) -> None:
+    """List pods and whether each is live."""
+    from tenure.projects import PodRegistry
+
+    rows = PodRegistry(services(ctx).store).list_with_liveness(liveness_ttl)
+    emit(ctx, [dict(p.to_dict(), live=live) for p, live in rows], lambda: table(
+        None, ["pod", "node", "status", "live", "endpoint"],
+        [[p.id, p.node_name, p.status, "yes" if live else "no", p.endpoint or "-"] for p, live in rows]))
+
