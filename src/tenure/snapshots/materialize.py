@@ -26,7 +26,7 @@ from tenure.errors import IntegrityError
 from tenure.objects import ObjectMissing, ObjectStore, decode
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.index import RACY_MARGIN_NS
-from tenure.snapshots.treeformat import FileItem, SymlinkItem, Tree
+from tenure.snapshots.treeformat import FileItem, Ref, SymlinkItem, Tree
 from tenure.snapshots.walk import Listing
 
 GROUP = 128
@@ -46,9 +46,9 @@ class Plan:
     """Which files get content, which are hard links to them, and what each object fills."""
 
     def __init__(self, listing: Listing) -> None:
-        by_path = dict(listing.files)
         self.files: list[tuple[bytes, FileItem]] = []
         self.followers: list[tuple[bytes, bytes]] = []     # (path, leader path)
+        by_path = dict(listing.files) if any(item.link for _, item in listing.files) else {}
         for rel, item in listing.files:
             leader = by_path.get(item.link) if item.link and item.link != rel else None
             if leader is not None and not leader.link:
@@ -58,18 +58,26 @@ class Plan:
         self.jobs: dict[str, list[Piece]] = {}
         self.empty: list[int] = []
         self.multi: list[int] = []
+        jobs = self.jobs
         for i, (_, item) in enumerate(self.files):
-            self._add(i, item)
+            refs = item.refs
+            if len(refs) == 1:
+                oid, offset, length = refs[0]
+                piece = Piece(i, offset, length, 0, True)
+                if oid in jobs:
+                    jobs[oid].append(piece)
+                else:
+                    jobs[oid] = [piece]
+            elif refs:
+                self._add_multi(i, refs)
+            else:
+                self.empty.append(i)
 
-    def _add(self, i: int, item: FileItem) -> None:
-        if not item.refs:
-            self.empty.append(i)
-            return
-        if len(item.refs) > 1:
-            self.multi.append(i)
+    def _add_multi(self, i: int, refs: tuple[Ref, ...]) -> None:
+        self.multi.append(i)
         at = 0
-        for oid, offset, length in item.refs:
-            self.jobs.setdefault(oid, []).append(Piece(i, offset, length, at, len(item.refs) == 1))
+        for oid, offset, length in refs:
+            self.jobs.setdefault(oid, []).append(Piece(i, offset, length, at, False))
             at += length
 
     def data_oids(self) -> frozenset[str]:
