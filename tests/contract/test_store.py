@@ -263,7 +263,10 @@ def test_expiry_undo_within_grace_and_delete_only_without_live_writer(store: Sto
         store.workspaces.delete_expired("w")
     assert store.workspaces.undo_expiry("w", grace_s=60).state is WorkspaceState.IDLE
     store.workspaces.revoke("w")
-    store.workspaces.expire("w")
+    since = store.workspaces.expire("w").expiring_since
+    deadline = time.monotonic() + 5
+    while store.workspaces.now() <= since and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.001)
     with pytest.raises(IllegalTransition, match="grace"):
         store.workspaces.undo_expiry("w", grace_s=0)
     assert store.workspaces.delete_expired("w").state is WorkspaceState.DELETED

@@ -217,7 +217,7 @@ class SnapshotStore:
             rows = tx.execute("SELECT DISTINCT o.oid FROM pin_objects o JOIN pins p ON p.id = o.pin_id"
                               " WHERE p.expires_at IS NULL OR p.expires_at > {now}")
             roots = tx.execute("SELECT DISTINCT root_oid FROM snapshots WHERE root_oid IS NOT NULL"
-                               " AND updated_at >= :m", {"m": mark_time})
+                               f" AND state IN {_READABLE_SQL} AND updated_at >= :m", {"m": mark_time})
             yield {r["oid"] for r in rows}, {r["root_oid"] for r in roots}
 
     def stats(self) -> dict[str, Any]:
