@@ -23,6 +23,8 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/projects_bench.py
+	$(BIN)/python benchmarks/intake_bench.py
 
 docs: setup
 	$(BIN)/python -m tenure.cli.docs docs/machines

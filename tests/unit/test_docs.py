@@ -34,7 +34,10 @@ def test_every_cli_command_has_help() -> None:
 
     def walk(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
         found = []
-        for name, cmd in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            assert cmd is not None, f"{prefix} {name} does not load"
             found.append((f"{prefix} {name}", cmd))
             if isinstance(cmd, click.Group):
                 found += walk(cmd, f"{prefix} {name}")

@@ -33,23 +33,31 @@ def root(ctx: click.Context, data: str | None, db: str | None, objects: str | No
     ctx.obj.update({"data": data, "db": db, "objects": objects, "json": json_, "debug": debug})
 
 
-def _register() -> None:
-    from tenure.cli import db, project, snapshot, workspace
-
-    root.add_command(workspace.workspace)
-    root.add_command(snapshot.snapshot)
-    root.add_command(snapshot.gc)
-    root.add_command(db.db)
-    root.add_command(project.project)
-    root.add_command(project.pods)
-    try:
-        from tenure.cli.intake import intake
-    except ImportError:  # pragma: no cover - intake CLI not installed
-        return
-    root.add_command(intake)
+_COMMANDS = {
+    "workspace": ("tenure.cli.workspace", "workspace"),
+    "snapshot": ("tenure.cli.snapshot", "snapshot"),
+    "gc": ("tenure.cli.snapshot", "gc"),
+    "db": ("tenure.cli.db", "db"),
+    "project": ("tenure.cli.project", "project"),
+    "pods": ("tenure.cli.project", "pods"),
+    "intake": ("tenure.cli.intake", "intake"),
+}
 
 
-_register()
+def _load(name: str) -> click.Command | None:
+    """Import a command group only when it is used (start-up stays fast)."""
+    import importlib
+
+    if name not in _COMMANDS:
+        return None
+    module, attr = _COMMANDS[name]
+    command = getattr(importlib.import_module(module), attr)
+    assert isinstance(command, click.Command)
+    return command
+
+
+root.list_commands = lambda ctx: sorted(_COMMANDS)  # type: ignore[method-assign]
+root.get_command = lambda ctx, name: _load(name)  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from tenure.errors import IntegrityError
 from tenure.objects import ObjectStore
-from tenure.snapshots import build_tree, restore_tree, tree_closure, verify_tree
+from tenure.snapshots import build_tree, restore_tree, verify_tree
 from tenure.snapshots.gc import GcResult, collect
 from tenure.states import SnapshotState
 from tenure.store import CheckpointTicket, Snapshot, Store, Workspace, WriterLease
@@ -139,7 +139,7 @@ class WorkspaceService:
                 return CheckpointResult(head, unchanged=True, skipped=built.skipped)
             ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new,
                                    list(built.skipped))
-            self._verify_closure(ticket.snapshot_id, built.root, lease)
+            self._verify_closure(ticket.snapshot_id, built.objects)
             snap = ws_store.publish(lease, ticket)
             return CheckpointResult(snap, unchanged=False, resumed=ticket.resumed, skipped=built.skipped)
         except Exception as exc:
@@ -156,9 +156,8 @@ class WorkspaceService:
         except Exception:  # noqa: BLE001 - fenced or already gone: the original error matters more
             pass
 
-    def _verify_closure(self, snapshot_id: str, root: str, lease: WriterLease) -> None:
-        """VALIDATING: every object the root references is stored (tree objects re-hashed on read)."""
-        closure = tree_closure(root, self.objects)
+    def _verify_closure(self, snapshot_id: str, closure: frozenset[str]) -> None:
+        """VALIDATING: every object of the tree's closure (as built, pinned) is in the store, asked once."""
         missing = closure - self.objects.has_many(closure)
         if missing:
             self.store.workspaces.fail_snapshot(snapshot_id, f"{len(missing)} objects missing after upload")

@@ -1,0 +1,142 @@
+"""Intake benchmarks: poll throughput and advance latency.
+
+Run ``python benchmarks/intake_bench.py [--quick]``. Prints a table and
+writes ``benchmarks/results/intake.json``. Every ratio compares against a
+baseline measured in the same run:
+
+* poll, small packages: admitting N small valid packages vs a baseline that
+  only copies each inbox file, fsyncs it and renames it into place;
+* poll, large packages: the same for packages of 20 MB (incompressible);
+* advance latency on a case with a long checkpoint history vs a fresh case
+  (warm process: generations validated once are cached in-process; the
+  first, cold read of the long case is reported separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tenure.intake import CheckpointStore, InboxProcessor, Workspace  # noqa: E402
+from tenure.intake.pack import new_manifest, write_package  # noqa: E402
+from tenure.intake.storage import _validated  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "intake.json"
+
+
+def make_inputs(folder: Path, count: int, size: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        files = {"input/data.bin": os.urandom(size), "input/readme.txt": b"benchmark"}
+        path = folder / f"pkg-{i:05d}.zip"
+        write_package(path, new_manifest(f"case-{i}", "pkg"), files)
+        paths.append(path)
+    return paths
+
+
+def baseline(inputs: list[Path], target: Path) -> float:
+    """Copy each file, fsync it and rename it into place."""
+    target.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for path in inputs:
+        tmp = target / f".tmp-{path.name}"
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1024 * 1024)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.rename(tmp, target / path.name)
+    return time.perf_counter() - started
+
+
+def poll_all(inputs: list[Path], root: Path) -> float:
+    ws = Workspace(root)
+    for path in inputs:
+        shutil.copy(path, ws.inbox / path.name)
+    processor = InboxProcessor(ws)
+    started = time.perf_counter()
+    results = processor.poll(max_jobs=len(inputs))
+    elapsed = time.perf_counter() - started
+    accepted = sum(r.kind.value == "ACCEPTED" for r in results)
+    assert accepted == len(inputs), f"only {accepted} of {len(inputs)} admitted"
+    return elapsed
+
+
+def bench_poll(tmp: Path, name: str, count: int, size: int) -> dict[str, Any]:
+    inputs = make_inputs(tmp / f"{name}-src", count, size)
+    base = baseline(inputs, tmp / f"{name}-baseline")
+    poll = poll_all(inputs, tmp / f"{name}-ws")
+    return {"benchmark": f"poll {count} x {size // 1024} KiB", "packages": count,
+            "poll_s": round(poll, 3), "baseline_s": round(base, 3),
+            "packages_per_s": round(count / poll, 1), "ratio": round(poll / base, 2),
+            "aim": "ratio <= 3"}
+
+
+def advance_latency(store: CheckpointStore, case: str, samples: int, prefix: str) -> list[float]:
+    times = []
+    for i in range(samples):
+        started = time.perf_counter()
+        store.advance(case, "pkg", "BUILDING_CASE", step_id=f"{prefix}-{i}")
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def bench_advance(tmp: Path, history: int, samples: int) -> dict[str, Any]:
+    ws = Workspace(tmp / "advance-ws")
+    for case in ("fresh", "long"):
+        write_package(ws.inbox / f"{case}.zip", new_manifest(case, "pkg"), {"a.txt": b"a"})
+    InboxProcessor(ws).poll()
+    store = CheckpointStore(ws)
+    for case in ("fresh", "long"):
+        store.advance(case, "pkg", "BUILDING_CASE", step_id="start")
+    for i in range(history):
+        store.advance("long", "pkg", "BUILDING_CASE", step_id=f"history-{i}")
+    fresh = advance_latency(store, "fresh", samples, "measure")
+    long = advance_latency(store, "long", samples, "measure")
+    _validated.clear()
+    cold = advance_latency(CheckpointStore(Workspace(ws.root)), "long", 1, "cold")[0]
+    fresh_ms, long_ms = statistics.median(fresh) * 1000, statistics.median(long) * 1000
+    return {"benchmark": f"advance, {history + 2} checkpoints vs fresh",
+            "fresh_ms": round(fresh_ms, 2), "long_history_ms": round(long_ms, 2),
+            "ratio": round(long_ms / fresh_ms, 2), "cold_first_advance_ms": round(cold * 1000, 1),
+            "aim": "does not grow with history"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes for a smoke run")
+    args = parser.parse_args()
+    small_n, big_n, big_size, history, samples = ((100, 5, 20 * 1024 * 1024, 100, 10)
+                                                  if args.quick else
+                                                  (1000, 50, 20 * 1024 * 1024, 1000, 30))
+    with tempfile.TemporaryDirectory(prefix="intake-bench-") as folder:
+        tmp = Path(folder)
+        rows = [bench_poll(tmp, "small", small_n, 1024),
+                bench_poll(tmp, "large", big_n, big_size),
+                bench_advance(tmp, history, samples)]
+    print(f"{'benchmark':42} {'measured':>12} {'baseline':>12} {'ratio':>7}  aim")
+    for row in rows:
+        if "poll_s" in row:
+            print(f"{row['benchmark']:42} {row['poll_s']:>11}s {row['baseline_s']:>11}s "
+                  f"{row['ratio']:>7}  {row['aim']}")
+        else:
+            print(f"{row['benchmark']:42} {row['long_history_ms']:>10}ms {row['fresh_ms']:>10}ms "
+                  f"{row['ratio']:>7}  {row['aim']} (cold first: {row['cold_first_advance_ms']} ms)")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"quick": args.quick, "python": sys.version.split()[0],
+                                   "cpus": os.cpu_count(), "results": rows}, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
