@@ -27,7 +27,7 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from tenure.errors import IllegalTransition
 
@@ -156,7 +156,7 @@ class Machine(Generic[S]):
             self._refuse(state, target, f"{state.name} is terminal, even for {path.value}")
         return target
 
-    def _refuse(self, state: S, target: S, why: str) -> None:
+    def _refuse(self, state: S, target: S, why: str) -> NoReturn:
         raise IllegalTransition(
             f"{self.name}: cannot move from {state.name} to {target.name}: {why}",
             machine=self.name,

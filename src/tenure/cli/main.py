@@ -57,7 +57,7 @@ def _load(name: str) -> click.Command | None:
 
 
 root.list_commands = lambda ctx: sorted(_COMMANDS)  # type: ignore[method-assign]
-root.get_command = lambda ctx, name: _load(name)  # type: ignore[method-assign]
+root.get_command = lambda ctx, cmd_name: _load(cmd_name)  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -146,8 +146,11 @@ class Trash:
             self._spawn(leftovers)
 
     def _spawn(self, paths: list[str]) -> None:
-        thread = threading.Thread(target=lambda: [shutil.rmtree(p, ignore_errors=True) for p in paths],
-                                  name="tenure-trash", daemon=True)
+        def remove() -> None:
+            for path in paths:
+                shutil.rmtree(path, ignore_errors=True)
+
+        thread = threading.Thread(target=remove, name="tenure-trash", daemon=True)
         thread.start()
         self._threads.append(thread)
 
@@ -309,7 +312,7 @@ class LifecycleService:
         folder = self.folder(project)
         for engine in self.engines:
             errors: list[BaseException] = []
-            thread = threading.Thread(target=_capture(errors, lambda e=engine: e.stop(event, folder)), daemon=True)
+            thread = threading.Thread(target=_capture(errors, _stopper(engine, event, folder)), daemon=True)
             thread.start()
             thread.join(self.config.engine_stop_timeout)
             if thread.is_alive() or errors:
@@ -355,6 +358,10 @@ class LifecycleService:
         """Release every lease this pod holds (best effort) and let the trash finish."""
         self.ownership.release_leases(self.pod.pod_id)
         self.trash.wait()
+
+
+def _stopper(engine: Engine, event: EnginesStopRequested, folder: str) -> Callable[[], None]:
+    return lambda: engine.stop(event, folder)
 
 
 def _capture(errors: list[BaseException], fn: Callable[[], None]) -> Callable[[], None]:

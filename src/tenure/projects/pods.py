@@ -8,6 +8,8 @@ only the liveness question.
 
 from __future__ import annotations
 
+import builtins
+
 import json
 import socket
 import uuid
@@ -64,11 +66,11 @@ class PodRegistry:
         with self.db.transaction() as tx:
             tx.execute("UPDATE pods SET status = :s, heartbeat_at = {now} WHERE id = :id", {"s": status, "id": pod_id})
 
-    def list(self) -> list[tuple[Pod, bool]]:
+    def list(self) -> builtins.list[tuple[Pod, bool]]:
         """Every pod with whether it is live under the default liveness TTL (15 s)."""
         return self.list_with_liveness(15.0)
 
-    def list_with_liveness(self, liveness_ttl: float) -> list[tuple[Pod, bool]]:
+    def list_with_liveness(self, liveness_ttl: float) -> builtins.list[tuple[Pod, bool]]:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("SELECT *, (status IN ('RUNNING', 'DRAINING') AND heartbeat_at >= {now} - :ttl)"
                               " AS live FROM pods ORDER BY started_at", {"ttl": liveness_ttl})

@@ -8,6 +8,8 @@ so a fenced former owner changes nothing.
 
 from __future__ import annotations
 
+import builtins
+
 import json
 import math
 import re
@@ -91,7 +93,7 @@ class ProjectStore:
         with self.db.transaction(write=False) as tx:
             return self._get(tx, tenant, name)
 
-    def list(self, status: ProjectStatus | None = None) -> list[Project]:
+    def list(self, status: ProjectStatus | None = None) -> builtins.list[Project]:
         where, params = ("WHERE status = :s", {"s": status.value}) if status else ("", {})
         with self.db.transaction(write=False) as tx:
             rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY tenant, name", params)
@@ -198,7 +200,7 @@ class ProjectStore:
                             " AND name = :n AND owner_required <> :v",
                             {"v": int(value), "t": tenant, "n": name}) == 1
 
-    def find_owner_required(self) -> list[Project]:
+    def find_owner_required(self) -> builtins.list[Project]:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE owner_required = 1 ORDER BY tenant, name")
         return [Project.from_row(r) for r in rows]
@@ -250,7 +252,7 @@ class ProjectStore:
             raise NotFound(f"no session {session_id}", code="session-not-found")
         return Session.from_row(row)
 
-    def sessions(self, project: Project) -> list[Session]:
+    def sessions(self, project: Project) -> builtins.list[Session]:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("SELECT * FROM sessions WHERE project_id = :p ORDER BY id", {"p": project.id})
         return [Session.from_row(r) for r in rows]
@@ -275,7 +277,7 @@ class ProjectStore:
         raise AlreadyBound(f"session {session_id} is bound to connection {row['bound_connection_id']}",
                            connection=row["bound_connection_id"])
 
-    def unbind_sessions(self, project_ids: list[str]) -> int:
+    def unbind_sessions(self, project_ids: builtins.list[str]) -> int:
         """Step 1a: unbind every session of these projects (idempotent)."""
         if not project_ids:
             return 0

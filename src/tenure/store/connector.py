@@ -19,7 +19,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from tenure.errors import ConfigurationError, StoreError, VersionConflict
@@ -51,7 +51,7 @@ class Connector(Protocol):
     url: str
     dialect: str
 
-    def transaction(self, *, write: bool = True) -> Any: ...
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]: ...
 
     def close(self) -> None: ...
 

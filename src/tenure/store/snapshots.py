@@ -16,6 +16,8 @@ docs/adr/0004-gc-pins.md.
 
 from __future__ import annotations
 
+import builtins
+
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -57,7 +59,7 @@ class SnapshotStore:
                            hint="list snapshots with `tenure snapshot list WORKSPACE`", snapshot=ref)
         return Snapshot.from_row(row)
 
-    def list(self, workspace_id: str) -> list[Snapshot]:
+    def list(self, workspace_id: str) -> builtins.list[Snapshot]:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("SELECT * FROM snapshots WHERE workspace_id = :w ORDER BY created_at, id",
                               {"w": workspace_id})
@@ -106,7 +108,7 @@ class SnapshotStore:
             raise Conflict(f"snapshot {snap.id} is pinned", code="snapshot-pinned",
                            hint="unpin it with `tenure snapshot unpin`", snapshot=snap.id)
 
-    def prune(self, workspace_id: str, keep_last: int) -> list[Snapshot]:
+    def prune(self, workspace_id: str, keep_last: int) -> builtins.list[Snapshot]:
         """Retention: logically delete all but the newest ``keep_last`` READY snapshots.
 
         FAILED snapshots are always collected; heads (of any workspace) and
@@ -186,7 +188,7 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ GC support
 
-    def mark(self) -> tuple[float, list[str]]:
+    def mark(self) -> tuple[float, builtins.list[str]]:
         """GC phase 1, exclusive: drop expired pins, move unpinned DELETING → DELETED.
 
         Returns the store time of the mark and the root tree ids of every
