@@ -32,7 +32,7 @@ from tenure.projects.ownership import Ownership, ProjectClosed, ProjectHomeless
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflict, SystemProject
-from tenure.states import ProjectStatus, WorkspaceState
+from tenure.states import LeaseState, ProjectStatus, WorkspaceState
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
 
@@ -333,6 +333,13 @@ class LifecycleService:
             self.trash.discard(folder)
         if os.path.exists(self._base_file(project)):
             os.unlink(self._base_file(project))
+        self._release_writer(project)
+
+    def _release_writer(self, project: Project) -> None:
+        """Clean unmount: the writer lease ends RELEASED and the workspace is IDLE again."""
+        lease = self.store.workspaces.lease(project.workspace_id, project.generation)
+        if lease is not None and lease.state is LeaseState.ACTIVE:
+            self.store.workspaces.release(lease)
 
     # ------------------------------------------------------------------ close
 
@@ -343,9 +350,10 @@ class LifecycleService:
             return project
         if project.kind is Kind.SYSTEM:
             raise SystemProject(f"project {project.ref} is a SYSTEM project", project=project.ref)
-        project = self.projects.fence(project, self.pod.pod_id)
-        crash_point("close.after_fence")
-        self.store.workspaces.dispose(project.workspace_id, project.generation)
+        if self.store.workspaces.workspace(project.workspace_id).state is not WorkspaceState.DELETED:
+            project = self.projects.fence(project, self.pod.pod_id)
+            crash_point("close.after_fence")
+            self.store.workspaces.dispose(project.workspace_id, project.generation)
         if os.path.isdir(self.folder(project)):
             self.trash.discard(self.folder(project))
         crash_point("close.after_dispose")
