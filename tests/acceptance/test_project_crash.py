@@ -397,6 +397,8 @@ def test_p73_crash_inside_bring_restore_then_bring(point: str, tmp_path) -> None
     brought = until_lease_expires(data, "bring", REF)
     assert brought["status"] == "RUNNING" and brought["workspace_folder"] == folder
     assert describe(folder) == written
+    preserved = os.path.join(data, "preserved")
+    assert not os.path.isdir(preserved) or os.listdir(preserved) == [], "a complete restore is adopted, not copied aside"
     ok(data, "suspend", REF)
     brought = until_lease_expires(data, "bring", REF)
     assert describe(brought["workspace_folder"]) == written

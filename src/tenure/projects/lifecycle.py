@@ -262,11 +262,13 @@ class LifecycleService:
             os.makedirs(os.path.dirname(preserved), exist_ok=True)
             os.rename(folder, preserved)
         os.makedirs(os.path.dirname(folder), exist_ok=True)
+        # The base is recorded first: restore renames a complete folder into place or
+        # leaves none, so a folder found later with this base is exactly the head.
+        self._write_base(project, head)
         if head is None:
             os.makedirs(folder, exist_ok=True)
         else:
             self.workspaces.restore(ws.id, folder)
-        self._write_base(project, head)
         return folder
 
     def _start_engines(self, project: Project, folder: str) -> None:
