@@ -258,7 +258,8 @@ class LifecycleService:
         if os.path.isdir(folder):
             if self._read_base(project) == head:
                 return folder
-            preserved = os.path.join(self.data_dir, "preserved", f"{os.path.basename(folder)}-{int(time.time())}")
+            preserved = os.path.join(self.data_dir, "preserved",
+                                     f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}")
             os.makedirs(os.path.dirname(preserved), exist_ok=True)
             os.rename(folder, preserved)
         os.makedirs(os.path.dirname(folder), exist_ok=True)
@@ -307,7 +308,7 @@ class LifecycleService:
         self.registry.remove(project.id)
         self.ownership.release_lease(tenant, name, self.pod.pod_id)
         crash_point("suspend.after_suspended")
-        return project
+        return self.projects.get(tenant, name)
 
     def _stop_engines(self, project: Project) -> None:
         event = EnginesStopRequested(project.tenant, project.name)
@@ -360,6 +361,8 @@ class LifecycleService:
             self.trash.discard(self.folder(project))
         crash_point("close.after_dispose")
         project = self.projects.close(tenant, name, closed_group_id, project.generation)
+        self.ownership.release_closed(project.id)
+        project = self.projects.get(tenant, name)
         self.registry.remove(project.id)
         crash_point("close.after_closed")
         return project

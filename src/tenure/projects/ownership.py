@@ -105,7 +105,8 @@ class Ownership:
     def renew_leases(self, pod_id: str) -> int:
         """One statement per beat: extend every lease this pod holds; return the matched count."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod", {"pod": pod_id})
+            return tx.count("UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod AND status <> 'CLOSED'",
+                            {"pod": pod_id})
 
     def release_leases(self, pod_id: str) -> int:
         """Release everything this pod holds (orderly shutdown; best effort)."""
@@ -119,6 +120,12 @@ class Ownership:
             return tx.count("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL,"
                             " updated_at = {now} WHERE tenant = :t AND name = :n AND home_pod_id = :pod",
                             {"t": tenant, "n": name, "pod": pod_id}) == 1
+
+    def release_closed(self, project_id: str) -> None:
+        """A CLOSED project has no owner: clear its lease columns."""
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL"
+                       " WHERE id = :id AND status = 'CLOSED'", {"id": project_id})
 
     # ------------------------------------------------------------------ questions
 
@@ -143,14 +150,15 @@ class Ownership:
         return [Project.from_row(r) for r in rows]
 
     def find_by_home_pod_id(self, pod_id: str) -> list[Project]:
-        return self._select("home_pod_id = :pod", {"pod": pod_id}, "ORDER BY tenant, name")
+        return self._select("home_pod_id = :pod AND status <> 'CLOSED'", {"pod": pod_id}, "ORDER BY tenant, name")
 
     def find_running_by_home_pod_id(self, pod_id: str) -> list[Project]:
         return self._select("home_pod_id = :pod AND status = 'RUNNING'", {"pod": pod_id}, "ORDER BY tenant, name")
 
     def sum_score_by_home_pod_id(self, pod_id: str) -> float:
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod",
+            row = tx.one("SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod"
+                         " AND status <> 'CLOSED'",
                          {"pod": pod_id})
         return float(row["s"]) if row else 0.0
 

@@ -49,7 +49,7 @@ def validate_selector(selector: dict[str, str]) -> dict[str, str]:
     if not isinstance(selector, dict):
         raise InvalidInput("a placement selector is a JSON object of label = value", code="invalid-selector")
     for key, value in selector.items():
-        if not (isinstance(key, str) and isinstance(value, str) and _LABEL.match(key) and _LABEL.match(value)):
+        if not (isinstance(key, str) and isinstance(value, str) and _LABEL.fullmatch(key) and _LABEL.fullmatch(value)):
             raise InvalidInput(f"invalid selector entry {key!r}={value!r}", code="invalid-selector",
                                hint="keys and values: 1-63 of letters, digits, '.', '_', '/', '-'")
     return selector
@@ -265,7 +265,7 @@ class ProjectStore:
                 " WHERE id = :id AND (bound_connection_id IS NULL OR bound_connection_id = :c)"
                 " AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g"
                 " AND p.status <> 'CLOSED')", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation})
-            row = tx.one("SELECT s.*, p.generation FROM sessions s JOIN projects p ON p.id = s.project_id"
+            row = tx.one("SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.project_id"
                          " WHERE s.id = :id", {"id": session_id})
         if row is None:
             raise NotFound(f"no session {session_id}", code="session-not-found")
@@ -274,6 +274,8 @@ class ProjectStore:
         if int(row["generation"]) != generation:
             raise StaleGeneration(f"session {session_id}: project generation {generation} is fenced",
                                   generation=generation, current_generation=int(row["generation"]))
+        if row["status"] == ProjectStatus.CLOSED.value:
+            raise ProjectClosed(f"session {session_id} belongs to a CLOSED project", session=session_id)
         raise AlreadyBound(f"session {session_id} is bound to connection {row['bound_connection_id']}",
                            connection=row["bound_connection_id"])
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-from tenure.errors import ConfigurationError, StoreError, VersionConflict
+from tenure.errors import ConfigurationError, InvalidInput, StoreError, VersionConflict
 
 Row = dict[str, Any]
 _PARAM = re.compile(r"(?<!:):([a-zA-Z_][a-zA-Z0-9_]*)")
@@ -203,8 +203,12 @@ class PostgresTx(_BaseTx):
 
 
 def _map_postgres(exc: Exception) -> Exception:
+    import psycopg
     import psycopg.errors as pe
 
+    if isinstance(exc, psycopg.DataError):
+        return InvalidInput(f"the store cannot hold this value: {exc}".strip(), code="invalid-input",
+                            hint="names and values must be plain text without NUL characters")
     if isinstance(exc, (pe.UniqueViolation, pe.SerializationFailure, pe.DeadlockDetected)):
         return VersionConflict(f"concurrent change: {exc}".strip())
     if isinstance(exc, pe.OperationalError):

@@ -65,7 +65,7 @@ class LeaseLost(Conflict):
 
 def validate_name(kind: str, name: str) -> str:
     """Names become keys and display strings: keep them plain."""
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidInput(
             f"invalid {kind} name {name!r}",
             hint="use 1-128 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",

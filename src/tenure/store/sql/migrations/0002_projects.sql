@@ -6,10 +6,10 @@ CREATE TABLE IF NOT EXISTS projects (
     tenant              TEXT NOT NULL,
     name                TEXT NOT NULL,
     project_group       TEXT NOT NULL DEFAULT 'default',
-    status              TEXT NOT NULL,
-    kind                TEXT NOT NULL,
-    lifecycle_type      TEXT NOT NULL,
-    owner_required      INTEGER NOT NULL DEFAULT 0,
+    status              TEXT NOT NULL CHECK (status IN ('INIT', 'RECOVERING', 'RUNNING', 'SUSPENDING', 'SUSPENDED', 'CLOSED')),
+    kind                TEXT NOT NULL CHECK (kind IN ('USER', 'SYSTEM')),
+    lifecycle_type      TEXT NOT NULL CHECK (lifecycle_type IN ('HOMELESS', 'AUTO', 'EPHEMERAL', 'PERMANENT')),
+    owner_required      INTEGER NOT NULL DEFAULT 0 CHECK (owner_required IN (0, 1)),
     home_pod_id         TEXT,
     home_node           TEXT,
     claimed_at          DOUBLE PRECISION,
@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS pods (
     endpoint      TEXT,
     labels        TEXT NOT NULL DEFAULT '{}',
     capacity      DOUBLE PRECISION NOT NULL DEFAULT 100,
-    status        TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('STARTING', 'RUNNING', 'DRAINING', 'STOPPED')),
     started_at    DOUBLE PRECISION NOT NULL,
     heartbeat_at  DOUBLE PRECISION NOT NULL
 );
