@@ -55,6 +55,8 @@ def test_requirements_list_every_id_and_name_real_tests() -> None:
         doc = fh.read()
     storage = doc[doc.index("## Storage lifecycle (S-nn)"):doc.index("## Intake (I-nn)")]
     assert set(re.findall(r"^\| (S-\d+) \|", storage, re.MULTILINE)) == {f"S-{n:02d}" for n in range(1, 86)}
+    projects = doc[doc.index("## Project lifecycle (P-nn)"):doc.index("## Storage lifecycle (S-nn)")]
+    assert set(re.findall(r"^\| (P-\d+) \|", projects, re.MULTILINE)) == {f"P-{n:02d}" for n in range(1, 134)}
     sources = "\n".join(open(p, encoding="utf-8").read()
                         for p in glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True))
     for name in set(re.findall(r"`(test_[a-z0-9_]+)", doc)):
