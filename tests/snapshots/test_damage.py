@@ -11,9 +11,10 @@ from tenure.errors import IntegrityError
 from tenure.objects import decode, encode
 from tenure.objects.local import LocalObjectStore
 from tenure.snapshots import SnapshotDamaged, build_tree, restore_tree, tree_closure, verify_tree
+from tenure.snapshots import build as build_module
 from tenure.snapshots.treeformat import decode_root
 from tenure.snapshots.walk import load_listing
-from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, write_file
+from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, random_bytes, write_file
 
 
 def oid_of(store: LocalObjectStore, root: str, path: str) -> str:
@@ -118,13 +119,13 @@ def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> No
             write_file(str(folder / name), rng.randbytes(rng.randrange(300)), mtime_ns=PAST_NS + rng.randrange(10**15))
     store = LocalObjectStore(str(tmp_path / "objects"))
     built = build_tree(str(src), store)
-    chunks = decode_root(built.root, decode(built.root, store.get(built.root)))
+    chunks = decode_root(built.root, decode(built.root, store.get(built.root))).chunks
     assert len(chunks) >= 3, "the tree stream spans several chunks"
     victim = chunks[1].oid
     store.delete_many([victim])
 
-    with pytest.raises(SnapshotDamaged):
-        tree_closure(built.root, store)
+    closure = tree_closure(built.root, store)
+    assert closure == built.objects and victim not in store.has_many(closure), "the closure check finds it"
     report = verify_tree(built.root, store)
     assert victim in report.missing
     lost_folders = {p for p in report.lost_paths if p.endswith("/")}
@@ -139,6 +140,29 @@ def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> No
     assert set(result.lost_paths) == lost_folders
     for name in restored:
         assert describe(str(tmp_path / "dest" / name)) == describe(str(src / name))
+
+
+def test_many_data_objects_are_listed_in_id_chunks(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(build_module, "INLINE_IDS", 4)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(12):
+        write_file(str(src / f"big-{i}"), random_bytes((1 << 20) + i, i))
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    built = build_tree(str(src), store)
+    root = decode_root(built.root, decode(built.root, store.get(built.root)))
+    assert root.ids == [] and root.id_chunks, "more ids than fit inline go to id chunks"
+    listing = load_listing(built.root, store)
+    parsed = {built.root} | set(listing.trees) | listing.data_oids() | {c.oid for c in root.id_chunks}
+    assert tree_closure(built.root, store) == built.objects == parsed
+    assert verify_tree(built.root, store).ok
+
+    store.delete_many([root.id_chunks[0].oid])
+    assert tree_closure(built.root, store) == built.objects, "damaged id chunks: the closure comes from the files"
+    report = verify_tree(built.root, store)
+    assert report.missing == {root.id_chunks[0].oid} and report.lost_paths == ()
+    restore_tree(built.root, store, str(tmp_path / "dest"))
+    assert describe(str(tmp_path / "dest")) == describe(str(src))
 
 
 def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: ignore[no-untyped-def]

@@ -39,13 +39,15 @@ def test_unchanged_folder_gives_same_root_and_reads_nothing(tmp_path) -> None:  
     first = build_tree(src, store, index_path=index)
     assert first.bytes_read > 3 * MiB and first.bytes_new > 0
     store.calls.clear()
+    index_written = os.stat(index).st_mtime_ns
     pinned: list[frozenset[str]] = []
-    second = build_tree(src, store, index_path=index, pin=lambda oids: pinned.append(oids) or None)  # type: ignore[func-returns-value]
+    second = build_tree(src, store, index_path=index, pin=pinned.append)
     assert second.root == first.root
     assert (second.bytes_read, second.bytes_new) == (0, 0)
     assert second.objects == first.objects
     assert pinned == [second.objects], "the whole closure is pinned once"
     assert store.calls == [("has_many", second.objects)], "one existence check, after the pin, nothing stored"
+    assert os.stat(index).st_mtime_ns == index_written, "an index that did not change is not rewritten"
 
 
 def test_edits_between_builds_restore_to_the_right_version(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -122,6 +124,11 @@ def test_a_racy_file_is_read_again_but_keeps_its_refs(tmp_path) -> None:  # type
     second = build_tree(str(src), store, index_path=index)
     assert second.bytes_read == len(b"written in the same tick as the index"), "only the racy file is read"
     assert second.root == first.root and second.bytes_new == 0, "same content keeps the same refs"
+
+    dest, dest_index = str(tmp_path / "dest"), str(tmp_path / "dest-index")
+    restore_tree(first.root, store, dest, index_path=dest_index)
+    after_restore = build_tree(dest, store, index_path=dest_index)
+    assert after_restore.root == first.root and after_restore.bytes_new == 0, "restore recorded the racy digest"
 
 
 def test_racy_rule_compares_mtime_with_the_index_write_time() -> None:

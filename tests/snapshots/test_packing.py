@@ -75,14 +75,15 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 def test_memory_stays_bounded_for_a_file_much_larger_than_the_window(tmp_path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"
     src.mkdir()
-    size = 768 * MiB
+    size = 1536 * MiB
     with open(src / "huge.sparse", "wb") as fh:
-        fh.truncate(size)  # zeros, no disk blocks: read fast, still 768 MiB through the chunker
+        fh.truncate(size)  # zeros, no disk blocks: read fast, still 1.5 GiB through the chunker
     child = subprocess.run([sys.executable, "-c", MEASURE_PEAK, str(src), str(tmp_path / "objects"), str(size)],
                            capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert child.returncode == 0, child.stderr
     peak_mib = int(child.stdout)
-    assert peak_mib < 300, f"peak RSS {peak_mib} MiB while building a {size // MiB} MiB file"
+    # typically ~60 MiB; allocator slack under load has reached ~350 MiB. Holding the file would need 1.5 GiB.
+    assert peak_mib < 512, f"peak RSS {peak_mib} MiB while building a {size // MiB} MiB file"
 
 
 def test_roots_are_deterministic_and_follow_metadata(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenure.objects.local import LocalObjectStore
-from tenure.snapshots import build_tree, iter_tree, restore_tree, verify_tree
+from tenure.snapshots import build_tree, iter_tree, restore_tree, tree_closure, verify_tree
 from tenure.snapshots.fsutil import force_rmtree
 from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, random_bytes
 
@@ -125,6 +125,7 @@ def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
     built = build_tree(os.fsdecode(src), store, index_path=os.path.join(base, "idx"), workers=2)
     assert built.files == sum(1 for e in before.entries.values() if e[0] == "file")
     assert built.root in built.objects
+    assert tree_closure(built.root, store) == built.objects
     dest = os.path.join(base, "dest")
     restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False)
     assert restored.complete and restored.files == built.files

@@ -69,14 +69,14 @@ def _drop_file_permission_override() -> None:
 
 BUILD_AND_REPORT = """
 import json, sys
+from tenure.errors import InvalidInput, TenureError
 from tenure.objects.local import LocalObjectStore
 from tenure.snapshots import build_tree
-from tenure.errors import TenureError
 try:
     build_tree(sys.argv[1], LocalObjectStore(sys.argv[2]))
 except TenureError as exc:
     print(json.dumps({"type": type(exc).__name__, "code": exc.code, "message": exc.message,
-                      "path": exc.context.get("path"), "invalid_input": isinstance(exc, __import__("tenure.errors").errors.InvalidInput)}))
+                      "path": exc.context.get("path"), "invalid_input": isinstance(exc, InvalidInput)}))
 else:
     print(json.dumps({"type": None}))
 """
@@ -196,6 +196,10 @@ def test_restore_never_overwrites_and_replaces_only_an_empty_folder(tmp_path) ->
     empty.mkdir()
     restore_tree(root, store, str(empty))
     assert describe(str(empty)) == describe(src)
+
+    long_name = tmp_path / ("n" * 250)  # the temporary sibling's name must still fit NAME_MAX
+    restore_tree(root, store, str(long_name))
+    assert describe(str(long_name)) == describe(src)
 
 
 def test_many_files_in_one_folder_and_progress_is_reported(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tenure.objects import encode
 from tenure.objects.local import LocalObjectStore
@@ -12,6 +14,7 @@ from tenure.snapshots import TreeFormatError, restore_tree
 from tenure.snapshots.treeformat import (
     ChunkRef,
     DirItem,
+    Root,
     FileItem,
     SymlinkItem,
     Tree,
@@ -36,9 +39,11 @@ def test_records_round_trip_and_are_canonical() -> None:
 
 
 def test_a_root_object_lists_its_chunks_and_carries_a_version() -> None:
-    chunks = [ChunkRef(OID, 10, 0), ChunkRef("cd" * 32, 20, 0xFFFFFFFF)]
-    data = encode_root(chunks)
-    assert decode_root("r", data) == chunks
+    root = Root([ChunkRef(OID, 10, 0), ChunkRef("cd" * 32, 20, 0xFFFFFFFF)], ["ef" * 32, OID], [])
+    data = encode_root(root)
+    assert decode_root("r", data) == root
+    chunked = Root([ChunkRef(OID, 10, 0)], [], [ChunkRef("cd" * 32, 64, 0xFFFFFFFF)])
+    assert decode_root("r", encode_root(chunked)) == chunked
     with pytest.raises(TreeFormatError, match="version 9"):
         decode_root("r", data[:4] + bytes([9]) + data[5:])
     with pytest.raises(TreeFormatError):
@@ -55,7 +60,7 @@ def test_a_truncated_stream_is_an_error() -> None:
 def store_tree(store: LocalObjectStore, *records: bytes) -> str:
     stream = b"".join(records)
     oid, payload = encode(stream)
-    root, root_payload = encode(encode_root([ChunkRef(oid, len(stream), 0)]))
+    root, root_payload = encode(encode_root(Root([ChunkRef(oid, len(stream), 0)], [OID], [])))
     store.put_many([(oid, payload), (root, root_payload)])
     return root
 
@@ -76,3 +81,27 @@ def test_a_crafted_tree_is_refused_before_anything_is_written(tmp_path, records:
     with pytest.raises(TreeFormatError):
         restore_tree(root, store, str(tmp_path / "dest"))
     assert sorted(os.listdir(tmp_path)) == ["objects"]
+
+
+SAMPLE_STREAM = b"".join([
+    encode_record(b"", 0o755, 1, [DirItem(b"d"), FileItem(b"f", 0o644, 2, 10, ((OID, 0, 10),), b""),
+                                  SymlinkItem(b"s", 0o777, 3, b"target")]),
+    encode_record(b"d", 0o700, 4, [FileItem(b"g", 0o600, 5, 3, ((OID, 1, 1), (OID, 2, 2)), b"f")]),
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_bytes_give_a_tree_format_error_or_a_valid_parse(data: st.DataObject) -> None:
+    stream = bytearray(SAMPLE_STREAM)
+    for _ in range(data.draw(st.integers(1, 4))):
+        stream[data.draw(st.integers(0, len(stream) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(stream)))
+    for strict in (True, False):
+        try:
+            records = list(iter_records(bytes(stream[:cut]), strict=strict))
+        except TreeFormatError:
+            continue
+        for path, tree in records:
+            for item in tree.items:
+                assert item.name and b"/" not in item.name and item.name not in (b".", b"..")

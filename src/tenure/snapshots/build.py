@@ -58,9 +58,12 @@ from tenure.snapshots.pipeline import Uploader
 from tenure.snapshots.results import BuildResult
 from tenure.snapshots.scan import DirNode, FileNode, Scan, Scanner, Slot, SymlinkNode
 from tenure.snapshots.treeformat import (
+    INLINE_IDS,
     ChunkRef,
+    Root,
     cut_stream,
     encode_root,
+    id_stream,
     file_entry,
     folder_entry,
     record,
@@ -103,7 +106,9 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
     trees = build.settle(scan)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
-        save_index(index_path, {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed})
+        entries = {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed}
+        if not index.same_as(entries):  # an unchanged index keeps its file (and its racy-clean time)
+            save_index(index_path, entries)
         crash_point(AFTER_INDEX_SAVED)
     return BuildResult(root=build.root_oid, files=len(scan.files), bytes_read=build.bytes_read,
                        bytes_new=build.bytes_new, objects=frozenset(trees) | _data_oids(scan.files),
@@ -188,10 +193,10 @@ class _Build:
         yield from (f for f in leaders if not self._reuse(f))
 
     def _reuse(self, f: FileNode) -> bool:
-        entry = self.index.unchanged(f.rel, f.key)
-        if entry is None:
+        content = self.index.content(f.rel, f.key)
+        if content is None:
             return False
-        f.refs, f.digest = entry.refs, entry.digest
+        f.digest, f.refs = content
         return True
 
     def _read_all(self, files: Iterator[FileNode], *, trust_index: bool) -> None:
@@ -235,8 +240,7 @@ class _Build:
                 continue
             if previous is not None and self._same_as_before(f, data, previous(f.rel)):
                 continue
-            if f.mtime_ns >= self._racy_from:
-                f.digest = blake3.blake3(data).digest()
+            f.digest = blake3.blake3(data).digest() if f.mtime_ns >= self._racy_from else b""
             self._members.append(f)
             self._slices.append((len(pack), size))
             pack += data
@@ -304,8 +308,9 @@ class _Build:
         """Encode the tree, pin and check the closure, repair, store the tree; return its objects."""
         confirmed: set[str] = set()
         for _ in range(_ROUNDS):
-            self.root_oid, trees = _encode_trees(scan.dirs, self.workers)
-            closure = frozenset(trees) | _data_oids(scan.files)
+            data = _data_oids(scan.files)
+            self.root_oid, trees = _encode_trees(scan.dirs, data, self.workers)
+            closure = frozenset(trees) | data
             self.pin(closure)
             ask = closure - self.written - confirmed
             present = self.objects.has_many(ask) if ask else set()
@@ -353,11 +358,27 @@ def _follow(followers: Sequence[tuple[FileNode, FileNode]]) -> None:
         f.refs, f.digest, f.size, f.indexed = leader.refs, leader.digest, leader.size, leader.indexed
 
 
-def _encode_trees(dirs: Sequence[DirNode], workers: int) -> tuple[str, dict[str, bytes]]:
-    """Encode the tree stream (folders in pre-order), cut it, encode the chunks and the root.
+def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int
+                  ) -> tuple[str, dict[str, bytes]]:
+    """Encode the tree stream (folders in pre-order) and the data ids, cut and encode them, then the root.
 
-    Returns the root id and ``id → payload`` of the root and every tree chunk.
+    Returns the root id and ``id → payload`` of the root and every tree and id chunk.
     """
+    stream, starts = _tree_stream(dirs)
+    inline = len(data_oids) <= INLINE_IDS
+    ids = b"" if inline else id_stream(data_oids)
+    tree_cuts, id_cuts = cut_stream(stream, starts), cut_stream(ids, [])
+    views = [memoryview(stream)[o:o + n] for o, n, _ in tree_cuts] + [memoryview(ids)[o:o + n] for o, n, _ in id_cuts]
+    with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
+        encoded = list(pool.map(encode, views))
+    refs = [ChunkRef(oid, n, first) for (oid, _), (_, n, first) in zip(encoded, tree_cuts + id_cuts)]
+    root = Root(refs[:len(tree_cuts)], sorted(data_oids) if inline else [], refs[len(tree_cuts):])
+    oid, payload = encode(encode_root(root))
+    return oid, {oid: payload, **dict(encoded)}
+
+
+def _tree_stream(dirs: Sequence[DirNode]) -> tuple[bytes, list[int]]:
+    """Every folder's record in pre-order, and where each record starts."""
     parts: list[bytes] = []
     starts: list[int] = []
     position = 0
@@ -366,14 +387,7 @@ def _encode_trees(dirs: Sequence[DirNode], workers: int) -> tuple[str, dict[str,
         starts.append(position)
         parts.append(part)
         position += len(part)
-    stream = b"".join(parts)
-    cuts = cut_stream(stream, starts)
-    view = memoryview(stream)
-    with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
-        encoded = list(pool.map(lambda cut: encode(view[cut[0]:cut[0] + cut[1]]), cuts))
-    chunks = [ChunkRef(oid, length, first) for (oid, _), (_, length, first) in zip(encoded, cuts)]
-    root, payload = encode(encode_root(chunks))
-    return root, {root: payload, **dict(encoded)}
+    return b"".join(parts), starts
 
 
 def _record(d: DirNode) -> bytes:

@@ -28,7 +28,7 @@ CHUNKED_FROM = 1 * MiB
 MIN_SIZE = 256 * KiB
 AVG_SIZE = 1 * MiB
 MAX_SIZE = 4 * MiB
-WINDOW = 16 * MiB
+WINDOW = 8 * MiB
 
 
 def new_chunker() -> pyfastcdc.FastCDC:

@@ -6,7 +6,7 @@ groups consecutive small files into batches, submits each batch's reads to a
 pool of reader threads, and hands ``(files, contents)`` to the consumer in
 order through a bounded channel; a large file comes alone with ``None``, for
 the consumer to stream through the chunker itself. So listing, reading and
-packing overlap, and at most ``2 × workers`` batches (≤ 4 MiB each) wait in
+packing overlap, and at most ``2 × workers`` batches (≤ 2 MiB each) wait in
 memory.
 """
 
@@ -26,7 +26,7 @@ from tenure.snapshots.scan import FileNode
 
 MiB = 1 << 20
 BATCH_FILES = 256
-BATCH_BYTES = 4 * MiB
+BATCH_BYTES = 2 * MiB
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Item = tuple[list[FileNode], Future[list[bytes]] | None]
@@ -134,16 +134,20 @@ def batches(files: Iterable[FileNode]) -> Iterator[tuple[list[FileNode], bool]]:
 
 
 def read_batch(root: bytes, files: Sequence[FileNode]) -> list[bytes]:
-    """Read small files whole (at most the size ``lstat`` reported)."""
-    out = []
-    for f in files:
-        fd = open_file(root, f.rel)
-        try:
-            out.append(os.read(fd, f.size) if f.size else b"")
-        except OSError as exc:
-            raise read_error(f.rel, exc) from None
-        finally:
-            os.close(fd)
+    """Read small files whole (at most the size ``lstat`` reported). Hot loop: kept lean."""
+    out: list[bytes] = []
+    prefix = root + b"/"
+    f = None
+    try:
+        for f in files:
+            fd = os.open(prefix + f.rel, READ_FLAGS)
+            try:
+                out.append(os.read(fd, f.size) if f.size else b"")
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        assert f is not None
+        raise read_error(f.rel, exc) from None
     return out
 
 

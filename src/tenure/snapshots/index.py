@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import marshal
 import os
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import blake3
@@ -78,10 +79,21 @@ class Index:
             return None
         return IndexEntry._make(raw)
 
+    def content(self, rel: bytes, key: StatKey) -> tuple[bytes, tuple[Ref, ...]] | None:
+        """``(digest, refs)`` of an unchanged, non-racy file (:meth:`unchanged`, without the record)."""
+        raw = self._entries.get(rel)
+        if raw is None or raw[:5] != key or key[1] >= self.written_ns:
+            return None
+        return raw[5], raw[6]  # type: ignore[return-value]
+
     def previous(self, rel: bytes) -> IndexEntry | None:
         """The entry for ``rel`` whatever the file looks like now."""
         raw = self._entries.get(rel)
         return None if raw is None else IndexEntry._make(raw)
+
+    def same_as(self, entries: Mapping[bytes, tuple[object, ...]]) -> bool:
+        """Whether ``entries`` is exactly what this index holds (then it need not be written again)."""
+        return self.written_ns > 0 and entries == self._entries
 
     def oids(self) -> frozenset[str]:
         """Every object id the index refers to."""
@@ -110,8 +122,8 @@ def load_index(path: str | None) -> Index:
     return Index(entries if isinstance(entries, dict) else {}, written_ns)
 
 
-def save_index(path: str, entries: dict[bytes, tuple[object, ...]]) -> None:
+def save_index(path: str, entries: Mapping[bytes, tuple[object, ...]]) -> None:
     """Atomically replace the index at ``path`` with ``entries`` (path → ``IndexEntry`` fields, a plain tuple)."""
-    body = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(entries, _MARSHAL_VERSION))
+    body = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(dict(entries), _MARSHAL_VERSION))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(body).digest() + body)

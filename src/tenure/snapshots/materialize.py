@@ -6,8 +6,8 @@ by one worker call; a file of several slices is created empty first, its
 slices are written with ``pwrite`` as their objects arrive, and it gets its
 mode and mtime once all are written. Each fetched object is decoded (hash
 checked) once, then its slices are written in groups on the pool, so file
-creation, the costly part, runs on every core. At most ``2 × workers``
-objects are fetched ahead and ``4 × workers`` write groups are queued.
+creation, the costly part, runs on every core. At most ``workers`` objects
+are fetched ahead and ``2 × workers`` write groups are queued.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import blake3
 from tenure.errors import IntegrityError
 from tenure.objects import ObjectMissing, ObjectStore, decode
 from tenure.snapshots.chunking import CHUNKED_FROM
-from tenure.snapshots.index import RACY_MARGIN_NS
+from tenure.snapshots.index import RACY_MARGIN_NS, StatKey, stat_key
 from tenure.snapshots.treeformat import FileItem, Ref, SymlinkItem, Tree
 from tenure.snapshots.walk import Listing
 
@@ -110,7 +110,7 @@ def _write_all(fd: int, view: memoryview, at: int | None = None) -> None:
             at += n
 
 
-WriteResult = tuple[int, list[tuple[int, os.stat_result | None, bytes]]]
+WriteResult = tuple[int, list[tuple[int, StatKey | None, bytes]]]
 
 
 class Materializer:
@@ -130,7 +130,7 @@ class Materializer:
         self.bytes_written = 0
         self._done = self._total = 0
         self._writes: deque[Future[WriteResult]] = deque()
-        self._finished: dict[int, tuple[os.stat_result | None, bytes]] = {}
+        self._finished: dict[int, tuple[StatKey | None, bytes]] = {}
         self._index: dict[bytes, tuple[object, ...]] = {}
         self._racy_from = time.time_ns() - RACY_MARGIN_NS
         self._masked = _creation_mask(temp)
@@ -145,9 +145,20 @@ class Materializer:
     # ----------------------------------------------------------------- folders and symlinks
 
     def make_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
+        """Create the folders (owner-only until :meth:`finish_folders`), one depth at a time in parallel."""
+        levels: dict[int, list[bytes]] = {}
         for rel, _ in dirs:
             if rel:
-                os.mkdir(self.path(rel), 0o700)
+                levels.setdefault(rel.count(b"/"), []).append(rel)
+        for depth in sorted(levels):
+            level = levels[depth]
+            groups = [level[i:i + GROUP] for i in range(0, len(level), GROUP)]
+            for future in [self.pool.submit(self._mkdirs, group) for group in groups]:
+                future.result()
+
+    def _mkdirs(self, rels: Sequence[bytes]) -> None:
+        for rel in rels:
+            os.mkdir(self.path(rel), 0o700)
 
     def make_symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
         futures = [self.pool.submit(self._symlinks, links[i:i + GROUP]) for i in range(0, len(links), GROUP)]
@@ -185,7 +196,7 @@ class Materializer:
                 continue
             wanted = [p for p in pieces if p.file not in skip]
             fetches.append((oid, wanted, self.pool.submit(_fetch, self.objects, oid)))
-            if len(fetches) > 2 * self.workers:
+            if len(fetches) > self.workers:
                 self._land(*fetches.popleft())
         while fetches:
             self._land(*fetches.popleft())
@@ -203,7 +214,7 @@ class Materializer:
 
     def _queue_write(self, plain: bytes, pieces: list[Piece]) -> None:
         self._writes.append(self.pool.submit(self._write_group, plain, pieces))
-        while len(self._writes) > 4 * self.workers:
+        while len(self._writes) > 2 * self.workers:
             self._collect()
 
     def _collect(self) -> None:
@@ -224,7 +235,7 @@ class Materializer:
         view = memoryview(plain)
         prefix = self.temp + b"/"
         written = 0
-        finished: list[tuple[int, os.stat_result | None, bytes]] = []
+        finished: list[tuple[int, StatKey | None, bytes]] = []
         for p in pieces:
             rel, item = files[p.file]
             data = view[p.offset:p.offset + p.length]
@@ -240,7 +251,7 @@ class Materializer:
         return written, finished
 
     def _write_whole(self, i: int, path: bytes, data: memoryview, item: FileItem
-                     ) -> tuple[int, os.stat_result | None, bytes]:
+                     ) -> tuple[int, StatKey | None, bytes]:
         """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
         direct = not item.mode & self._masked  # the mode survives creation as is: no fchmod needed
         fd = os.open(path, _CREATE, item.mode if direct else 0o600)
@@ -250,11 +261,11 @@ class Materializer:
             if not direct:
                 os.fchmod(fd, item.mode)
             os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
-            st = os.fstat(fd) if self.want_index else None
+            key = stat_key(os.fstat(fd)) if self.want_index else None
         finally:
             os.close(fd)
         racy = self.want_index and 0 < item.size < CHUNKED_FROM and item.mtime_ns >= self._racy_from
-        return i, st, blake3.blake3(data).digest() if racy else b""
+        return i, key, blake3.blake3(data).digest() if racy else b""
 
     # ----------------------------------------------------------------- after the content
 
@@ -283,19 +294,15 @@ class Materializer:
     def _gather_index(self, plan: Plan, restored: dict[bytes, int], linked: list[tuple[bytes, int]]) -> None:
         relinked = {i for _, i in linked}
         for rel, i in restored.items():
-            st, digest = self._finished[i]
-            if st is None or i in relinked:
-                st = os.lstat(self.path(rel))
-            self._index[rel] = _entry(st, digest, plan.files[i][1])
+            key, digest = self._finished[i]
+            if key is None or i in relinked:
+                key = stat_key(os.lstat(self.path(rel)))
+            self._index[rel] = key + (digest, plan.files[i][1].refs)
         for rel, i in linked:
-            self._index[rel] = _entry(os.lstat(self.path(rel)), self._finished[i][1], plan.files[i][1])
+            self._index[rel] = stat_key(os.lstat(self.path(rel))) + (self._finished[i][1], plan.files[i][1].refs)
 
     def index_entries(self) -> dict[bytes, tuple[object, ...]]:
         return self._index
-
-
-def _entry(st: os.stat_result, digest: bytes, item: FileItem) -> tuple[object, ...]:
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode, digest, item.refs)
 
 
 def _creation_mask(folder: bytes) -> int:

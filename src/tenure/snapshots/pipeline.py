@@ -3,9 +3,10 @@
 The reading thread hands plain content to :class:`Uploader`. A thread pool
 hashes (BLAKE3) and compresses (zstd) it; both run in native code without
 the GIL. Finished objects are gathered into batches of about
-``BATCH_BYTES`` that one writer thread stores: one ``has_many`` (skip what
-the store already holds) and one ``put_many`` (durable) per batch, while
-the pool keeps encoding. Content submitted but not yet collected is capped
+``BATCH_BYTES`` that one writer thread stores: ``pin`` the batch (so a
+concurrent GC spares it), one ``has_many`` (skip what the store already
+holds) and one ``put_many`` (durable) per batch, while the pool keeps
+encoding. Content submitted but not yet collected is capped
 at ``max_pending`` bytes: the reader waits for the oldest object beyond it.
 """
 
@@ -20,8 +21,8 @@ from tenure.objects.codec import encode, object_id
 from tenure.snapshots.scan import Slot
 
 MiB = 1 << 20
-BATCH_BYTES = 32 * MiB
-BATCH_OBJECTS = 1024
+BATCH_BYTES = 8 * MiB
+BATCH_OBJECTS = 256
 
 Encoded = tuple[str, bytes | None]
 Buffer = bytes | memoryview
@@ -66,7 +67,7 @@ class Uploader:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tenure-store")
         self._pending: deque[tuple[Future[Encoded], Slot, int]] = deque()
         self._pending_bytes = 0
-        self._max_pending = max(64 * MiB, workers * 16 * MiB)
+        self._max_pending = max(16 * MiB, workers * 8 * MiB)
         self._batch: list[tuple[str, bytes]] = []
         self._batch_bytes = 0
         self._queued: set[str] = set()

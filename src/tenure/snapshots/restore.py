@@ -141,7 +141,7 @@ def _check_target(dest: str) -> None:
 def _temp_folder(dest: str) -> str:
     parent, name = os.path.split(dest)
     os.makedirs(parent, exist_ok=True)
-    temp = os.path.join(parent, f".{name}{TEMP_MARK}{uuid.uuid4().hex}")
+    temp = os.path.join(parent, f"{_temp_prefix(name)}{uuid.uuid4().hex}")
     os.mkdir(temp, 0o700)
     return temp
 
@@ -156,6 +156,11 @@ def _rename_into_place(temp: str, dest: str) -> None:
         raise
 
 
+def _temp_prefix(name: str) -> str:
+    """``.<name>.tenure-restore-`` (a long name is shortened: the whole must fit NAME_MAX)."""
+    return f".{name[:64]}{TEMP_MARK}"
+
+
 def clean_restore_leftovers(parent: str, name: str | None = None) -> int:
     """Remove temporary folders that crashed restores left in ``parent``; return how many.
 
@@ -167,7 +172,7 @@ def clean_restore_leftovers(parent: str, name: str | None = None) -> int:
         entries = os.listdir(parent)
     except FileNotFoundError:
         return 0
-    prefix = f".{name}{TEMP_MARK}" if name is not None else None
+    prefix = _temp_prefix(name) if name is not None else None
     removed = 0
     for entry in entries:
         if _LEFTOVER.match(entry) and (prefix is None or entry.startswith(prefix)):

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import IntegrityError
 from tenure.objects import ObjectMissing, ObjectStore, decode
+from tenure.snapshots.errors import TreeFormatError
 from tenure.snapshots.results import VerifyResult
 from tenure.snapshots.walk import load_listing
 
@@ -24,7 +25,10 @@ from tenure.snapshots.walk import load_listing
 def verify_tree(root: str, objects: ObjectStore, *, sample: float = 1.0, seed: int | None = None,
                 workers: int | None = None) -> VerifyResult:
     """Check that every object below ``root`` is stored and intact (see the module docstring)."""
-    listing = load_listing(root, objects, workers)
+    listing = load_listing(root, objects, workers, with_ids=True)
+    id_damage = listing.tree_missing | listing.tree_corrupt
+    if not listing.damaged and not id_damage and listing.ids != listing.data_oids():
+        raise TreeFormatError(f"tree {root}: the data ids its root lists do not match its files", oid=root)
     users: dict[str, list[bytes]] = {}
     for rel, item in listing.files:
         for oid, _, _ in item.refs:

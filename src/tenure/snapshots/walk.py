@@ -21,6 +21,8 @@ from tenure.snapshots.errors import SnapshotDamaged, TreeFormatError
 from tenure.snapshots.treeformat import (
     NO_RECORD,
     ChunkRef,
+    Root,
+    decode_ids,
     FileItem,
     SymlinkItem,
     Tree,
@@ -38,6 +40,7 @@ class Listing(NamedTuple):
     lost_dirs: list[bytes]                      # folders whose records are lost, with their subtrees
     tree_missing: set[str]
     tree_corrupt: set[str]
+    ids: set[str]                               # the data ids the root lists (when asked for)
 
     def data_oids(self) -> frozenset[str]:
         return frozenset(ref[0] for _, item in self.files for ref in item.refs)
@@ -74,16 +77,26 @@ def join(rel: bytes, name: bytes) -> bytes:
     return rel + b"/" + name if rel else name
 
 
-def load_listing(root: str, objects: ObjectStore, workers: int | None = None) -> Listing:
-    """Read the tree objects of ``root``; damage is recorded in the listing, not raised."""
-    listing = Listing(root, [], [], [], {}, [], set(), set())
-    plain = _fetch(objects, root, listing)
-    if plain is None:
-        listing.lost_dirs.append(b"")
+def load_listing(root: str, objects: ObjectStore, workers: int | None = None, *, with_ids: bool = False
+                 ) -> Listing:
+    """Read the tree objects of ``root``; damage is recorded in the listing, not raised.
+
+    ``with_ids`` also reads the id chunks (into ``Listing.ids``; an id chunk
+    that is missing or corrupt leaves them incomplete, and is recorded).
+    """
+    listing = _empty(root)
+    parsed = _root(objects, listing)
+    if parsed is None:
         return listing
-    chunks = decode_root(root, plain)
+    chunks = parsed.chunks
+    wanted = chunks + parsed.id_chunks if with_ids else chunks
     with ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="tenure-trees") as pool:
-        parts = list(pool.map(lambda c: _fetch(objects, c.oid, listing, c.length), chunks))
+        parts = list(pool.map(lambda c: _fetch(objects, c.oid, listing, c.length), wanted))
+    if with_ids:
+        id_parts = [p for p in parts[len(chunks):] if p is not None]
+        if len(id_parts) == len(parsed.id_chunks):
+            listing.ids.update(_ids(root, parsed, id_parts))
+        parts = parts[:len(chunks)]
     records: dict[bytes, Tree] = {}
     intact = all(p is not None for p in parts)
     for segment in _segments(chunks, parts):
@@ -95,6 +108,29 @@ def load_listing(root: str, objects: ObjectStore, workers: int | None = None) ->
     if intact and (listing.lost_dirs or len(listing.dirs) != len(records)):
         raise TreeFormatError(f"tree {root}: folder records do not match the folders listed", oid=root)
     return listing
+
+
+def _empty(root: str) -> Listing:
+    return Listing(root, [], [], [], {}, [], set(), set(), set())
+
+
+def _root(objects: ObjectStore, listing: Listing) -> Root | None:
+    """The parsed root object, or ``None`` (then the whole tree is lost)."""
+    plain = _fetch(objects, listing.root, listing)
+    if plain is None:
+        listing.lost_dirs.append(b"")
+        return None
+    return decode_root(listing.root, plain)
+
+
+def _ids(root: str, parsed: Root, parts: Sequence[bytes]) -> list[str]:
+    """The data ids a root lists: inline, or in its (intact) id chunks."""
+    if not parsed.id_chunks:
+        return parsed.ids
+    try:
+        return decode_ids(b"".join(parts))
+    except ValueError as exc:
+        raise TreeFormatError(f"tree {root} has a malformed id list: {exc}", oid=root) from None
 
 
 def _fetch(objects: ObjectStore, oid: str, listing: Listing, length: int | None = None) -> bytes | None:
@@ -166,13 +202,28 @@ def damaged_error(listing: Listing, missing: set[str] | frozenset[str] = frozens
 def tree_closure(root: str, objects: ObjectStore) -> frozenset[str]:
     """Every object id reachable from ``root``, root included (reads tree objects only).
 
-    Raises :class:`SnapshotDamaged` when a tree object is missing or corrupt,
-    since what lies below it cannot be known.
+    Reads the root object and its id chunks, not the file records: the
+    closure is the root, its tree and id chunks, and the data ids it lists.
+    Tree chunks are named, not read, so a missing one shows up when the
+    caller checks the closure against the store. If id chunks are damaged,
+    the closure is taken from the file records instead. Raises
+    :class:`SnapshotDamaged` when neither way can tell the whole closure
+    (the root, or a folder record, is lost).
     """
-    listing = load_listing(root, objects)
-    if listing.damaged:
+    listing = _empty(root)
+    parsed = _root(objects, listing)
+    if parsed is None:
         raise damaged_error(listing)
-    return frozenset(listing.trees) | listing.data_oids()
+    named = {root} | {c.oid for c in parsed.chunks} | {c.oid for c in parsed.id_chunks}
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="tenure-trees") as pool:
+        parts = list(pool.map(lambda c: _fetch(objects, c.oid, listing, c.length), parsed.id_chunks))
+    intact = [p for p in parts if p is not None]
+    if len(intact) == len(parts):
+        return frozenset(named.union(_ids(root, parsed, intact)))
+    full = load_listing(root, objects)
+    if full.damaged:
+        raise damaged_error(full)
+    return frozenset(named) | full.data_oids()
 
 
 def iter_tree(root: str, objects: ObjectStore) -> Iterator[TreeEntry]:
