@@ -198,7 +198,7 @@ def machine_doc(machine: Machine[Any], description: str) -> str:
     )
 
 
-def _edges(pairs: Iterable[tuple[S, S]], **_: Any) -> dict[tuple[S, S], Guard | None]:
+def _edges(pairs: Iterable[tuple[S, S]]) -> dict[tuple[S, S], Guard | None]:
     return {pair: None for pair in pairs}
 
 

@@ -226,7 +226,3 @@ class SnapshotStore:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("SELECT state, COUNT(*) AS n FROM snapshots GROUP BY state")
         return {r["state"]: int(r["n"]) for r in rows}
-
-
-def skipped_json(skipped: Iterable[tuple[str, str]]) -> str:
-    return json.dumps([list(s) for s in skipped])

@@ -138,23 +138,22 @@ class WorkspaceStore:
             with self.db.transaction() as own:
                 return self.create(name, base_snapshot_id, own)
         wid = new_id("w-")
-        if True:  # one transaction, the caller's
-            if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
-                raise Conflict(f"workspace {name!r} already exists", code="workspace-exists",
-                               hint="pick another name", workspace=name)
-            params = {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value}
-            if base_snapshot_id is None:
-                tx.execute("INSERT INTO workspaces (id, name, state, created_at, updated_at)"
-                           " VALUES (:id, :n, :s, {now}, {now})", params)
-            else:
-                inserted = tx.execute(
-                    "INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at,"
-                    " updated_at) SELECT :id, :n, :s, :b, :b, {now}, {now} WHERE EXISTS"
-                    " (SELECT 1 FROM snapshots WHERE id = :b AND state = 'READY') RETURNING id", params)
-                if not inserted:
-                    self._refuse_base(tx, base_snapshot_id)
-            self._move(tx, wid, WorkspaceState.CREATING, WorkspaceState.IDLE)
-            return self.workspace(wid, tx)
+        if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
+            raise Conflict(f"workspace {name!r} already exists", code="workspace-exists",
+                           hint="pick another name", workspace=name)
+        params = {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value}
+        if base_snapshot_id is None:
+            tx.execute("INSERT INTO workspaces (id, name, state, created_at, updated_at)"
+                       " VALUES (:id, :n, :s, {now}, {now})", params)
+        else:
+            inserted = tx.execute(
+                "INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at,"
+                " updated_at) SELECT :id, :n, :s, :b, :b, {now}, {now} WHERE EXISTS"
+                " (SELECT 1 FROM snapshots WHERE id = :b AND state = 'READY') RETURNING id", params)
+            if not inserted:
+                self._refuse_base(tx, base_snapshot_id)
+        self._move(tx, wid, WorkspaceState.CREATING, WorkspaceState.IDLE)
+        return self.workspace(wid, tx)
 
     @staticmethod
     def _refuse_base(tx: Tx, snapshot_id: str) -> None:
