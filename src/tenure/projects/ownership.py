@@ -71,36 +71,38 @@ class Ownership:
             raise InvalidInput("claim needs the caller's pod id", code="podless-claim",
                                hint="claims are made by a pod; start one or pass --pod-id")
         with self.db.transaction() as tx:
-            row = tx.one("SELECT id, status, lifecycle_type, generation, workspace_id FROM projects"
-                         " WHERE tenant = :t AND name = :n", {"t": tenant, "n": name})
-            if row is None:
-                raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
-            if row["status"] == "CLOSED":
-                raise ProjectClosed(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
-            if row["lifecycle_type"] == "HOMELESS":
-                raise ProjectHomeless(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
             claimed = tx.execute(
                 "UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now},"
                 " pending_since = NULL, generation = CASE WHEN home_pod_id = :pod THEN generation"
                 " ELSE generation + 1 END, updated_at = {now}"
-                " WHERE id = :id AND status <> 'CLOSED' AND lifecycle_type <> 'HOMELESS'"
+                " WHERE tenant = :t AND name = :n AND status <> 'CLOSED' AND lifecycle_type <> 'HOMELESS'"
                 " AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL"
-                " OR claimed_at < {now} - :ttl) RETURNING generation",
-                {"pod": pod_id, "node": node_name, "id": row["id"], "ttl": lease_ttl})
+                f" OR claimed_at < {{now}} - :ttl) RETURNING {PROJECT_COLUMNS}, (SELECT w.writer_generation"
+                " FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation",
+                {"pod": pod_id, "node": node_name, "t": tenant, "n": name, "ttl": lease_ttl})
             if not claimed:
+                self._why_not(tx, tenant, name)
                 return None
-            if int(claimed[0]["generation"]) != int(row["generation"]):
-                lease = self.store.workspaces.acquire(row["workspace_id"], pod_id, PROJECT_WRITER_TTL_S,
-                                                      takeover=True, tx=tx)
-                tx.execute("UPDATE projects SET generation = :g WHERE id = :id",
-                           {"g": lease.generation, "id": row["id"]})
-            return self._project(tx, row["id"])
+            project = Project.from_row(claimed[0])
+            if project.generation == int(claimed[0]["writer_generation"]):
+                return project  # a renewal: one statement
+            lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S,
+                                                  takeover=True, tx=tx)
+            rows = tx.execute(f"UPDATE projects SET generation = :g WHERE id = :id RETURNING {PROJECT_COLUMNS}",
+                              {"g": lease.generation, "id": project.id})
+            return Project.from_row(rows[0])
 
     @staticmethod
-    def _project(tx: Tx, project_id: str) -> Project:
-        found = tx.one(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE id = :id", {"id": project_id})
-        assert found is not None
-        return Project.from_row(found)
+    def _why_not(tx: Tx, tenant: str, name: str) -> None:
+        """A claim matched nothing: raise for a missing, CLOSED or HOMELESS project (else it is held)."""
+        row = tx.one("SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n",
+                     {"t": tenant, "n": name})
+        if row is None:
+            raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
+        if row["status"] == "CLOSED":
+            raise ProjectClosed(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
+        if row["lifecycle_type"] == "HOMELESS":
+            raise ProjectHomeless(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
 
     def renew_leases(self, pod_id: str) -> int:
         """One statement per beat: extend every lease this pod holds; return the matched count."""
@@ -165,8 +167,8 @@ class Ownership:
     def needing_owner_sql(self) -> str:
         """The selector of :meth:`find_projects_needing_owner` (for EXPLAIN in benchmarks)."""
         return (f"SELECT {PROJECT_COLUMNS} FROM projects WHERE {_NEEDS_OWNER}"
-                " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)"
-                " ORDER BY claimed_at LIMIT :limit OFFSET :skip")
+                " AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl"
+                " ORDER BY COALESCE(claimed_at, 0) LIMIT :limit OFFSET :skip")
 
     def find_projects_needing_owner(self, lease_ttl: float, limit: int, skip: int = 0) -> list[Project]:
         """Needs an owner and has no live lease; never SUSPENDED, SUSPENDING or CLOSED (index range scan)."""

@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS projects (
     UNIQUE (tenant, name)
 );
 CREATE INDEX IF NOT EXISTS projects_by_holder ON projects (home_pod_id);
-CREATE INDEX IF NOT EXISTS projects_needing_owner ON projects (claimed_at)
+CREATE INDEX IF NOT EXISTS projects_needing_owner ON projects ((COALESCE(claimed_at, 0)))
     WHERE status IN ('INIT', 'RECOVERING', 'RUNNING')
       AND (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1));
 CREATE INDEX IF NOT EXISTS projects_pending ON projects (pending_since) WHERE pending_since IS NOT NULL;
