@@ -215,9 +215,10 @@ class LifecycleService:
         self._refuse_closed_or_homeless(project)
         if (project.status is S.RUNNING and project.id in self.registry
                 and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl)):
-            self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
-                                 self.config.lease_ttl)
-            return self.projects.get(tenant, name)
+            renewed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
+                                           self.config.lease_ttl)
+            if renewed is not None and renewed.generation == project.generation:
+                return renewed  # running here already: only the lease was renewed
         project = self._claim(tenant, name)
         crash_point("bring.after_claim")
         self.projects.unbind_sessions([project.id])
