@@ -21,6 +21,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .config import Limits
 from .errors import PackageRejected
@@ -53,10 +54,12 @@ def check_entry_name(name: str, limits: Limits) -> None:
 class SafeArchive:
     """A structurally checked zip; entries are read with bounded sizes."""
 
-    def __init__(self, path: Path, zf: zipfile.ZipFile, limits: Limits) -> None:
+    def __init__(self, path: Path, zf: zipfile.ZipFile, limits: Limits,
+                 fh: BinaryIO | None = None) -> None:
         self.path = path
         self.limits = limits
         self._zf = zf
+        self._fh = fh
         self.infos: dict[str, zipfile.ZipInfo] = {
             i.filename: i for i in zf.infolist() if not i.is_dir()}
 
@@ -65,7 +68,11 @@ class SafeArchive:
         return sorted(self.infos)
 
     def close(self) -> None:
-        self._zf.close()
+        try:
+            self._zf.close()
+        finally:
+            if self._fh is not None:
+                self._fh.close()
 
     def __enter__(self) -> SafeArchive:
         return self
@@ -117,23 +124,29 @@ def open_archive(path: Path, limits: Limits) -> SafeArchive:
     if size > limits.archive_bytes:
         raise PackageRejected(f"archive is {size} bytes (limit {limits.archive_bytes})",
                               code="archive-too-large", size=size)
-    with open(path, "rb") as fh:
+    # one handle serves the magic check, the zip directory and the overlap check
+    fh = open(path, "rb")
+    try:
         magic = fh.read(4)
-    if magic not in (_LOCAL_MAGIC, _EMPTY_MAGIC):
-        raise PackageRejected("input is not a zip archive", code="not-a-zip")
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, EOFError,
-            OSError) as error:
-        raise PackageRejected(f"archive is truncated or damaged: {error}",
-                              code="truncated-zip") from None
-    try:
-        _check_directory(zf, limits)
-        _check_overlaps(path, zf)
+        if magic not in (_LOCAL_MAGIC, _EMPTY_MAGIC):
+            raise PackageRejected("input is not a zip archive", code="not-a-zip")
+        fh.seek(0)
+        try:
+            zf = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, EOFError,
+                OSError) as error:
+            raise PackageRejected(f"archive is truncated or damaged: {error}",
+                                  code="truncated-zip") from None
+        try:
+            _check_directory(zf, limits)
+            _check_overlaps(fh, zf)
+        except BaseException:
+            zf.close()
+            raise
     except BaseException:
-        zf.close()
+        fh.close()
         raise
-    return SafeArchive(path, zf, limits)
+    return SafeArchive(path, zf, limits, fh)
 
 
 def _check_directory(zf: zipfile.ZipFile, limits: Limits) -> None:
@@ -180,19 +193,18 @@ def _check_info(info: zipfile.ZipInfo, limits: Limits) -> None:
                                   entry=info.filename)
 
 
-def _check_overlaps(path: Path, zf: zipfile.ZipFile) -> None:
+def _check_overlaps(fh: BinaryIO, zf: zipfile.ZipFile) -> None:
     """Every entry's local header and data occupy their own byte range."""
     ranges: list[tuple[int, int, str]] = []
-    with open(path, "rb") as fh:
-        for info in zf.infolist():
-            fh.seek(info.header_offset)
-            header = fh.read(30)
-            if len(header) < 30 or header[:4] != _LOCAL_MAGIC:
-                raise PackageRejected(f"entry {info.filename!r} has no local header",
-                                      code="corrupt-entry", entry=info.filename)
-            name_len, extra_len = struct.unpack("<HH", header[26:30])
-            end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-            ranges.append((info.header_offset, end, info.filename))
+    for info in zf.infolist():
+        fh.seek(info.header_offset)
+        header = fh.read(30)
+        if len(header) < 30 or header[:4] != _LOCAL_MAGIC:
+            raise PackageRejected(f"entry {info.filename!r} has no local header",
+                                  code="corrupt-entry", entry=info.filename)
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        end = info.header_offset + 30 + name_len + extra_len + info.compress_size
+        ranges.append((info.header_offset, end, info.filename))
     ranges.sort()
     for (_, end, name), (start, _, other) in zip(ranges, ranges[1:]):
         if end > start:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tenure.faults import crash_point, register
 
+from .fsio import make_dirs_durable
 from .package import Package
 from .plan import Plan
 from .storage import CaseStorage
@@ -58,7 +59,7 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path,
         started_at=started_at, last_checkpoint_at=latest.created_at if latest else None))
     crash_point(RUNTIME_WRITTEN)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_dirs_durable(folder)
         written = PackageWriter(workspace.config).write(folder, plan.manifest, base=base,
                                                          additions=plan.additions)
         crash_point(GENERATION_WRITTEN)

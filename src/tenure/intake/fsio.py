@@ -40,6 +40,22 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def make_dirs_durable(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, fsyncing the parent of each one created.
+
+    A generation acknowledged inside a new case folder must not lose that
+    folder's entry on power loss.
+    """
+    missing: list[Path] = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        fsync_dir(path.parent)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.parent / tmp_name(path.suffix)
     with open(tmp, "xb") as fh:

@@ -116,6 +116,8 @@ class Package:
     chain: tuple[Checkpoint, ...]
     #: manifest.json is the last entry and there are no folder entries
     appendable: bool = False
+    #: the zip's file entries (central-directory order) as read when validated
+    zip_entries: tuple[zipfile.ZipInfo, ...] = field(default=(), repr=False, compare=False)
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -223,10 +225,11 @@ def read_package(path: Path, config: IntakeConfig | None = None, *,
         chain = _read_chain(arch, manifest, machine, config.limits, base, crcs)
         hashes = _entry_hashes(arch, crcs, base)
         appendable = arch.local_order()[-1] == MANIFEST and not arch.has_folders()
+        entries = tuple(arch.infos.values())
     hashes_with_manifest = {**hashes, MANIFEST: sha256_hex(canonical_json(manifest))}
     return Package(path=path, manifest=manifest, state=state, entry_hashes=hashes, crcs=crcs,
                    fingerprint=fingerprint(hashes_with_manifest), chain=tuple(chain),
-                   appendable=appendable)
+                   appendable=appendable, zip_entries=entries)
 
 
 def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:

@@ -84,22 +84,50 @@ class PackageWriter:
 
 
 def _copy_base(fh: IO[bytes], base: Package) -> list[zipfile.ZipInfo]:
-    """Copy every entry of ``base`` except the manifest; return their new infos."""
-    with zipfile.ZipFile(base.path) as src_zip, open(base.path, "rb") as src:
+    """Copy every entry of ``base`` except the manifest; return their new infos.
+
+    The entry list recorded when ``base`` was validated is reused (generations
+    and cached inputs are immutable); the result is validated in full anyway.
+    """
+    if base.zip_entries:
+        return _copy_entries(fh, base, list(base.zip_entries))
+    with zipfile.ZipFile(base.path) as src_zip:
         infos = [i for i in src_zip.infolist() if not i.is_dir()]
+    return _copy_entries(fh, base, infos)
+
+
+def _copy_entries(fh: IO[bytes], base: Package,
+                  infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    with open(base.path, "rb") as src:
         if base.appendable:
             last = max(infos, key=lambda i: i.header_offset)
             _copy_range(src, fh, 0, last.header_offset)
-            return [copy.copy(i) for i in infos if i.filename != MANIFEST]
+            return [_clone(i) for i in infos if i.filename != MANIFEST]
         result = []
         for info in sorted(infos, key=lambda i: i.header_offset):
             if info.filename == MANIFEST:
                 continue
-            clone = copy.copy(info)
+            clone = _clone(info)
             clone.header_offset = fh.tell()
             _copy_range(src, fh, info.header_offset, _record_length(src, info))
             result.append(clone)
         return result
+
+
+_INFO_SLOTS = tuple(zipfile.ZipInfo.__slots__)
+
+
+def _clone(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    """A shallow copy of a ZipInfo (what ``copy.copy`` makes, without its overhead)."""
+    if type(info) is not zipfile.ZipInfo:
+        return copy.copy(info)
+    clone = zipfile.ZipInfo.__new__(zipfile.ZipInfo)
+    for name in _INFO_SLOTS:
+        try:
+            setattr(clone, name, getattr(info, name))
+        except AttributeError:
+            pass
+    return clone
 
 
 def _record_length(src: IO[bytes], info: zipfile.ZipInfo) -> int:
