@@ -9,7 +9,6 @@ timeline without replacing anything in the store.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from tenure.projects import (
 )
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import Store
+from tests.acceptance.helpers import describe
 
 S = ProjectStatus
 T = "acme"
@@ -140,24 +140,6 @@ class Audit:
 
 
 # --------------------------------------------------------------------------- folders
-
-
-def describe(root: str) -> dict[str, Any]:
-    """Everything a restore must reproduce: bytes, modes, mtimes, links, empty folders."""
-    out: dict[str, Any] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir",)
-            else:
-                with open(path, "rb") as fh:
-                    out[rel] = ("file", stat.S_IMODE(st.st_mode) & 0o111, st.st_mtime_ns, fh.read())
-    return out
 
 
 def write(folder: str, rel: str, data: bytes, *, executable: bool = False) -> None:

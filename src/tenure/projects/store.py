@@ -25,6 +25,9 @@ from tenure.store.workspaces import new_id
 
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$")
 CLOSED_GROUP = "closed"
+#: owner_required as derived from the demand records (1 while any exists).
+_DEMANDED = ("(CASE WHEN EXISTS (SELECT 1 FROM project_demand d WHERE d.project_id = projects.id)"
+             " THEN 1 ELSE 0 END)")
 
 
 class StatusConflict(Conflict):
@@ -222,19 +225,15 @@ class ProjectStore:
 
     def rederive_owner_required(self, tenant: str, name: str) -> bool:
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET owner_required = CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
-                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END, updated_at = {now}"
-                            " WHERE tenant = :t AND name = :n AND owner_required <> CASE WHEN EXISTS (SELECT 1"
-                            " FROM project_demand d WHERE d.project_id = projects.id) THEN 1 ELSE 0 END",
+            return tx.count(f"UPDATE projects SET owner_required = {_DEMANDED}, updated_at = {{now}}"
+                            f" WHERE tenant = :t AND name = :n AND owner_required <> {_DEMANDED}",
                             {"t": tenant, "n": name}) == 1
 
     def rederive_all(self) -> int:
         """Boot: re-derive every flag from the demand records (flips only)."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET owner_required = CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
-                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END, updated_at = {now}"
-                            " WHERE owner_required <> CASE WHEN EXISTS (SELECT 1 FROM project_demand d"
-                            " WHERE d.project_id = projects.id) THEN 1 ELSE 0 END")
+            return tx.count(f"UPDATE projects SET owner_required = {_DEMANDED}, updated_at = {{now}}"
+                            f" WHERE owner_required <> {_DEMANDED}")
 
     # ------------------------------------------------------------------ sessions
 
