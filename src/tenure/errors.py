@@ -15,18 +15,22 @@ Every error a user can see derives from :class:`TenureError` and carries
 Families (each is a base class; catch the family, not the leaf)::
 
     TenureError
-    ├── ConfigurationError      bad settings or URLs                     exit 2
-    ├── InvalidInput            a request that can never succeed as made exit 2
-    ├── NotFound                a named record does not exist            exit 3
-    ├── Conflict                the world is not in the expected state   exit 4
-    │   ├── IllegalTransition   an edge the machine does not have
-    │   ├── StaleGeneration     a fenced writer tried to write
-    │   ├── VersionConflict     expected version / state did not match
-    │   └── IdempotencyConflict same key, different request
-    ├── StoreError              the control-plane store failed           exit 5
-    ├── ObjectStoreError        the object store failed                  exit 5
-    ├── IntegrityError          content does not match its hash / lost   exit 6
-    └── IntakeError             intake rejected a package or request     exit 7
+    ├── ConfigurationError            bad settings or URLs                  exit 2
+    ├── InvalidInputError             can never succeed as made             exit 2
+    ├── NotFoundError                 a named record does not exist         exit 3
+    ├── ConflictError                 the world is not as expected          exit 4
+    │   ├── IllegalTransitionError    an edge the machine does not have
+    │   ├── StaleGenerationError      a fenced writer tried to write
+    │   ├── VersionConflictError      expected version / state differs
+    │   └── IdempotencyConflictError  same key, different request
+    ├── StoreError                    the control-plane store failed        exit 5
+    ├── ObjectStoreError              the object store failed               exit 5
+    ├── IntegrityError                content does not match its hash       exit 6
+    └── IntakeError                   intake rejected a package             exit 7
+
+Every class name ends in ``Error``. The intake's classes keep the root its
+reference spec names (``LifecycleError``) and also derive from the family
+that fits (``CaseNotFoundError`` is a ``NotFoundError``).
 
 The CLI maps families to exit codes in one place (``tenure.cli.output``).
 """
@@ -38,13 +42,13 @@ from typing import Any, ClassVar
 __all__ = [
     "TenureError",
     "ConfigurationError",
-    "InvalidInput",
-    "NotFound",
-    "Conflict",
-    "IllegalTransition",
-    "StaleGeneration",
-    "VersionConflict",
-    "IdempotencyConflict",
+    "InvalidInputError",
+    "NotFoundError",
+    "ConflictError",
+    "IllegalTransitionError",
+    "StaleGenerationError",
+    "VersionConflictError",
+    "IdempotencyConflictError",
     "StoreError",
     "ObjectStoreError",
     "IntegrityError",
@@ -99,22 +103,22 @@ class ConfigurationError(TenureError):
     default_hint = "check the command-line options and TENURE_* environment variables"
 
 
-class InvalidInput(TenureError):
+class InvalidInputError(TenureError):
     code = "invalid-input"
     exit_code = 2
 
 
-class NotFound(TenureError):
+class NotFoundError(TenureError):
     code = "not-found"
     exit_code = 3
 
 
-class Conflict(TenureError):
+class ConflictError(TenureError):
     code = "conflict"
     exit_code = 4
 
 
-class IllegalTransition(Conflict):
+class IllegalTransitionError(ConflictError):
     """A move that the machine's edge table does not allow.
 
     ``context`` holds ``machine``, ``state`` and ``target``.
@@ -123,7 +127,7 @@ class IllegalTransition(Conflict):
     code = "illegal-transition"
 
 
-class StaleGeneration(Conflict):
+class StaleGenerationError(ConflictError):
     """A writer whose generation is no longer current tried to write.
 
     Fencing: the store compared the generation inside the writing statement
@@ -135,13 +139,13 @@ class StaleGeneration(Conflict):
     default_hint = "another writer holds a newer lease; re-acquire the lease and start again"
 
 
-class VersionConflict(Conflict):
+class VersionConflictError(ConflictError):
     code = "version-conflict"
     retryable = True
     default_hint = "the record changed concurrently; read it again and retry"
 
 
-class IdempotencyConflict(Conflict):
+class IdempotencyConflictError(ConflictError):
     code = "idempotency-conflict"
     default_hint = "an idempotency key may only be reused for the identical request"
 

@@ -3,7 +3,7 @@
 Every durable record with a lifecycle (snapshot, workspace, writer lease,
 mount session, and the intake's package state) holds exactly one named state,
 and every state change goes through :meth:`Machine.check` before it is
-written. ``check`` rejects, with :class:`~tenure.errors.IllegalTransition`:
+written. ``check`` rejects, with :class:`~tenure.errors.IllegalTransitionError`:
 
 * a target the table has no edge to (a skipped state or a regression),
 * a self-loop the machine does not declare,
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, NoReturn, TypeVar
 
-from tenure.errors import IllegalTransition
+from tenure.errors import IllegalTransitionError
 
 __all__ = [
     "Guard",
@@ -138,7 +138,7 @@ class Machine(Generic[S]):
     def allows(self, state: S, target: S, record: Mapping[str, Any] | None = None) -> bool:
         try:
             self.check(state, target, record)
-        except IllegalTransition:
+        except IllegalTransitionError:
             return False
         return True
 
@@ -157,7 +157,7 @@ class Machine(Generic[S]):
         return target
 
     def _refuse(self, state: S, target: S, why: str) -> NoReturn:
-        raise IllegalTransition(
+        raise IllegalTransitionError(
             f"{self.name}: cannot move from {state.name} to {target.name}: {why}",
             machine=self.name,
             state=state.name,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tenure.objects import ObjectMissing, ObjectStore, decode, encode, open_object_store
+from tenure.objects import ObjectMissingError, ObjectStore, decode, encode, open_object_store
 from tenure.objects.codec import CorruptObject
 
 
@@ -51,7 +51,7 @@ def test_has_many_answers_for_a_batch(backend: ObjectStore) -> None:
 
 
 def test_missing_object_raises_object_missing(backend: ObjectStore) -> None:
-    with pytest.raises(ObjectMissing) as info:
+    with pytest.raises(ObjectMissingError) as info:
         backend.get("0" * 64)
     assert info.value.code == "object-missing"
 

@@ -15,19 +15,19 @@ from collections.abc import Callable
 
 import pytest
 
-from tenure.errors import IllegalTransition, InvalidInput, NotFound, StaleGeneration
+from tenure.errors import IllegalTransitionError, InvalidInputError, NotFoundError, StaleGenerationError
 from tenure.projects import (
-    AlreadyBound,
+    AlreadyBoundError,
     Kind,
     LifecycleType,
     Ownership,
     PodIdentity,
     Project,
-    ProjectClosed,
-    ProjectHomeless,
+    ProjectClosedError,
+    ProjectHomelessError,
     ProjectStore,
-    StatusConflict,
-    SystemProject,
+    StatusConflictError,
+    SystemProjectError,
 )
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store
@@ -129,10 +129,10 @@ def test_create_twice_is_refused_and_unknown_projects_are_not_found(store: Store
         ps.create(T, "p")
     assert getattr(info.value, "code", None) == "project-exists"
     assert ps.list() == [first] and len(store.workspaces.workspaces()) == 1
-    with pytest.raises(NotFound) as missing:
+    with pytest.raises(NotFoundError) as missing:
         ps.get(T, "nope")
     assert missing.value.code == "project-not-found"
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         own.claim(T, "nope", pod(), "n", None, TTL)
 
 
@@ -190,7 +190,7 @@ def test_bad_names_are_refused_with_invalid_name_and_nothing_is_written(store: S
     ps, _ = stores(store)
     args = {"tenant": T, "name": "ok", "group": "default"}
     args[field] = bad
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         ps.create(args["tenant"], args["name"], group=args["group"])
     assert info.value.code == "invalid-name"
     assert ps.list() == [] and store.workspaces.workspaces() == []
@@ -312,13 +312,13 @@ def test_p96_claim_rejects_a_closed_project_and_leaves_the_row_unchanged(store: 
     ps.close(T, "p", "closed", claimed.generation)
     before = row(ps, own, project)
     for who in (a, b):
-        with pytest.raises(ProjectClosed) as info:
+        with pytest.raises(ProjectClosedError) as info:
             own.claim(T, "p", who, "node", None, TTL)
         assert info.value.code == "project-closed"
         assert row(ps, own, project) == before
     # even with an expired lease
     wait_past(store, 0.02)
-    with pytest.raises(ProjectClosed):
+    with pytest.raises(ProjectClosedError):
         own.claim(T, "p", b, "node-b", None, 0.01)
     assert row(ps, own, project) == before
 
@@ -328,7 +328,7 @@ def test_p97_claim_rejects_a_podless_caller_with_an_argument_error(store: Store,
     ps, own = stores(store)
     project = ps.create(T, "p")
     before = row(ps, own, project)
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         own.claim(T, "p", podless, "node", None, TTL)  # type: ignore[arg-type]
     assert info.value.code == "podless-claim"
     assert row(ps, own, project) == before
@@ -338,7 +338,7 @@ def test_claim_rejects_a_homeless_project(store: Store) -> None:
     ps, own = stores(store)
     project = ps.create(T, "h", lifecycle_type=LifecycleType.HOMELESS)
     before = row(ps, own, project)
-    with pytest.raises(ProjectHomeless) as info:
+    with pytest.raises(ProjectHomelessError) as info:
         own.claim(T, "h", pod(), "node", None, TTL)
     assert info.value.code == "project-homeless"
     assert row(ps, own, project) == before
@@ -374,7 +374,7 @@ def test_p14_takeover_does_not_change_status_and_fences_the_former_holder(store:
     taken = own.claim(T, "p", b, "node-b", None, 0.01)
     assert taken is not None and taken.status is S.RUNNING and taken.generation == running.generation + 1
     assert own.renew_leases(a) == 0
-    with pytest.raises(StaleGeneration) as info:
+    with pytest.raises(StaleGenerationError) as info:
         ps.transition_status(T, "p", S.RUNNING, S.SUSPENDING, running.generation)
     assert info.value.code == "stale-generation"
     assert ps.get(T, "p") == taken
@@ -461,7 +461,7 @@ def test_p103_transition_status_conflict_raises_and_leaves_the_row_unchanged(sto
     claimed = own.claim(T, "p", pod(), "node", None, TTL)
     assert claimed is not None
     before = row(ps, own, project)
-    with pytest.raises(StatusConflict) as info:
+    with pytest.raises(StatusConflictError) as info:
         ps.transition_status(T, "p", S.RUNNING, S.SUSPENDING, claimed.generation)
     assert info.value.code == "status-conflict"
     assert info.value.context["expected"] == "RUNNING" and info.value.context["actual"] == "INIT"
@@ -477,7 +477,7 @@ def test_p103_transition_status_with_a_stale_generation_is_refused(store: Store)
     wait_past(store, 0.02)
     assert own.claim(T, "p", b, "node-b", None, 0.01) is not None
     before = row(ps, own, project)
-    with pytest.raises(StaleGeneration) as info:
+    with pytest.raises(StaleGenerationError) as info:
         ps.transition_status(T, "p", S.INIT, S.RECOVERING, old.generation)
     assert info.value.context["current_generation"] == old.generation + 1
     assert row(ps, own, project) == before
@@ -495,7 +495,7 @@ def test_p15_transition_status_follows_the_edge_table(store: Store) -> None:
     for i, (src, dst) in enumerate(illegal):
         project = move_to(ps, ps.create(T, f"i{i}"), src)
         before = row(ps, own, project)
-        with pytest.raises(IllegalTransition) as info:
+        with pytest.raises(IllegalTransitionError) as info:
             ps.transition_status(T, project.name, src, dst, project.generation)
         assert info.value.context["machine"] == "project"
         assert (info.value.context["state"], info.value.context["target"]) == (src.name, dst.name)
@@ -504,7 +504,7 @@ def test_p15_transition_status_follows_the_edge_table(store: Store) -> None:
 
 def test_p15_transition_status_of_an_unknown_project_is_not_found(store: Store) -> None:
     ps, _ = stores(store)
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         ps.transition_status(T, "nope", S.INIT, S.RECOVERING, 0)
 
 
@@ -529,7 +529,7 @@ def test_p104_p67_close_rejects_a_system_project_and_changes_nothing(store: Stor
     assert claimed is not None
     running = move_to(ps, claimed, S.RUNNING)
     before = row(ps, own, project)
-    with pytest.raises(SystemProject) as info:
+    with pytest.raises(SystemProjectError) as info:
         ps.close(T, "hub", "closed", running.generation)
     assert info.value.code == "system-project"
     assert row(ps, own, project) == before and before[0].status is S.RUNNING
@@ -545,12 +545,12 @@ def test_close_is_fenced_and_a_closed_project_cannot_be_closed_again(store: Stor
     new = own.claim(T, "p", b, "node-b", None, 0.01)
     assert new is not None
     before = row(ps, own, project)
-    with pytest.raises(StaleGeneration):
+    with pytest.raises(StaleGenerationError):
         ps.close(T, "p", "closed", old.generation)
     assert row(ps, own, project) == before
     ps.close(T, "p", "closed", new.generation)
     closed = row(ps, own, project)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         ps.close(T, "p", "other", new.generation)
     assert row(ps, own, project) == closed and closed[0].project_group == "closed"
 
@@ -768,13 +768,13 @@ def test_p111_set_lifecycle_type_refuses_homeless_as_target_and_as_current(store
     ps, own = stores(store)
     project = ps.create(T, "p", lifecycle_type=start)
     before = row(ps, own, project)
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         ps.set_lifecycle_type(T, "p", LifecycleType.HOMELESS)
     assert info.value.code == "lifecycle-type-refused"
     assert row(ps, own, project) == before
     if start is LifecycleType.HOMELESS:
         for value in (LifecycleType.AUTO, LifecycleType.EPHEMERAL, LifecycleType.PERMANENT):
-            with pytest.raises(InvalidInput) as again:
+            with pytest.raises(InvalidInputError) as again:
                 ps.set_lifecycle_type(T, "p", value)
             assert again.value.code == "lifecycle-type-refused"
             assert row(ps, own, project) == before
@@ -785,11 +785,11 @@ def test_p111_set_lifecycle_type_refuses_system_projects(store: Store) -> None:
     project = ps.create(T, "hub", kind=Kind.SYSTEM)
     before = row(ps, own, project)
     for value in (LifecycleType.EPHEMERAL, LifecycleType.PERMANENT, LifecycleType.AUTO):
-        with pytest.raises(SystemProject) as info:
+        with pytest.raises(SystemProjectError) as info:
             ps.set_lifecycle_type(T, "hub", value)
         assert info.value.code == "system-project"
         assert row(ps, own, project) == before
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         ps.set_lifecycle_type(T, "nope", LifecycleType.AUTO)
 
 
@@ -805,7 +805,7 @@ def test_p112_set_placement_stores_the_selector_and_the_score(store: Store) -> N
     assert done.placement_score == 3.5 and ps.get(T, "p") == done
     cleared = ps.set_placement(T, "p", {}, 1)
     assert cleared.placement_selector == {} and cleared.placement_score == 1.0
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         ps.set_placement(T, "nope", {}, 1.0)
 
 
@@ -831,7 +831,7 @@ def test_p112_an_invalid_selector_fails_validation_and_nothing_is_written(store:
     ps.create(T, "p")
     ps.set_placement(T, "p", {"zone": "eu"}, 2.0)
     before = ps.get(T, "p")
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         ps.set_placement(T, "p", selector, 5.0)  # type: ignore[arg-type]
     assert info.value.code == "invalid-selector"
     assert ps.get(T, "p") == before
@@ -842,7 +842,7 @@ def test_p112_an_invalid_score_is_refused_and_nothing_is_written(store: Store, s
     ps, _ = stores(store)
     ps.create(T, "p")
     before = ps.get(T, "p")
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         ps.set_placement(T, "p", {"zone": "eu"}, score)  # type: ignore[arg-type]
     assert info.value.code == "invalid-score"
     assert ps.get(T, "p") == before
@@ -860,11 +860,11 @@ def test_sessions_bind_rebind_same_connection_and_already_bound(store: Store) ->
     bound = ps.bind_session(session.id, "conn-1", a, project.generation)
     assert (bound.bound_connection_id, bound.bound_pod_id) == ("conn-1", a)
     assert ps.bind_session(session.id, "conn-1", a, project.generation) == bound
-    with pytest.raises(AlreadyBound) as info:
+    with pytest.raises(AlreadyBoundError) as info:
         ps.bind_session(session.id, "conn-2", pod(), project.generation)
     assert info.value.code == "already-bound" and info.value.context["connection"] == "conn-1"
     assert ps.session(session.id) == bound
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         ps.bind_session("c-nope", "conn-1", a, project.generation)
 
 
@@ -894,7 +894,7 @@ def test_p34_a_session_bind_is_fenced_by_the_project_generation(store: Store) ->
     wait_past(store, 0.02)
     new = own.claim(T, "p", b, "node-b", None, 0.01)
     assert new is not None and new.generation == old.generation + 1
-    with pytest.raises(StaleGeneration) as info:
+    with pytest.raises(StaleGenerationError) as info:
         ps.bind_session(session.id, "conn-a", a, old.generation)
     assert info.value.context["current_generation"] == new.generation
     assert ps.session(session.id).bound_connection_id is None
@@ -907,7 +907,7 @@ def test_a_session_bind_on_a_closed_project_is_refused_as_project_closed(store: 
     project = ps.create(T, "p")
     session = ps.create_session(project)
     closed = ps.close(T, "p", "closed", project.generation)
-    with pytest.raises(ProjectClosed):
+    with pytest.raises(ProjectClosedError):
         ps.bind_session(session.id, "conn-1", pod(), closed.generation)
     assert ps.session(session.id).bound_connection_id is None
 
@@ -919,9 +919,9 @@ def test_unknown_names_in_writers_change_nothing(store: Store) -> None:
     assert ps.mark_pending_placement(T, "p/../x") is False
     assert ps.set_owner_required("", "p", True) is False
     assert own.release_lease(T, "..", pod()) is False
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         own.claim(T, "p/x", pod(), "n", None, TTL)
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         ps.get(T, "x" * 200)
     assert row(ps, own, project) == before
 
@@ -935,7 +935,7 @@ def test_a_lookup_with_a_nul_byte_is_bad_input_not_a_store_failure(store: Store,
     calls: list[Callable[[], object]] = [lambda: ps.get(T, "p\x00"),
                                          lambda: own.claim(T, "p\x00", pod(), "n", None, TTL)]
     for call in calls:
-        with pytest.raises((NotFound, InvalidInput)) as info:
+        with pytest.raises((NotFoundError, InvalidInputError)) as info:
             call()
         assert not info.value.retryable
     assert row(ps, own, project) == before

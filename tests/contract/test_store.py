@@ -8,15 +8,15 @@ import time
 import pytest
 
 from tenure.errors import (
-    Conflict,
-    IdempotencyConflict,
-    IllegalTransition,
-    InvalidInput,
-    NotFound,
-    StaleGeneration,
+    ConflictError,
+    IdempotencyConflictError,
+    IllegalTransitionError,
+    InvalidInputError,
+    NotFoundError,
+    StaleGenerationError,
 )
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
-from tenure.store import LeaseHeld, LeaseLost, Store
+from tenure.store import LeaseHeldError, LeaseLostError, Store
 
 
 def publish(store: Store, lease, key: str, root: str = "r" * 64):  # type: ignore[no-untyped-def]
@@ -39,14 +39,14 @@ def test_migrations_are_idempotent(store: Store) -> None:
 def test_create_goes_through_creating_to_idle(store: Store) -> None:
     ws = store.workspaces.create("alpha")
     assert ws.state is WorkspaceState.IDLE and ws.version == 0 and ws.head_snapshot_id is None
-    with pytest.raises(Conflict) as info:
+    with pytest.raises(ConflictError) as info:
         store.workspaces.create("alpha")
     assert info.value.code == "workspace-exists"
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "..", ".", "a\nb", "x" * 129, "-lead", "spa ce", "a\\b"])
 def test_invalid_names_are_rejected_and_nothing_is_written(store: Store, bad: str) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInputError) as info:
         store.workspaces.create(bad)
     assert info.value.code == "invalid-name"
     assert store.workspaces.workspaces() == []
@@ -66,7 +66,7 @@ def test_s47_each_writer_gets_a_fresh_lease_at_a_higher_generation(store: Store)
 def test_a_live_lease_of_another_holder_is_refused_with_the_holder(store: Store) -> None:
     store.workspaces.create("w")
     store.workspaces.acquire("w", "pod-a", 30)
-    with pytest.raises(LeaseHeld) as info:
+    with pytest.raises(LeaseHeldError) as info:
         store.workspaces.acquire("w", "pod-b", 30)
     assert info.value.context["holder"] == "pod-a"
 
@@ -81,7 +81,7 @@ def test_takeover_revokes_the_old_lease_and_fails_its_checkpoint(store: Store) -
     assert ws.state is WorkspaceState.MOUNTED and ws.writer_generation == new.generation == 2
     assert store.workspaces.lease(ws.id, 1).state is LeaseState.REVOKED  # type: ignore[union-attr]
     assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.FAILED
-    with pytest.raises(StaleGeneration):
+    with pytest.raises(StaleGenerationError):
         store.workspaces.mark_uploaded(ticket, "r" * 64, 1, 1, 1, [])
 
 
@@ -105,12 +105,12 @@ def test_s48_stale_generation_publish_changes_nothing(store: Store) -> None:
     b = store.workspaces.acquire("w", "b", 30, takeover=True)
     b_snap = publish(store, b, "kb", "b" * 64)
     before = store.workspaces.workspace("w")
-    with pytest.raises(StaleGeneration) as info:
+    with pytest.raises(StaleGenerationError) as info:
         store.workspaces.publish(a, ticket)
     assert info.value.context["current_generation"] == 2
     after = store.workspaces.workspace("w")
     assert after == before and after.head_snapshot_id == b_snap.id
-    with pytest.raises(StaleGeneration):
+    with pytest.raises(StaleGenerationError):
         store.workspaces.begin_checkpoint(a, "ka2")
 
 
@@ -143,7 +143,7 @@ def test_s33_resume_uses_the_same_snapshot_and_expected_version(store: Store) ->
     resumed = store.workspaces.begin_checkpoint(lease, "k")
     assert resumed.resumed and resumed.snapshot_id == ticket.snapshot_id
     assert resumed.expected_version == ticket.expected_version
-    with pytest.raises(Conflict) as info:
+    with pytest.raises(ConflictError) as info:
         store.workspaces.begin_checkpoint(lease, "other")
     assert info.value.code == "checkpoint-in-progress"
 
@@ -153,7 +153,7 @@ def test_idempotency_key_of_a_failed_checkpoint_is_refused(store: Store) -> None
     lease = store.workspaces.acquire("w", "a", 30)
     ticket = store.workspaces.begin_checkpoint(lease, "k")
     store.workspaces.abandon_checkpoint(lease, ticket, error="disk on fire")
-    with pytest.raises(IdempotencyConflict):
+    with pytest.raises(IdempotencyConflictError):
         store.workspaces.begin_checkpoint(lease, "k")
 
 
@@ -165,7 +165,7 @@ def test_s44_publish_needs_a_live_lease(store: Store) -> None:
     deadline = time.monotonic() + 5
     while store.workspaces.now() <= lease.expires_at and time.monotonic() < deadline:
         time.sleep(0.01)
-    with pytest.raises(LeaseLost):
+    with pytest.raises(LeaseLostError):
         store.workspaces.publish(lease, ticket)
     assert store.workspaces.workspace("w").head_snapshot_id is None
 
@@ -188,10 +188,10 @@ def test_s16_fork_only_from_ready(store: Store) -> None:
     fork = store.workspaces.create("fork", snap.id)
     assert fork.head_snapshot_id == snap.id and fork.base_snapshot_id == snap.id
     store.snapshots.move(snap.id, SnapshotState.DEGRADED)
-    with pytest.raises(Conflict) as info:
+    with pytest.raises(ConflictError) as info:
         store.workspaces.create("fork2", snap.id)
     assert info.value.code == "snapshot-not-ready"
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         store.workspaces.create("fork3", "s-doesnotexist")
 
 
@@ -199,7 +199,7 @@ def test_snapshot_moves_are_guarded(store: Store) -> None:
     store.workspaces.create("w")
     lease = store.workspaces.acquire("w", "a", 30)
     ticket = store.workspaces.begin_checkpoint(lease, "k")
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         store.snapshots.move(ticket.snapshot_id, SnapshotState.READY)
 
 
@@ -207,7 +207,7 @@ def test_head_cannot_be_deleted_and_prune_keeps_head_and_pins(store: Store) -> N
     store.workspaces.create("w")
     lease = store.workspaces.acquire("w", "a", 30)
     snaps = [publish(store, lease, f"k{i}", str(i) * 64) for i in range(5)]
-    with pytest.raises(Conflict) as info:
+    with pytest.raises(ConflictError) as info:
         store.snapshots.delete(snaps[-1].id)
     assert info.value.code == "snapshot-is-head"
     store.snapshots.pin_snapshot(snaps[0].id, "op", kind="keep")
@@ -229,7 +229,7 @@ def test_s18_s19_deleting_stays_readable_until_gc_marks_it(store: Store) -> None
     store.snapshots.unpin(pin)
     _, roots = store.snapshots.mark()
     assert "1" * 64 not in roots and store.snapshots.get(old.id).state is SnapshotState.DELETED
-    with pytest.raises(Conflict) as info:
+    with pytest.raises(ConflictError) as info:
         store.snapshots.pin_snapshot(old.id, "late reader")
     assert info.value.code == "snapshot-not-readable"
 
@@ -259,7 +259,7 @@ def test_expiry_undo_within_grace_and_delete_only_without_live_writer(store: Sto
     store.workspaces.create("w")
     lease = store.workspaces.acquire("w", "a", 30)
     assert store.workspaces.expire("w").state is WorkspaceState.EXPIRING
-    with pytest.raises(IllegalTransition, match="writer"):
+    with pytest.raises(IllegalTransitionError, match="writer"):
         store.workspaces.delete_expired("w")
     assert store.workspaces.undo_expiry("w", grace_s=60).state is WorkspaceState.IDLE
     store.workspaces.revoke("w")
@@ -267,7 +267,7 @@ def test_expiry_undo_within_grace_and_delete_only_without_live_writer(store: Sto
     deadline = time.monotonic() + 5
     while store.workspaces.now() <= since and time.monotonic() < deadline:  # type: ignore[operator]
         time.sleep(0.001)
-    with pytest.raises(IllegalTransition, match="grace"):
+    with pytest.raises(IllegalTransitionError, match="grace"):
         store.workspaces.undo_expiry("w", grace_s=0)
     assert store.workspaces.delete_expired("w").state is WorkspaceState.DELETED
     assert lease.generation == 1

@@ -14,7 +14,7 @@ import pytest
 from tests.intake.intake_support import admit, rewrite_zip, to_building
 from tenure.intake import (CheckpointStore, IntakeConfig, LifecycleError, Limits, Package,
                            Workspace, read_package)
-from tenure.intake.errors import PackageRejected
+from tenure.intake.errors import PackageRejectedError
 from tenure.intake.package import checkpoint_path
 
 
@@ -28,9 +28,9 @@ def stored(ws: Workspace) -> Package:
 
 
 def reject(stored: Package, tmp_path: Path, code: str, config: IntakeConfig | None = None,
-           **rewrite: Any) -> PackageRejected:
+           **rewrite: Any) -> PackageRejectedError:
     out = rewrite_zip(stored.path, tmp_path / "corrupt.zip", **rewrite)
-    with pytest.raises(PackageRejected) as caught:
+    with pytest.raises(PackageRejectedError) as caught:
         read_package(out, config)
     assert caught.value.code == code, caught.value
     return caught.value

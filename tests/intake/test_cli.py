@@ -83,19 +83,19 @@ def test_error_is_one_line_with_code(tmp_path: Path) -> None:
     invoke("poll", str(root))
     code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "REPORTING",
                             "--step-id", "skip")
-    assert code == 7 and out == ""
+    assert code == 4 and out == ""  # TransitionRefusedError is a ConflictError
     lines = err.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("error[transition-skip]: ")
     assert "Traceback" not in err
     code, _, err = invoke("--debug", "advance", str(root), "case-A", "pkg-1", "REPORTING",
                           "--step-id", "skip")
-    assert code == 7 and "Traceback" in err and "error[transition-skip]" in err
+    assert code == 4 and "Traceback" in err and "error[transition-skip]" in err
 
 
 def test_missing_case_and_bad_option_errors(tmp_path: Path) -> None:
     code, _, err = invoke("resume", str(tmp_path / "svc"), "nope", "nope", "--step-id", "x")
-    assert code == 7 and err.startswith("error[case-not-found]: ")
+    assert code == 3 and err.startswith("error[case-not-found]: ")  # a NotFoundError
     code, _, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
                           "--reason", "r", "--retry-at", "tomorrow")
     assert code == 2 and err.startswith("error[invalid-input]: ")

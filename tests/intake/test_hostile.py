@@ -17,7 +17,7 @@ import pytest
 from tests.intake.intake_support import put
 from tenure.intake import (InboxProcessor, IntakeConfig, Limits, ResultKind, Workspace,
                            read_package)
-from tenure.intake.errors import PackageRejected
+from tenure.intake.errors import PackageRejectedError
 from tenure.intake.pack import new_manifest
 
 MANIFEST = json.dumps(new_manifest("hostile", "pkg")).encode()
@@ -180,7 +180,7 @@ def test_limits_are_configuration(tmp_path: Path) -> None:
     for code, raw in cases.items():
         path = tmp_path / f"{code}.zip"
         path.write_bytes(raw)
-        with pytest.raises(PackageRejected) as caught:
+        with pytest.raises(PackageRejectedError) as caught:
             read_package(path, small)
         assert caught.value.code == code
     defaults = Limits()

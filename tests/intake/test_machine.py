@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.intake.intake_support import admit, future, past, to_building
-from tenure.errors import IllegalTransition
+from tenure.errors import IllegalTransitionError
 from tenure.intake import CheckpointStore, IntakeConfig, LifecycleError, State, Workspace
 from tenure.intake.machine import documented_machines, intake_machine
 from tenure.states import machine_doc
@@ -303,7 +303,7 @@ def test_machine_is_the_kit_with_guarded_resume_edges() -> None:
     machine = intake_machine().machine
     assert machine.is_guarded(State.BLOCKED, State.INTERPRETING)
     assert not machine.is_guarded(State.INTERPRETING, State.BLOCKED)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         machine.check(State.BLOCKED, State.INTERPRETING)  # guarded edge without a record
     record = {"now": past(), "resume_state": "INTERPRETING", "retry_at": past(10)}
     assert machine.check(State.BLOCKED, State.INTERPRETING, record) is State.INTERPRETING

@@ -14,7 +14,7 @@ from tests.intake.intake_support import admit, put, rewrite_zip, to_building
 from tenure.intake import (CheckpointStore, InboxProcessor, ResultKind, State, Workspace,
                            read_package)
 from tenure.intake.canonical import step_hash
-from tenure.intake.errors import PackageRejected
+from tenure.intake.errors import PackageRejectedError
 from tenure.intake.pack import new_manifest, pack_directory, write_package
 from tenure.intake.schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors, schema_text
 
@@ -71,7 +71,7 @@ def test_i07_schema_inside_archive_is_ignored(ws: Workspace, tmp_path: Path) -> 
                                "manifest-v1.schema.json": permissive,
                                "schemas/manifest-v1.schema.json": permissive},
                       manifest=lambda m: m.update(routing="nowhere"))
-    with pytest.raises(PackageRejected) as caught:
+    with pytest.raises(PackageRejectedError) as caught:
         read_package(out)
     assert caught.value.code == "invalid-manifest"
 
@@ -155,6 +155,6 @@ def test_i118_pack_directory(tmp_path: Path) -> None:
     assert package.files == ["logs/run.log", "manifest.json"]
     assert package.protected_files == ["logs/run.log"]
     (source / "manifest.json").write_text(json.dumps({"case_id": "c"}))
-    with pytest.raises(PackageRejected) as caught:
+    with pytest.raises(PackageRejectedError) as caught:
         pack_directory(source, tmp_path / "out2.zip")
     assert caught.value.code == "invalid-manifest"

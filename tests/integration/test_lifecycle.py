@@ -18,8 +18,8 @@ import pytest
 
 from tenure.projects import (
     ActivationRegistry,
-    ClaimRejected,
-    EngineFailed,
+    ClaimRejectedError,
+    EngineFailedError,
     EnginesStartRequested,
     EnginesStopRequested,
     Kind,
@@ -30,10 +30,10 @@ from tenure.projects import (
     PodIdentity,
     PodRegistry,
     Project,
-    ProjectClosed,
+    ProjectClosedError,
     ProjectStore,
-    StatusConflict,
-    SystemProject,
+    StatusConflictError,
+    SystemProjectError,
 )
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import Store
@@ -281,7 +281,7 @@ def reach(world: World, pod: Pod, status: ProjectStatus, name: str = "p") -> Pro
         return project
     if status is S.RECOVERING:
         pod.engine.fail_start = True
-        with pytest.raises(EngineFailed):
+        with pytest.raises(EngineFailedError):
             pod.service.bring(T, name)
         pod.engine.fail_start = False
         return world.get(name)
@@ -291,7 +291,7 @@ def reach(world: World, pod: Pod, status: ProjectStatus, name: str = "p") -> Pro
         return world.get(name)
     if status is S.SUSPENDING:
         pod.engine.fail_stop = True
-        with pytest.raises(EngineFailed):
+        with pytest.raises(EngineFailedError):
             pod.service.suspend(T, name)
         pod.engine.fail_stop = False
         return world.get(name)
@@ -355,7 +355,7 @@ def test_p41_bring_is_rejected_when_another_pod_holds_the_lease_and_nothing_else
     assert world.ownership.claim(T, "p", b.pod_id, "b", None, TTL) is not None
     before = world.get()
     world.audit.reset()
-    with pytest.raises(ClaimRejected) as info:
+    with pytest.raises(ClaimRejectedError) as info:
         a.service.bring(T, "p")
     assert info.value.code == "claim-rejected" and info.value.context["holder"] == b.pod_id
     assert world.audit.log() == []
@@ -455,14 +455,14 @@ def test_p49_reconnect_after_pod_death_rebinds_without_already_bound(world: Worl
 
 
 def test_p49_without_bring_the_stale_binding_would_refuse_the_reconnect(world: World) -> None:
-    from tenure.projects import AlreadyBound
+    from tenure.projects import AlreadyBoundError
 
     a = world.pod("a")
     project = world.create()
     brought = a.service.bring(T, "p")
     session = world.projects.create_session(project)
     world.projects.bind_session(session.id, "client-1", a.pod_id, brought.generation)
-    with pytest.raises(AlreadyBound):
+    with pytest.raises(AlreadyBoundError):
         world.projects.bind_session(session.id, "client-2", "pod-b", brought.generation)
 
 
@@ -506,7 +506,7 @@ def test_p133_engine_start_failure_leaves_recovering_and_the_next_bring_retries(
     a = world.pod("a")
     project = world.create()
     a.engine.fail_start = True
-    with pytest.raises(EngineFailed) as info:
+    with pytest.raises(EngineFailedError) as info:
         a.service.bring(T, "p")
     assert info.value.code == "engine-failed"
     failed = world.get()
@@ -589,7 +589,7 @@ def test_p62_suspend_on_closed_raises_status_conflict_and_changes_nothing(world:
     a.service.close(T, "p")
     before = world.get()
     world.audit.reset()
-    with pytest.raises(StatusConflict) as info:
+    with pytest.raises(StatusConflictError) as info:
         a.service.suspend(T, "p")
     assert info.value.code == "status-conflict"
     assert world.get() == before and world.audit.log() == []
@@ -600,7 +600,7 @@ def test_suspend_while_another_live_pod_holds_is_rejected(world: World) -> None:
     project = reach(world, a, S.RUNNING)
     before = world.get()
     world.audit.reset()
-    with pytest.raises(ClaimRejected) as info:
+    with pytest.raises(ClaimRejectedError) as info:
         b.service.suspend(T, "p")
     assert info.value.context["holder"] == a.pod_id
     assert world.get() == before and world.audit.log() == [] and b.engine.events == []
@@ -614,7 +614,7 @@ def test_engine_stop_timeout_leaves_suspending_and_the_next_suspend_completes(wo
     gate = threading.Event()
     a.engine.stop_gate = gate
     began = time.monotonic()
-    with pytest.raises(EngineFailed) as info:
+    with pytest.raises(EngineFailedError) as info:
         a.service.suspend(T, "p")
     assert time.monotonic() - began < 5
     assert "stays SUSPENDING" in info.value.message
@@ -691,14 +691,14 @@ def test_p13_nothing_leaves_closed(world: World) -> None:
     before = world.get()
     world.audit.reset()
     for pod in (a, b):
-        with pytest.raises(ProjectClosed) as info:
+        with pytest.raises(ProjectClosedError) as info:
             pod.service.bring(T, "p")
         assert info.value.code == "project-closed"
-        with pytest.raises(StatusConflict):
+        with pytest.raises(StatusConflictError):
             pod.service.suspend(T, "p")
-        with pytest.raises(ProjectClosed):
+        with pytest.raises(ProjectClosedError):
             world.ownership.claim(T, "p", pod.pod_id, pod.name, None, TTL)
-        with pytest.raises(ProjectClosed):
+        with pytest.raises(ProjectClosedError):
             OwnershipFacade(world.store, pod.identity).claim_for_local_pod(T, "p")
     assert world.get() == before and world.audit.log() == []
     assert a.engine.kinds() == ["start", "stop"] and b.engine.events == []
@@ -712,7 +712,7 @@ def test_p67_p118_close_of_a_system_project_is_refused_before_anything_happens(w
     content = describe(a.folder(project))
     before = world.get("hub")
     world.audit.reset()
-    with pytest.raises(SystemProject) as info:
+    with pytest.raises(SystemProjectError) as info:
         a.service.close(T, "hub")
     assert info.value.code == "system-project"
     assert world.get("hub") == before and world.audit.log() == []
@@ -840,7 +840,7 @@ def test_p53_claim_for_local_pod_raises_claim_rejected_naming_the_holder(world: 
     world.create()
     owned = OwnershipFacade(world.store, a.identity).claim_for_local_pod(T, "p")
     assert owned.status is S.INIT and world.owner() == a.pod_id
-    with pytest.raises(ClaimRejected) as info:
+    with pytest.raises(ClaimRejectedError) as info:
         OwnershipFacade(world.store, b.identity).claim_for_local_pod(T, "p")
     assert info.value.context["holder"] == a.pod_id and info.value.context["node"] == "a"
     assert info.value.retryable

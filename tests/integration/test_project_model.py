@@ -34,8 +34,8 @@ from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
 from tenure.projects import (
     ActivationRegistry,
-    ClaimRejected,
-    EngineFailed,
+    ClaimRejectedError,
+    EngineFailedError,
     EnginesStartRequested,
     EnginesStopRequested,
     LifecycleConfig,
@@ -43,9 +43,9 @@ from tenure.projects import (
     Ownership,
     OwnershipFacade,
     PodIdentity,
-    ProjectClosed,
+    ProjectClosedError,
     ProjectStore,
-    StatusConflict,
+    StatusConflictError,
 )
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import open_store
@@ -191,24 +191,24 @@ class ProjectModel(RuleBasedStateMachine):
         """Advance the model through bring; return the error bring raises, if any."""
         pod_id = self.pods[i].identity.pod_id
         if self.status is S.CLOSED:
-            return ProjectClosed
+            return ProjectClosedError
         if self.status is S.RUNNING and self.running[i] and self.holder == pod_id and not self.expired:
             return None  # the shortcut: only the lease is renewed
         if not self._claimable(i):
-            return ClaimRejected
+            return ClaimRejectedError
         self._claim(i)
         self.status = S.RECOVERING
         self._init_folder(i)
         self.starts[i] += 1
         if fail_start:
-            return EngineFailed
+            return EngineFailedError
         self.status = S.RUNNING
         self.running[i] = True
         return None
 
     def _suspend(self, i: int, *, fail_stop: bool = False) -> type[TenureError] | None:
         if self.status is S.CLOSED:
-            return StatusConflict
+            return StatusConflictError
         if self.status is S.SUSPENDED:
             return None
         if self.status is S.INIT:
@@ -219,12 +219,12 @@ class ProjectModel(RuleBasedStateMachine):
             if error is not None:
                 return error
         if not self._claimable(i):
-            return ClaimRejected
+            return ClaimRejectedError
         self._claim(i)
         self.status = S.SUSPENDING
         self.stops[i] += 1
         if fail_stop:
-            return EngineFailed
+            return EngineFailedError
         folder = self.folders[i]
         if folder is not None:
             if self.head is None or folder.files != self.head_files:
@@ -295,9 +295,9 @@ class ProjectModel(RuleBasedStateMachine):
         facade = OwnershipFacade(self.store, pod.identity, lease_ttl=self.policy.lease_ttl)
         event(f"claim from {self.status.name}")
         if self.status is S.CLOSED:
-            error: type[TenureError] | None = ProjectClosed
+            error: type[TenureError] | None = ProjectClosedError
         elif not self._claimable(i):
-            error = ClaimRejected
+            error = ClaimRejectedError
         else:
             error = None
             self._claim(i)

@@ -10,7 +10,7 @@ import pytest
 from tenure.errors import IntegrityError
 from tenure.objects import decode, encode
 from tenure.objects.local import LocalObjectStore
-from tenure.snapshots import SnapshotDamaged, build_tree, restore_tree, tree_closure, verify_tree
+from tenure.snapshots import SnapshotDamagedError, build_tree, restore_tree, tree_closure, verify_tree
 from tenure.snapshots import build as build_module
 from tenure.snapshots.treeformat import decode_root
 from tenure.snapshots.walk import load_listing
@@ -54,7 +54,7 @@ def test_restore_of_a_damaged_tree_fails_naming_the_lost_paths(tmp_path, sample,
     assert "src/main.py" in lost
     store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
 
-    with pytest.raises(SnapshotDamaged) as caught:
+    with pytest.raises(SnapshotDamagedError) as caught:
         restore_tree(built.root, store, str(tmp_path / "dest"))
     error = caught.value
     assert isinstance(error, IntegrityError) and error.code == "snapshot-damaged"
@@ -130,7 +130,7 @@ def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> No
     assert victim in report.missing
     lost_folders = {p for p in report.lost_paths if p.endswith("/")}
     assert lost_folders and len(lost_folders) < 40
-    with pytest.raises(SnapshotDamaged) as caught:
+    with pytest.raises(SnapshotDamagedError) as caught:
         restore_tree(built.root, store, str(tmp_path / "refused"))
     assert set(caught.value.context["lost_paths"]) == lost_folders
 
@@ -170,7 +170,7 @@ def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: i
     store.delete_many([built.root])
     for call in (lambda: tree_closure(built.root, store),
                  lambda: restore_tree(built.root, store, str(tmp_path / "d1"), partial=True)):
-        with pytest.raises(SnapshotDamaged) as caught:
+        with pytest.raises(SnapshotDamagedError) as caught:
             call()
         assert caught.value.context["lost_paths"] == ["./"]
     assert verify_tree(built.root, store).lost_paths == ("./",)

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from tenure.errors import InvalidInput
+from tenure.errors import InvalidInputError
 from tenure.objects.local import LocalObjectStore
 from tenure.snapshots import (
-    NotAFolder,
-    RestoreTargetNotEmpty,
-    UnreadableFile,
+    NotAFolderError,
+    RestoreTargetNotEmptyError,
+    UnreadableFileError,
     build_tree,
     iter_tree,
     restore_tree,
@@ -69,14 +69,14 @@ def _drop_file_permission_override() -> None:
 
 BUILD_AND_REPORT = """
 import json, sys
-from tenure.errors import InvalidInput, TenureError
+from tenure.errors import InvalidInputError, TenureError
 from tenure.objects.local import LocalObjectStore
 from tenure.snapshots import build_tree
 try:
     build_tree(sys.argv[1], LocalObjectStore(sys.argv[2]))
 except TenureError as exc:
     print(json.dumps({"type": type(exc).__name__, "code": exc.code, "message": exc.message,
-                      "path": exc.context.get("path"), "invalid_input": isinstance(exc, InvalidInput)}))
+                      "path": exc.context.get("path"), "invalid_input": isinstance(exc, InvalidInputError)}))
 else:
     print(json.dumps({"type": None}))
 """
@@ -95,10 +95,10 @@ def test_an_unreadable_path_fails_the_build_naming_it(tmp_path, what: str) -> No
         (secret / "inside").write_text("x")
     secret.chmod(0)
     if os.geteuid() != 0:
-        with pytest.raises(UnreadableFile) as caught:
+        with pytest.raises(UnreadableFileError) as caught:
             build_tree(str(src), LocalObjectStore(str(tmp_path / "objects")))
-        report = {"type": "UnreadableFile", "code": caught.value.code, "message": caught.value.message,
-                  "path": caught.value.context["path"], "invalid_input": isinstance(caught.value, InvalidInput)}
+        report = {"type": "UnreadableFileError", "code": caught.value.code, "message": caught.value.message,
+                  "path": caught.value.context["path"], "invalid_input": isinstance(caught.value, InvalidInputError)}
     else:
         # root reads anything through CAP_DAC_OVERRIDE: build in a child that dropped it
         try:
@@ -110,7 +110,7 @@ def test_an_unreadable_path_fails_the_build_naming_it(tmp_path, what: str) -> No
         assert child.returncode == 0, child.stderr
         report = json.loads(child.stdout)
     secret.chmod(0o700)
-    assert report["type"] == "UnreadableFile" and report["invalid_input"]
+    assert report["type"] == "UnreadableFileError" and report["invalid_input"]
     assert report["code"] == "unreadable-file"
     rel = f"sub/{secret.name}"
     assert report["path"] == rel and rel in report["message"]
@@ -169,7 +169,7 @@ def test_building_something_that_is_not_a_folder_fails_clearly(tmp_path) -> None
     (tmp_path / "file").write_text("x")
     store = LocalObjectStore(str(tmp_path / "objects"))
     for target in (tmp_path / "file", tmp_path / "missing"):
-        with pytest.raises(NotAFolder) as caught:
+        with pytest.raises(NotAFolderError) as caught:
             build_tree(str(target), store)
         assert caught.value.code == "not-a-folder" and str(target) in caught.value.message
 
@@ -186,9 +186,9 @@ def test_restore_never_overwrites_and_replaces_only_an_empty_folder(tmp_path) ->
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     for target in (busy, a_file):
-        with pytest.raises(RestoreTargetNotEmpty) as caught:
+        with pytest.raises(RestoreTargetNotEmptyError) as caught:
             restore_tree(root, store, str(target))
-        assert caught.value.code == "restore-target-not-empty" and isinstance(caught.value, InvalidInput)
+        assert caught.value.code == "restore-target-not-empty" and isinstance(caught.value, InvalidInputError)
     assert (busy / "precious.txt").read_text() == "uncommitted work"
     assert sorted(os.listdir(tmp_path)) == ["a-file", "busy", "objects", "src"], "no temporary folder left"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenure.errors import IllegalTransition
+from tenure.errors import IllegalTransitionError
 from tenure.states import (
     LEASE,
     MACHINES,
@@ -39,7 +39,7 @@ def test_s69_every_pair_is_accepted_iff_it_is_an_edge(machine: Machine[Any], src
     if (src, dst) in machine.edges:
         assert machine.check(src, dst, PASSING) == dst
     else:
-        with pytest.raises(IllegalTransition) as info:
+        with pytest.raises(IllegalTransitionError) as info:
             machine.check(src, dst, PASSING)
         assert info.value.context["machine"] == machine.name
         assert info.value.context["state"] == src.name
@@ -51,7 +51,7 @@ def test_s69_every_pair_is_accepted_iff_it_is_an_edge(machine: Machine[Any], src
 def test_s06_no_self_loops_and_terminal_states_have_no_exit(machine: Machine[Any]) -> None:
     for state in machine.states:
         assert (state, state) not in machine.edges
-        with pytest.raises(IllegalTransition, match="self-loop|terminal"):
+        with pytest.raises(IllegalTransitionError, match="self-loop|terminal"):
             machine.check(state, state, PASSING)
     for state in machine.terminal:
         assert machine.targets(state) == []
@@ -91,15 +91,15 @@ def test_s29_undo_expiry_only_within_grace() -> None:
     inside = dict(PASSING, expiring_since=NOW - timedelta(seconds=10), grace=timedelta(seconds=60))
     outside = dict(PASSING, expiring_since=NOW - timedelta(seconds=61), grace=timedelta(seconds=60))
     assert WORKSPACE.check(W.EXPIRING, W.IDLE, inside) == W.IDLE
-    with pytest.raises(IllegalTransition, match="grace"):
+    with pytest.raises(IllegalTransitionError, match="grace"):
         WORKSPACE.check(W.EXPIRING, W.IDLE, outside)
-    with pytest.raises(IllegalTransition, match="needs the record"):
+    with pytest.raises(IllegalTransitionError, match="needs the record"):
         WORKSPACE.check(W.EXPIRING, W.IDLE)
 
 
 def test_s36_s37_expiring_workspace_is_not_deleted_under_a_live_writer() -> None:
     W = WorkspaceState
-    with pytest.raises(IllegalTransition, match="writer lease"):
+    with pytest.raises(IllegalTransitionError, match="writer lease"):
         WORKSPACE.check(W.EXPIRING, W.DELETED, {"now": NOW, "live_writer": True})
     assert WORKSPACE.check(W.EXPIRING, W.DELETED, {"now": NOW, "live_writer": False}) == W.DELETED
 
@@ -113,7 +113,7 @@ def test_s39_s40_s44_s46_lease_machine() -> None:
     assert PUBLISHING_LEASE_STATES == {L.ACTIVE, L.RELEASING}
     for terminal in (L.RELEASED, L.EXPIRED, L.REVOKED):
         for target in L:
-            with pytest.raises(IllegalTransition, match="terminal"):
+            with pytest.raises(IllegalTransitionError, match="terminal"):
                 LEASE.check(terminal, target)
 
 
@@ -122,7 +122,7 @@ def test_s52_forced_path_needs_a_name_and_never_leaves_terminal() -> None:
     assert WORKSPACE.force(W.CHECKPOINTING, W.MOUNTED, ForcePath.TAKEOVER) is W.MOUNTED
     with pytest.raises(TypeError):
         WORKSPACE.force(W.CHECKPOINTING, W.MOUNTED, "takeover")  # type: ignore[arg-type]
-    with pytest.raises(IllegalTransition, match="terminal"):
+    with pytest.raises(IllegalTransitionError, match="terminal"):
         WORKSPACE.force(W.DELETED, W.IDLE, ForcePath.RECONCILIATION)
     assert SESSION.force(SESSION.initial, SESSION.states("CLOSED"), ForcePath.RECONCILIATION).value == "CLOSED"
 

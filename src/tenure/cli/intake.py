@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tenure.errors import InvalidInput, TenureError
+from tenure.errors import InvalidInputError, TenureError
 from tenure.intake import CheckpointStore, InboxProcessor, Package, PollResult, Workspace
 from tenure.intake.canonical import id_hash
 from tenure.intake.pack import pack_directory
@@ -154,7 +154,7 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     for value in values:
         name, sep, rest = value.partition("=")
         if not sep or not name:
-            raise InvalidInput(f"{what} {value!r} must look like NAME=VALUE", code="invalid-input",
+            raise InvalidInputError(f"{what} {value!r} must look like NAME=VALUE", code="invalid-input",
                                hint=f"pass {what} as NAME=VALUE")
         result[name] = rest
     return result
@@ -166,7 +166,7 @@ def _details(text: str | None) -> Any:
     try:
         return json.loads(text)
     except ValueError as error:
-        raise InvalidInput(f"--details is not JSON: {error}", hint="pass a JSON object") from None
+        raise InvalidInputError(f"--details is not JSON: {error}", hint="pass a JSON object") from None
 
 
 def _finish(ctx: click.Context, as_json: bool, package: Package) -> None:
@@ -222,7 +222,7 @@ def block_command(ctx: click.Context, directory: Path, case: str, package: str, 
     try:
         moment = datetime.fromisoformat(retry_at)
     except ValueError:
-        raise InvalidInput(f"--retry-at {retry_at!r} is not an ISO 8601 time",
+        raise InvalidInputError(f"--retry-at {retry_at!r} is not an ISO 8601 time",
                            hint="use e.g. 2030-01-01T00:00:00+00:00") from None
     result = CheckpointStore(Workspace(directory)).block(
         case, package, step_id=step_id, reason=reason, retry_at=moment, details=_details(details))

@@ -16,14 +16,14 @@ import click
 
 from tenure.cli.context import services
 from tenure.cli.output import console, emit, err_console, json_option, table
-from tenure.errors import InvalidInput
+from tenure.errors import InvalidInputError
 from tenure.states import ProjectStatus
 
 
 def _ref(value: str) -> tuple[str, str]:
     tenant, sep, name = value.partition("/")
     if not sep or not tenant or not name:
-        raise InvalidInput(f"expected TENANT/NAME, got {value!r}", code="invalid-project-ref",
+        raise InvalidInputError(f"expected TENANT/NAME, got {value!r}", code="invalid-project-ref",
                            hint="write the project as tenant/name, e.g. acme/website")
     return tenant, name
 
@@ -168,7 +168,7 @@ def close(ctx: click.Context, ref: str, group: str) -> None:
 @click.pass_context
 def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
     """Operator/debug: only claim the lease (owning is not running)."""
-    from tenure.projects import ClaimRejected, Ownership
+    from tenure.projects import ClaimRejectedError, Ownership
 
     tenant, name = _ref(ref)
     svc = services(ctx)
@@ -177,7 +177,7 @@ def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
     p = ownership.claim(tenant, name, pid, os.environ.get("TENURE_NODE_NAME") or "cli", None, _lease_ttl(ctx))
     if p is None:
         owner = ownership.owner(_projects(ctx).get(tenant, name).id, _lease_ttl(ctx))
-        raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+        raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
                             holder=owner.pod_id, node=owner.node)
     _show(ctx, p, {"pod_id": pid})
 
@@ -214,7 +214,7 @@ def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score
     for item in selector:
         key, sep, value = item.partition("=")
         if not sep:
-            raise InvalidInput(f"selector {item!r} is not KEY=VALUE", code="invalid-selector")
+            raise InvalidInputError(f"selector {item!r} is not KEY=VALUE", code="invalid-selector")
         pairs[key] = value
     _show(ctx, _projects(ctx).set_placement(tenant, name, pairs, score))
 

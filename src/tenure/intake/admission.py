@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 
-from .errors import PackageConflict
+from .errors import PackageConflictError
 from .package import Package
 from .storage import CaseStorage
 
@@ -27,13 +27,13 @@ class Admission(enum.Enum):
     DUPLICATE = "duplicate"
 
 
-def _conflict(message: str, code: str, incoming: Package) -> PackageConflict:
-    return PackageConflict(message, code=code, case_id=incoming.case_id,
+def _conflict(message: str, code: str, incoming: Package) -> PackageConflictError:
+    return PackageConflictError(message, code=code, case_id=incoming.case_id,
                            package_id=incoming.package_id, generation=incoming.generation)
 
 
 def classify(incoming: Package, current: Package | None, storage: CaseStorage) -> Admission:
-    """What to do with ``incoming`` (raises PackageConflict for a conflict)."""
+    """What to do with ``incoming`` (raises PackageConflictError for a conflict)."""
     if incoming.state.value == "NEW":
         if current is None:
             return Admission.FRESH

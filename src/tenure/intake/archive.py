@@ -7,7 +7,7 @@ limits), duplicate names, symlink and special entries, encryption, the
 compression method (stored or deflate only: both stop decompressing at the
 declared size), the declared total and per-entry ratio, and that no two
 entries share bytes (the overlapping-entry zip bomb). Each refusal is a
-:class:`~tenure.intake.errors.PackageRejected` with its own code.
+:class:`~tenure.intake.errors.PackageRejectedError` with its own code.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .config import Limits
-from .errors import PackageRejected
+from .errors import PackageRejectedError
 
 __all__ = ["SafeArchive", "open_archive", "check_entry_name"]
 
@@ -38,15 +38,15 @@ _CHUNK = 1024 * 1024
 def check_entry_name(name: str, limits: Limits) -> None:
     """Raise unless ``name`` is a safe relative forward-slash path within limits."""
     if len(name.encode("utf-8", "surrogatepass")) > limits.max_path_bytes:
-        raise PackageRejected(f"entry name longer than {limits.max_path_bytes} bytes",
+        raise PackageRejectedError(f"entry name longer than {limits.max_path_bytes} bytes",
                               code="path-too-long", entry=name[:200])
     bad = (not name or "\x00" in name or "\\" in name or name.startswith("/")
            or _DRIVE.match(name) is not None)
     parts = name.rstrip("/").split("/")
     if bad or any(part in ("", ".", "..") for part in parts):
-        raise PackageRejected(f"unsafe entry name {name!r}", code="unsafe-path", entry=name[:200])
+        raise PackageRejectedError(f"unsafe entry name {name!r}", code="unsafe-path", entry=name[:200])
     if len(parts) > limits.max_path_depth:
-        raise PackageRejected(f"entry {name!r} is {len(parts)} levels deep "
+        raise PackageRejectedError(f"entry {name!r} is {len(parts)} levels deep "
                               f"(limit {limits.max_path_depth})", code="path-too-deep",
                               entry=name[:200])
 
@@ -88,7 +88,7 @@ class SafeArchive:
         try:
             return self._zf.read(self.infos[name])
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
-            raise PackageRejected(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
+            raise PackageRejectedError(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
                                   entry=name) from None
 
     def chunks(self, name: str) -> Iterator[bytes]:
@@ -97,7 +97,7 @@ class SafeArchive:
                 while chunk := fh.read(_CHUNK):
                     yield chunk
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as error:
-            raise PackageRejected(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
+            raise PackageRejectedError(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
                                   entry=name) from None
 
     def sha256(self, name: str) -> str:
@@ -119,23 +119,23 @@ class SafeArchive:
 
 
 def open_archive(path: Path, limits: Limits) -> SafeArchive:
-    """Open ``path`` as an untrusted archive, or raise PackageRejected."""
+    """Open ``path`` as an untrusted archive, or raise PackageRejectedError."""
     size = os.stat(path).st_size
     if size > limits.archive_bytes:
-        raise PackageRejected(f"archive is {size} bytes (limit {limits.archive_bytes})",
+        raise PackageRejectedError(f"archive is {size} bytes (limit {limits.archive_bytes})",
                               code="archive-too-large", size=size)
     # one handle serves the magic check, the zip directory and the overlap check
     fh = open(path, "rb")
     try:
         magic = fh.read(4)
         if magic not in (_LOCAL_MAGIC, _EMPTY_MAGIC):
-            raise PackageRejected("input is not a zip archive", code="not-a-zip")
+            raise PackageRejectedError("input is not a zip archive", code="not-a-zip")
         fh.seek(0)
         try:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, EOFError,
                 OSError) as error:
-            raise PackageRejected(f"archive is truncated or damaged: {error}",
+            raise PackageRejectedError(f"archive is truncated or damaged: {error}",
                                   code="truncated-zip") from None
         try:
             _check_directory(zf, limits)
@@ -152,18 +152,18 @@ def open_archive(path: Path, limits: Limits) -> SafeArchive:
 def _check_directory(zf: zipfile.ZipFile, limits: Limits) -> None:
     infos = zf.infolist()
     if len(infos) > limits.max_entries:
-        raise PackageRejected(f"archive has {len(infos)} entries (limit {limits.max_entries})",
+        raise PackageRejectedError(f"archive has {len(infos)} entries (limit {limits.max_entries})",
                               code="too-many-entries", entries=len(infos))
     total = sum(info.file_size for info in infos)
     if total > limits.uncompressed_bytes:
-        raise PackageRejected(f"archive declares {total} uncompressed bytes (limit "
+        raise PackageRejectedError(f"archive declares {total} uncompressed bytes (limit "
                               f"{limits.uncompressed_bytes})", code="uncompressed-too-large")
     seen: set[str] = set()
     for info in infos:
         _check_info(info, limits)
         key = info.orig_filename.rstrip("/")
         if key in seen:
-            raise PackageRejected(f"entry {info.orig_filename!r} appears twice",
+            raise PackageRejectedError(f"entry {info.orig_filename!r} appears twice",
                                   code="duplicate-entry", entry=info.orig_filename)
         seen.add(key)
 
@@ -171,24 +171,24 @@ def _check_directory(zf: zipfile.ZipFile, limits: Limits) -> None:
 def _check_info(info: zipfile.ZipInfo, limits: Limits) -> None:
     check_entry_name(info.orig_filename, limits)
     if info.flag_bits & 0x1:
-        raise PackageRejected(f"entry {info.filename!r} is encrypted", code="encrypted-entry",
+        raise PackageRejectedError(f"entry {info.filename!r} is encrypted", code="encrypted-entry",
                               entry=info.filename)
     mode = info.external_attr >> 16
     if info.create_system == 3 and mode:
         if stat.S_ISLNK(mode):
-            raise PackageRejected(f"entry {info.filename!r} is a symbolic link",
+            raise PackageRejectedError(f"entry {info.filename!r} is a symbolic link",
                                   code="symlink-entry", entry=info.filename)
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-            raise PackageRejected(f"entry {info.filename!r} is not a regular file",
+            raise PackageRejectedError(f"entry {info.filename!r} is not a regular file",
                                   code="special-entry", entry=info.filename)
     if info.compress_type not in _ALLOWED_METHODS:
-        raise PackageRejected(f"entry {info.filename!r} uses compression method "
+        raise PackageRejectedError(f"entry {info.filename!r} uses compression method "
                               f"{info.compress_type}", code="unsupported-compression",
                               entry=info.filename)
     if info.file_size > limits.ratio_min_bytes:
         ratio = info.file_size / max(info.compress_size, 1)
         if ratio > limits.max_ratio:
-            raise PackageRejected(f"entry {info.filename!r} expands {ratio:.0f}:1 "
+            raise PackageRejectedError(f"entry {info.filename!r} expands {ratio:.0f}:1 "
                                   f"(limit {limits.max_ratio:.0f}:1)", code="compression-ratio",
                                   entry=info.filename)
 
@@ -200,7 +200,7 @@ def _check_overlaps(fh: BinaryIO, zf: zipfile.ZipFile) -> None:
         fh.seek(info.header_offset)
         header = fh.read(30)
         if len(header) < 30 or header[:4] != _LOCAL_MAGIC:
-            raise PackageRejected(f"entry {info.filename!r} has no local header",
+            raise PackageRejectedError(f"entry {info.filename!r} has no local header",
                                   code="corrupt-entry", entry=info.filename)
         name_len, extra_len = struct.unpack("<HH", header[26:30])
         end = info.header_offset + 30 + name_len + extra_len + info.compress_size
@@ -208,8 +208,8 @@ def _check_overlaps(fh: BinaryIO, zf: zipfile.ZipFile) -> None:
     ranges.sort()
     for (_, end, name), (start, _, other) in zip(ranges, ranges[1:]):
         if end > start:
-            raise PackageRejected(f"entries {name!r} and {other!r} share bytes",
+            raise PackageRejectedError(f"entries {name!r} and {other!r} share bytes",
                                   code="overlapping-entries", entry=other)
     if ranges and ranges[-1][1] > zf.start_dir:
-        raise PackageRejected(f"entry {ranges[-1][2]!r} overlaps the central directory",
+        raise PackageRejectedError(f"entry {ranges[-1][2]!r} overlaps the central directory",
                               code="overlapping-entries", entry=ranges[-1][2])

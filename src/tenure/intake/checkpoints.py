@@ -14,7 +14,7 @@ from typing import Any
 
 from .canonical import utc_now
 from .commit import commit
-from .errors import CaseNotFound, StepReused, TransitionRefused
+from .errors import CaseNotFoundError, StepReusedError, TransitionRefusedError
 from .machine import IntakeMachine, intake_machine
 from .package import Checkpoint, Package, checkpoint_path
 from .plan import AdvanceRequest, make_request, plan_advance
@@ -67,7 +67,7 @@ class CheckpointStore:
             if done is not None:
                 target: str | None = done.state
             elif current.state.value != "BLOCKED":
-                raise TransitionRefused(f"{case_id}/{package_id} is {current.state.value}, not "
+                raise TransitionRefusedError(f"{case_id}/{package_id} is {current.state.value}, not "
                                         "BLOCKED", code="transition-not-allowed",
                                         state=current.state.value)
             else:
@@ -104,7 +104,7 @@ class CheckpointStore:
     def _repeat(current: Package, done: Checkpoint, request: AdvanceRequest) -> Package:
         if done.request_hash == request.hash:
             return current
-        raise StepReused(f"step {request.step_id!r} was already used for a different request "
+        raise StepReusedError(f"step {request.step_id!r} was already used for a different request "
                          f"(generation {done.generation})", step_id=request.step_id,
                          generation=done.generation)
 
@@ -113,7 +113,7 @@ class CheckpointStore:
     def _load(self, case_id: str, package_id: str, *, repair: bool = False) -> Package:
         package = self.storage.load_current(case_id, package_id, repair=repair)
         if package is None:
-            raise CaseNotFound(f"no stored package {package_id!r} in case {case_id!r}",
+            raise CaseNotFoundError(f"no stored package {package_id!r} in case {case_id!r}",
                                case_id=case_id, package_id=package_id)
         return package
 

@@ -1,22 +1,30 @@
 """Intake errors: one family under :class:`tenure.errors.IntakeError`.
 
-Every error the intake raises is a :class:`LifecycleError` with a stable
+Every error the intake raises is a :class:`LifecycleError` (the intake
+spec's name: ``except LifecycleError`` catches them all) with a stable
 ``code`` taken from :data:`CODES`, the catalogue that ``docs/intake.md``
-lists. The sub-families tell a caller what kind of problem it is::
+lists. Each leaf also belongs to the family of :mod:`tenure.errors` that
+says what kind of problem it is, so a caller that handles ``NotFoundError``
+or ``ConflictError`` for the rest of tenure handles the intake's too, and
+the CLI's exit code follows the family::
 
-    LifecycleError                 (IntakeError, exit 7)
-    ├── PackageRejected            the input archive or package is invalid:
-    │   │                          poll quarantines it
-    │   └── PackageConflict        valid, but contradicts what is stored
-    ├── RequestRejected            an advance request that can never succeed
-    │                              as made (blank step id, bad details, ...)
-    ├── TransitionRefused          the state machine refuses the move
-    ├── StepReused                 a step id reused for a different request
-    ├── CaseNotFound               no stored generation for the case/package
-    ├── StorageCorrupt             managed storage failed validation
-    └── Busy                       a lock is held by another worker (retryable)
+    LifecycleError (IntakeError)    family / exit code
+    ├── PackageRejectedError        IntakeError, 7: the input archive or package
+    │   │                           is invalid; poll quarantines it
+    │   └── PackageConflictError    valid, but contradicts what is stored
+    ├── RequestRejectedError        InvalidInputError, 2: an advance request
+    │                               that can never succeed as made
+    ├── TransitionRefusedError      IllegalTransitionError, 4: the machine
+    │                               refuses the move
+    ├── StepReusedError             IdempotencyConflictError, 4: a step id
+    │                               reused for a different request
+    ├── CaseNotFoundError           NotFoundError, 3: no stored generation
+    ├── StorageCorruptError         IntegrityError, 6: managed storage failed
+    │                               validation
+    └── BusyError                   ConflictError, 4: a lock is held by
+                                    another worker (retryable)
 
-``PackageRejected`` is the only family poll turns into QUARANTINED; anything
+``PackageRejectedError`` is the only family poll turns into QUARANTINED; anything
 else raised while admitting an input (and any ``OSError``) is an
 infrastructure failure reported as ERROR with the input left pending.
 """
@@ -25,24 +33,32 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tenure.errors import IntakeError
+from tenure.errors import (
+    ConflictError,
+    IdempotencyConflictError,
+    IllegalTransitionError,
+    IntakeError,
+    IntegrityError,
+    InvalidInputError,
+    NotFoundError,
+)
 
 __all__ = [
     "CODES",
     "LifecycleError",
-    "PackageRejected",
-    "PackageConflict",
-    "RequestRejected",
-    "TransitionRefused",
-    "StepReused",
-    "CaseNotFound",
-    "StorageCorrupt",
-    "Busy",
+    "PackageRejectedError",
+    "PackageConflictError",
+    "RequestRejectedError",
+    "TransitionRefusedError",
+    "StepReusedError",
+    "CaseNotFoundError",
+    "StorageCorruptError",
+    "BusyError",
 ]
 
 #: code -> (family, what to do). The stable catalogue of intake error codes.
 CODES: dict[str, tuple[str, str]] = {
-    # -- archive limits and hostile archives (PackageRejected)
+    # -- archive limits and hostile archives (PackageRejectedError)
     "archive-too-large": ("rejected", "split the package or raise limits.archive_bytes"),
     "not-a-zip": ("rejected", "deliver a zip archive (package format v1)"),
     "truncated-zip": ("rejected", "the archive is incomplete; publish the whole file atomically"),
@@ -64,7 +80,7 @@ CODES: dict[str, tuple[str, str]] = {
     "invalid-manifest": ("rejected", "fix manifest.json to match manifest-v1.schema.json"),
     "invalid-package": ("rejected", "fix the package so it agrees with its manifest"),
     "symlink-input": ("rejected", "publish regular files into the inbox, not symbolic links"),
-    # -- checkpoint chain (PackageRejected; StorageCorrupt when in managed storage)
+    # -- checkpoint chain (PackageRejectedError; StorageCorruptError when in managed storage)
     "checkpoint-path": ("rejected", "checkpoints live at history/checkpoints/<sha256 of step id>.json"),
     "checkpoint-missing": ("rejected", "a checkpoint link points at a file that is not in the package"),
     "checkpoint-cycle": ("rejected", "the checkpoint links form a cycle; restore the original package"),
@@ -75,14 +91,14 @@ CODES: dict[str, tuple[str, str]] = {
     "checkpoint-too-large": ("rejected", "a checkpoint exceeds limits.manifest_bytes"),
     "checkpoint-invalid": ("rejected", "fix the checkpoint to match checkpoint-v1.schema.json"),
     "checkpoint-orphan": ("rejected", "history/checkpoints holds a file the chain does not reach"),
-    # -- conflicts with stored generations (PackageConflict)
+    # -- conflicts with stored generations (PackageConflictError)
     "generation-conflict": ("conflict", "this generation is already stored with other content; deliver a new generation"),
     "stale-package": ("conflict", "a newer generation is stored; deliver the current one or a newer one"),
     "returning-protected-changed": ("conflict", "a returning package must keep protected files byte-identical"),
     "returning-lineage-broken": ("conflict", "a returning package must extend the stored checkpoint chain"),
     "returning-revision-lowered": ("conflict", "a returning package may not lower the analysis revision"),
     "returning-history-erased": ("conflict", "a returning package must keep every earlier artifact and checkpoint"),
-    # -- advance requests (RequestRejected, TransitionRefused, StepReused)
+    # -- advance requests (RequestRejectedError, TransitionRefusedError, StepReusedError)
     "step-id-required": ("request", "pass a stable, non-blank step_id"),
     "step-id-reused": ("request", "use a new step_id for a different request"),
     "details-invalid": ("request", "details must be a JSON object of strings, numbers, booleans, null, lists and objects"),
@@ -125,37 +141,37 @@ class LifecycleError(IntakeError):
         super().__init__(message, hint=hint, code=code, **context)
 
 
-class PackageRejected(LifecycleError):
+class PackageRejectedError(LifecycleError):
     """The input is invalid; poll quarantines it with this code."""
 
 
-class PackageConflict(PackageRejected):
+class PackageConflictError(PackageRejectedError):
     """A valid package that contradicts the stored generations."""
 
 
-class RequestRejected(LifecycleError):
+class RequestRejectedError(InvalidInputError, LifecycleError):
     """An advance request that can never succeed as made."""
 
 
-class TransitionRefused(LifecycleError):
+class TransitionRefusedError(IllegalTransitionError, LifecycleError):
     """The intake machine refuses the move; context names state and target."""
 
 
-class StepReused(LifecycleError):
+class StepReusedError(IdempotencyConflictError, LifecycleError):
     """The step id was already used for a different request."""
 
     code = "step-id-reused"
 
 
-class CaseNotFound(LifecycleError):
+class CaseNotFoundError(NotFoundError, LifecycleError):
     code = "case-not-found"
 
 
-class StorageCorrupt(LifecycleError):
+class StorageCorruptError(IntegrityError, LifecycleError):
     """A managed file failed validation; never silently rolled back."""
 
     code = "storage-corrupt"
 
 
-class Busy(LifecycleError):
+class BusyError(ConflictError, LifecycleError):
     retryable = True

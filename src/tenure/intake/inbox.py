@@ -28,7 +28,7 @@ from tenure.faults import crash_point, register
 from .admission import Admission, classify
 from .canonical import parse_aware, to_utc_text, utc_now
 from .commit import commit
-from .errors import LifecycleError, PackageRejected
+from .errors import LifecycleError, PackageRejectedError
 from .fsio import atomic_write_json, fsync_dir, tmp_name
 from .machine import intake_machine
 from .package import Package, read_package
@@ -123,7 +123,7 @@ class InboxProcessor:
             return None
         limit = self.config.limits.archive_bytes
         if st.st_size > limit or not self._cache(item, limit):
-            error = PackageRejected(f"input is larger than {limit} bytes",
+            error = PackageRejectedError(f"input is larger than {limit} bytes",
                                     code="archive-too-large", limit=limit)
             return self._quarantine(item, error, move=True)
         self._notify("cached", item.entry)
@@ -131,7 +131,7 @@ class InboxProcessor:
         assert item.cache is not None
         try:
             incoming = read_package(item.cache, self.config)
-        except PackageRejected as error:
+        except PackageRejectedError as error:
             return self._quarantine(item, error)
         return self._admit(item, incoming)
 
@@ -178,7 +178,7 @@ class InboxProcessor:
                                                 repair=True)
             try:
                 admission = classify(incoming, current, self.storage)
-            except PackageRejected as error:
+            except PackageRejectedError as error:
                 return self._quarantine(item, error)
             stored = current if admission is Admission.DUPLICATE else self._store(
                 incoming, admission, item)
@@ -258,7 +258,7 @@ class InboxProcessor:
                           package_id=error.context.get("package_id"))
 
     def _reject_symlink(self, item: _Input) -> PollResult:
-        error = PackageRejected("inbox inputs must be regular files; symbolic links are never "
+        error = PackageRejectedError("inbox inputs must be regular files; symbolic links are never "
                                 "followed", code="symlink-input")
         folder = self._new_quarantine()
         self._report(folder, item, error, link_target=os.readlink(item.entry))

@@ -19,11 +19,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from tenure.errors import IllegalTransition
+from tenure.errors import IllegalTransitionError
 from tenure.states import Guard, Machine
 
 from .config import DEFAULT_PHASES
-from .errors import RequestRejected, TransitionRefused
+from .errors import RequestRejectedError, TransitionRefusedError
 
 __all__ = ["State", "IntakeMachine", "intake_machine", "documented_machines", "ROUTES"]
 
@@ -78,7 +78,7 @@ class IntakeMachine:
         try:
             return self.states(raw)
         except ValueError:
-            raise RequestRejected(f"unknown state {raw!r}", code="unknown-state",
+            raise RequestRejectedError(f"unknown state {raw!r}", code="unknown-state",
                                   state=str(raw)) from None
 
     def routing(self, state: Any) -> str:
@@ -93,13 +93,13 @@ class IntakeMachine:
         return "cases"
 
     def check(self, state: Any, target: Any, record: Mapping[str, Any]) -> Any:
-        """Return the target member, or raise :class:`TransitionRefused` with a code."""
+        """Return the target member, or raise :class:`TransitionRefusedError` with a code."""
         src, dst = self.state(state), self.state(target)
         try:
             return self.machine.check(src, dst, record)
-        except IllegalTransition as error:
+        except IllegalTransitionError as error:
             code = self._classify(src.value, dst.value, record)
-            raise TransitionRefused(error.message, code=code, machine=self.machine.name,
+            raise TransitionRefusedError(error.message, code=code, machine=self.machine.name,
                                     state=src.value, target=dst.value,
                                     reason=error.context.get("reason")) from None
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .canonical import MANIFEST, strict_json_loads
 from .config import IntakeConfig
-from .errors import PackageRejected
+from .errors import PackageRejectedError
 from .fsio import TMP_PREFIX
 from .package import Package, read_package
 from .writer import PackageWriter
@@ -63,12 +63,12 @@ def pack_directory(source: Path, out: Path, config: IntakeConfig | None = None) 
     try:
         given = strict_json_loads((source / MANIFEST).read_bytes())
     except FileNotFoundError:
-        raise PackageRejected(f"{source} has no manifest.json", code="missing-manifest") from None
+        raise PackageRejectedError(f"{source} has no manifest.json", code="missing-manifest") from None
     except ValueError as error:
-        raise PackageRejected(f"{source / MANIFEST} is not valid JSON: {error}",
+        raise PackageRejectedError(f"{source / MANIFEST} is not valid JSON: {error}",
                               code="invalid-manifest") from None
     if not isinstance(given, dict) or not {"case_id", "package_id"} <= set(given):
-        raise PackageRejected("manifest.json needs at least case_id and package_id",
+        raise PackageRejectedError("manifest.json needs at least case_id and package_id",
                               code="invalid-manifest")
     manifest = new_manifest(str(given["case_id"]), str(given["package_id"]))
     manifest.update(given)
@@ -85,6 +85,6 @@ def _files(source: Path) -> Iterable[tuple[str, bytes]]:
             if relative == MANIFEST or name.startswith(TMP_PREFIX):
                 continue
             if not stat.S_ISREG(os.lstat(path).st_mode):
-                raise PackageRejected(f"{relative} is not a regular file", code="special-entry",
+                raise PackageRejectedError(f"{relative} is not a regular file", code="special-entry",
                                       entry=relative)
             yield relative, path.read_bytes()

@@ -29,7 +29,7 @@ from .archive import SafeArchive, check_entry_name, open_archive
 from .canonical import (MANIFEST, canonical_json, fingerprint, parse_aware, sha256_hex,
                         step_hash, strict_json_loads)
 from .config import IntakeConfig, Limits
-from .errors import PackageRejected
+from .errors import PackageRejectedError
 from .machine import IntakeMachine, intake_machine
 from .schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors
 
@@ -210,7 +210,7 @@ class Package:
 
 def read_package(path: Path, config: IntakeConfig | None = None, *,
                  base: Package | None = None) -> Package:
-    """Open and fully validate the package at ``path``, or raise PackageRejected.
+    """Open and fully validate the package at ``path``, or raise PackageRejectedError.
 
     ``base`` is a package already validated whose entries were copied into
     this one: entries with the same CRC and size reuse its content hashes,
@@ -234,25 +234,25 @@ def read_package(path: Path, config: IntakeConfig | None = None, *,
 
 def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
     if MANIFEST not in arch.infos:
-        raise PackageRejected("the archive has no manifest.json at its root",
+        raise PackageRejectedError("the archive has no manifest.json at its root",
                               code="missing-manifest")
     if arch.size(MANIFEST) > limits.manifest_bytes:
-        raise PackageRejected(f"manifest.json is {arch.size(MANIFEST)} bytes "
+        raise PackageRejectedError(f"manifest.json is {arch.size(MANIFEST)} bytes "
                               f"(limit {limits.manifest_bytes})", code="manifest-too-large")
     try:
         manifest = strict_json_loads(arch.read(MANIFEST))
     except (ValueError, UnicodeDecodeError) as error:
-        raise PackageRejected(f"manifest.json is not valid JSON: {error}",
+        raise PackageRejectedError(f"manifest.json is not valid JSON: {error}",
                               code="invalid-manifest") from None
     problems = schema_errors(MANIFEST_SCHEMA, manifest)
     if problems:
-        raise PackageRejected("manifest.json does not match manifest-v1.schema.json: "
+        raise PackageRejectedError("manifest.json does not match manifest-v1.schema.json: "
                               + "; ".join(problems), code="invalid-manifest", problems=problems)
     return dict(manifest)
 
 
-def _bad_manifest(message: str, code: str = "invalid-manifest") -> PackageRejected:
-    return PackageRejected(message, code=code)
+def _bad_manifest(message: str, code: str = "invalid-manifest") -> PackageRejectedError:
+    return PackageRejectedError(message, code=code)
 
 
 def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine,
@@ -286,7 +286,7 @@ def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine,
 def _check_reference(target: str, present: set[str], where: str) -> None:
     try:
         check_entry_name(target, Limits())
-    except PackageRejected:
+    except PackageRejectedError:
         raise _bad_manifest(f"{where} names an unsafe path {target!r}") from None
     if target not in present or target == MANIFEST:
         raise _bad_manifest(f"{where} names {target!r}, which is not a file of the package",
@@ -320,7 +320,7 @@ def _read_chain(arch: SafeArchive, manifest: Mapping[str, Any], machine: IntakeM
     path: str | None = manifest["artifacts"]["lifecycle_checkpoint"]
     while path is not None:
         if path in seen:
-            raise PackageRejected(f"checkpoint {path} is reached twice: the chain has a cycle",
+            raise PackageRejectedError(f"checkpoint {path} is reached twice: the chain has a cycle",
                                   code="checkpoint-cycle", entry=path)
         reused = base.checkpoint_at(path) if base is not None else None
         if reused is not None and base is not None and crcs.get(path) == base.crcs.get(path):
@@ -338,7 +338,7 @@ def _read_chain(arch: SafeArchive, manifest: Mapping[str, Any], machine: IntakeM
     orphans = sorted(n for n in arch.names if n.startswith(CHECKPOINT_DIR) and n not in seen)
     if orphans:
         code = "checkpoint-orphan" if _CHECKPOINT_PATH.match(orphans[0]) else "checkpoint-path"
-        raise PackageRejected(f"{orphans[0]} is not part of the checkpoint chain", code=code,
+        raise PackageRejectedError(f"{orphans[0]} is not part of the checkpoint chain", code=code,
                               entry=orphans[0])
     return chain
 
@@ -346,33 +346,33 @@ def _read_chain(arch: SafeArchive, manifest: Mapping[str, Any], machine: IntakeM
 def _load_checkpoint(arch: SafeArchive, path: str, limits: Limits) -> Checkpoint:
     match = _CHECKPOINT_PATH.match(path)
     if match is None:
-        raise PackageRejected(f"checkpoint link {path!r} is outside history/checkpoints/",
+        raise PackageRejectedError(f"checkpoint link {path!r} is outside history/checkpoints/",
                               code="checkpoint-path", entry=path[:200])
     if path not in arch.infos:
-        raise PackageRejected(f"checkpoint {path} is not in the package",
+        raise PackageRejectedError(f"checkpoint {path} is not in the package",
                               code="checkpoint-missing", entry=path)
     if arch.size(path) > limits.manifest_bytes:
-        raise PackageRejected(f"checkpoint {path} is {arch.size(path)} bytes "
+        raise PackageRejectedError(f"checkpoint {path} is {arch.size(path)} bytes "
                               f"(limit {limits.manifest_bytes})", code="checkpoint-too-large",
                               entry=path)
     try:
         data = strict_json_loads(arch.read(path))
     except (ValueError, UnicodeDecodeError) as error:
-        raise PackageRejected(f"checkpoint {path} is not valid JSON: {error}",
+        raise PackageRejectedError(f"checkpoint {path} is not valid JSON: {error}",
                               code="checkpoint-invalid", entry=path) from None
     problems = schema_errors(CHECKPOINT_SCHEMA, data)
     if problems:
-        raise PackageRejected(f"checkpoint {path} does not match checkpoint-v1.schema.json: "
+        raise PackageRejectedError(f"checkpoint {path} does not match checkpoint-v1.schema.json: "
                               + "; ".join(problems), code="checkpoint-invalid", entry=path)
     try:
         parse_aware(data["created_at"])
         if data["routing"]["retry_at"] is not None:
             parse_aware(data["routing"]["retry_at"])
     except ValueError as error:
-        raise PackageRejected(f"checkpoint {path}: {error}", code="checkpoint-invalid",
+        raise PackageRejectedError(f"checkpoint {path}: {error}", code="checkpoint-invalid",
                               entry=path) from None
     if step_hash(data["step_id"]) != match.group(1):
-        raise PackageRejected(f"checkpoint {path} is not named after its step id",
+        raise PackageRejectedError(f"checkpoint {path} is not named after its step id",
                               code="checkpoint-path", entry=path)
     return Checkpoint(path=path, data=data)
 
@@ -381,12 +381,12 @@ def _check_checkpoint(cp: Checkpoint, manifest: Mapping[str, Any],
                       machine: IntakeMachine) -> None:
     if (cp.data["case_id"], cp.data["package_id"]) != (manifest["case_id"],
                                                         manifest["package_id"]):
-        raise PackageRejected(f"checkpoint {cp.path} belongs to another case or package",
+        raise PackageRejectedError(f"checkpoint {cp.path} belongs to another case or package",
                               code="checkpoint-identity", entry=cp.path)
     known = {s.value for s in machine.states}
     for name in (cp.state, cp.previous_state, cp.resume_state):
         if name is not None and name not in known:
-            raise PackageRejected(f"checkpoint {cp.path} names unknown state {name!r}",
+            raise PackageRejectedError(f"checkpoint {cp.path} names unknown state {name!r}",
                                   code="checkpoint-state", entry=cp.path, state=name)
 
 
@@ -398,7 +398,7 @@ def _check_order(cp: Checkpoint, manifest: Mapping[str, Any], later: Checkpoint 
         top_generation, top_revision = later.generation, later.analysis_revision
         newest = cp.generation < top_generation
     if not newest or cp.analysis_revision > top_revision:
-        raise PackageRejected(f"checkpoint {cp.path} (generation {cp.generation}, revision "
+        raise PackageRejectedError(f"checkpoint {cp.path} (generation {cp.generation}, revision "
                               f"{cp.analysis_revision}) is out of order", code="checkpoint-order",
                               entry=cp.path)
     if later is None and cp.generation == manifest["generation"]:
@@ -428,7 +428,7 @@ def _check_agreement(cp: Checkpoint, manifest: Mapping[str, Any]) -> None:
         expected["retry_at"], actual["retry_at"] = blocked.get("retry_at"), routing["retry_at"]
     wrong = sorted(k for k in expected if expected[k] != actual[k])
     if wrong:
-        raise PackageRejected(f"latest checkpoint {cp.path} disagrees with the manifest on "
+        raise PackageRejectedError(f"latest checkpoint {cp.path} disagrees with the manifest on "
                               + ", ".join(wrong), code="checkpoint-mismatch", entry=cp.path,
                               fields=wrong)
 

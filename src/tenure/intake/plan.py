@@ -21,7 +21,7 @@ from typing import Any
 from .archive import check_entry_name
 from .canonical import MANIFEST, canonical_json, request_hash, sha256_hex, to_utc_text
 from .config import IntakeConfig
-from .errors import PackageRejected, RequestRejected
+from .errors import PackageRejectedError, RequestRejectedError
 from .machine import IntakeMachine
 from .package import CHECKPOINT_DIR, Package, checkpoint_path
 
@@ -68,10 +68,10 @@ def make_request(machine: IntakeMachine, config: IntakeConfig, target: Any, *, s
                  details: Any = None, artifacts: Mapping[str, bytes] | None = None,
                  pointers: Mapping[str, str] | None = None, reason: str | None = None,
                  retry_at: datetime | None = None) -> AdvanceRequest:
-    """Validate the caller's request (raises RequestRejected with a code)."""
+    """Validate the caller's request (raises RequestRejectedError with a code)."""
     state = machine.state(target).value
     if not isinstance(step_id, str) or not step_id.strip() or len(step_id) > 65536:
-        raise RequestRejected("advance needs a stable, non-blank step_id (at most 65536 "
+        raise RequestRejectedError("advance needs a stable, non-blank step_id (at most 65536 "
                               "characters)", code="step-id-required")
     details = _check_details({} if details is None else details, config)
     artifacts = _check_artifacts(dict(artifacts or {}), config)
@@ -83,14 +83,14 @@ def make_request(machine: IntakeMachine, config: IntakeConfig, target: Any, *, s
 
 def _check_details(details: Any, config: IntakeConfig) -> dict[str, Any]:
     if not isinstance(details, Mapping):
-        raise RequestRejected("details must be a JSON object", code="details-invalid")
+        raise RequestRejectedError("details must be a JSON object", code="details-invalid")
     try:
         encoded = canonical_json(details)
     except (TypeError, ValueError) as error:
-        raise RequestRejected(f"details are not plain JSON: {error}",
+        raise RequestRejectedError(f"details are not plain JSON: {error}",
                               code="details-invalid") from None
     if len(encoded) > config.limits.manifest_bytes // 2:
-        raise RequestRejected("details are too large for a checkpoint (limit "
+        raise RequestRejectedError("details are too large for a checkpoint (limit "
                               f"{config.limits.manifest_bytes // 2} bytes)", code="details-invalid")
     parsed: dict[str, Any] = json.loads(encoded)
     return parsed
@@ -99,16 +99,16 @@ def _check_details(details: Any, config: IntakeConfig) -> dict[str, Any]:
 def _check_artifacts(artifacts: dict[str, bytes], config: IntakeConfig) -> dict[str, bytes]:
     for path, data in artifacts.items():
         if not isinstance(path, str) or not isinstance(data, (bytes, bytearray)):
-            raise RequestRejected("artifacts map relative paths to bytes", code="artifact-invalid")
+            raise RequestRejectedError("artifacts map relative paths to bytes", code="artifact-invalid")
         try:
             check_entry_name(path, config.limits)
-        except PackageRejected as error:
-            raise RequestRejected(f"artifact path {path!r}: {error.message}",
+        except PackageRejectedError as error:
+            raise RequestRejectedError(f"artifact path {path!r}: {error.message}",
                                   code="artifact-invalid", path=path) from None
         if path.endswith("/"):
-            raise RequestRejected(f"artifact path {path!r} names a folder", code="artifact-invalid")
+            raise RequestRejectedError(f"artifact path {path!r} names a folder", code="artifact-invalid")
         if path == MANIFEST or path.startswith(CHECKPOINT_DIR) or path == CHECKPOINT_DIR[:-1]:
-            raise RequestRejected(f"{path} is reserved to the lifecycle service",
+            raise RequestRejectedError(f"{path} is reserved to the lifecycle service",
                                   code="artifact-reserved", path=path)
     return {p: bytes(b) for p, b in artifacts.items()}
 
@@ -116,13 +116,13 @@ def _check_artifacts(artifacts: dict[str, bytes], config: IntakeConfig) -> dict[
 def _check_pointers(pointers: dict[str, str]) -> dict[str, str]:
     for name, target in pointers.items():
         if name == _RESERVED_POINTER:
-            raise RequestRejected("artifacts.lifecycle_checkpoint is maintained by the lifecycle "
+            raise RequestRejectedError("artifacts.lifecycle_checkpoint is maintained by the lifecycle "
                                   "service", code="artifact-reserved", pointer=name)
         if not isinstance(name, str) or not _POINTER.match(name) or not isinstance(target, str):
-            raise RequestRejected(f"artifact pointer {name!r} must be a lower-case name mapped to "
+            raise RequestRejectedError(f"artifact pointer {name!r} must be a lower-case name mapped to "
                                   "a path", code="artifact-invalid", pointer=str(name))
         if target.startswith(CHECKPOINT_DIR):
-            raise RequestRejected(f"pointer {name} may not point into {CHECKPOINT_DIR}",
+            raise RequestRejectedError(f"pointer {name} may not point into {CHECKPOINT_DIR}",
                                   code="artifact-reserved", pointer=name)
     return pointers
 
@@ -130,15 +130,15 @@ def _check_pointers(pointers: dict[str, str]) -> dict[str, str]:
 def _check_block(state: str, reason: str | None, retry_at: datetime | None) -> None:
     if state != "BLOCKED":
         if reason is not None or retry_at is not None:
-            raise RequestRejected("reason and retry_at are only for a move to BLOCKED",
+            raise RequestRejectedError("reason and retry_at are only for a move to BLOCKED",
                                   code="unexpected-block-fields")
         return
     if not isinstance(reason, str) or not reason.strip():
-        raise RequestRejected("BLOCKED needs a non-blank reason", code="block-reason-required")
+        raise RequestRejectedError("BLOCKED needs a non-blank reason", code="block-reason-required")
     if not isinstance(retry_at, datetime):
-        raise RequestRejected("BLOCKED needs a retry time", code="retry-time-required")
+        raise RequestRejectedError("BLOCKED needs a retry time", code="retry-time-required")
     if retry_at.tzinfo is None or retry_at.utcoffset() is None:
-        raise RequestRejected("the retry time must be timezone-aware", code="retry-time-naive")
+        raise RequestRejectedError("the retry time must be timezone-aware", code="retry-time-naive")
 
 
 def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachine,
@@ -202,7 +202,7 @@ def _new_files(current: Package, request: AdvanceRequest) -> dict[str, bytes]:
         if existing is None:
             additions[path] = data
         elif existing != sha256_hex(data):
-            raise RequestRejected(f"{path} already exists with other content; earlier content "
+            raise RequestRejectedError(f"{path} already exists with other content; earlier content "
                                   "is never replaced", code="artifact-exists", path=path)
     return additions
 
@@ -210,5 +210,5 @@ def _new_files(current: Package, request: AdvanceRequest) -> dict[str, bytes]:
 def _check_pointer_targets(pointers: Mapping[str, str], files: set[str]) -> None:
     for name, target in pointers.items():
         if target not in files:
-            raise RequestRejected(f"pointer {name} names {target!r}, which is not a file of the "
+            raise RequestRejectedError(f"pointer {name} names {target!r}, which is not a file of the "
                                   "package", code="artifact-invalid", pointer=name)

@@ -23,7 +23,7 @@ from typing import Any
 
 from .canonical import id_hash, to_utc_text, utc_now
 from .config import IntakeConfig
-from .errors import PackageRejected, StorageCorrupt
+from .errors import PackageRejectedError, StorageCorruptError
 from .fsio import atomic_write_json, fsync_dir
 from .package import Package, read_package
 from .workspace import Workspace
@@ -78,11 +78,11 @@ class CaseStorage:
             if cached is not None:
                 return cached
             package = read_package(path, self.config)
-        except PackageRejected as error:
-            raise StorageCorrupt(f"stored generation {path} is invalid: {error.message}",
+        except PackageRejectedError as error:
+            raise StorageCorruptError(f"stored generation {path} is invalid: {error.message}",
                                  path=str(path), cause=error.code) from None
         except FileNotFoundError:
-            raise StorageCorrupt(f"stored generation {path} disappeared",
+            raise StorageCorruptError(f"stored generation {path} disappeared",
                                  path=str(path)) from None
         self._check_place(package, folder, generation)
         _remember(key, package)
@@ -92,7 +92,7 @@ class CaseStorage:
         expected = (folder.parent.name, folder.name, generation)
         actual = (id_hash(package.case_id), id_hash(package.package_id), package.generation)
         if expected != actual:
-            raise StorageCorrupt(f"{folder / generation_name(generation)} holds generation "
+            raise StorageCorruptError(f"{folder / generation_name(generation)} holds generation "
                                  f"{package.generation} of another case or package",
                                  path=str(folder / generation_name(generation)))
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from .canonical import id_hash, to_utc_text
 from .config import IntakeConfig
-from .errors import Busy, LifecycleError
+from .errors import BusyError, LifecycleError
 from .fsio import FileLock, atomic_write_json, tmp_name
 
 __all__ = ["Workspace"]
@@ -111,10 +111,10 @@ class Workspace:
 
     @contextmanager
     def locked(self, case_id: str | None = None) -> Iterator[None]:
-        """Hold the worker lock (and the case lock); raise Busy at once if taken."""
+        """Hold the worker lock (and the case lock); raise BusyError at once if taken."""
         worker = self.worker_lock()
         if not worker.acquire():
-            raise Busy("another worker is processing this workspace", code="worker-busy",
+            raise BusyError("another worker is processing this workspace", code="worker-busy",
                        lock=str(worker.path))
         try:
             self.clear_stale_runtime()
@@ -130,7 +130,7 @@ class Workspace:
     def case_locked(self, case_id: str) -> Iterator[None]:
         lock = self.case_lock(case_id)
         if not lock.acquire():
-            raise Busy("another worker is processing this case", code="case-busy",
+            raise BusyError("another worker is processing this case", code="case-busy",
                        lock=str(lock.path))
         try:
             yield

@@ -12,7 +12,7 @@ conformance suite in ``tests/contract/test_object_store.py``:
 * ``postgresql://…`` — a table in PostgreSQL, :mod:`tenure.objects.postgres`.
 """
 
-from tenure.objects.base import ObjectMissing, ObjectStore, open_object_store
+from tenure.objects.base import ObjectMissingError, ObjectStore, open_object_store
 from tenure.objects.codec import decode, encode, object_id
 
-__all__ = ["ObjectStore", "ObjectMissing", "open_object_store", "encode", "decode", "object_id"]
+__all__ = ["ObjectStore", "ObjectMissingError", "open_object_store", "encode", "decode", "object_id"]

@@ -4,7 +4,7 @@
   them are durable (the folder backend fsyncs files and their directories,
   the database backend commits). Objects are immutable: putting an oid that
   exists is a no-op, never an overwrite.
-* ``get`` returns the payload or raises :class:`ObjectMissing`; it never
+* ``get`` returns the payload or raises :class:`ObjectMissingError`; it never
   returns partial bytes.
 * ``has_many`` answers for a whole batch in one round trip, so an
   incremental checkpoint asks once, not per object.
@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from tenure.errors import ConfigurationError, IntegrityError
 
 
-class ObjectMissing(IntegrityError):
+class ObjectMissingError(IntegrityError):
     """An object that a record references is not in the object store."""
 
     code = "object-missing"

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from tenure.errors import ObjectStoreError
-from tenure.objects.base import ObjectMissing
+from tenure.objects.base import ObjectMissingError
 
 
 def fsync_dir(path: str) -> None:
@@ -83,7 +83,7 @@ class LocalObjectStore:
             with open(self._path(oid), "rb") as fh:
                 return fh.read()
         except FileNotFoundError:
-            raise ObjectMissing(f"object {oid} is missing from {self.url}", oid=oid) from None
+            raise ObjectMissingError(f"object {oid} is missing from {self.url}", oid=oid) from None
         except OSError as exc:
             raise ObjectStoreError(f"cannot read object {oid}: {exc}", oid=oid) from exc
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from tenure.errors import ObjectStoreError
-from tenure.objects.base import ObjectMissing
+from tenure.objects.base import ObjectMissingError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenure_objects (
@@ -67,7 +67,7 @@ class PostgresObjectStore:
         except psycopg.Error as exc:
             raise self._error(f"read object {oid}", exc) from exc
         if row is None:
-            raise ObjectMissing(f"object {oid} is missing from the PostgreSQL object store", oid=oid)
+            raise ObjectMissingError(f"object {oid} is missing from the PostgreSQL object store", oid=oid)
         return bytes(row[0])
 
     def has_many(self, oids: Iterable[str]) -> set[str]:

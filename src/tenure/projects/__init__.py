@@ -10,22 +10,22 @@
 from tenure.projects.facade import ClaimResult, OwnershipFacade
 from tenure.projects.lifecycle import (
     ActivationRegistry,
-    ClaimRejected,
+    ClaimRejectedError,
     Engine,
-    EngineFailed,
+    EngineFailedError,
     EnginesStartRequested,
     EnginesStopRequested,
     LifecycleConfig,
     LifecycleService,
 )
-from tenure.projects.ownership import Owner, Ownership, ProjectClosed, ProjectHomeless
+from tenure.projects.ownership import Owner, Ownership, ProjectClosedError, ProjectHomelessError
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import Kind, LifecycleType, Pod, Project, Session
-from tenure.projects.store import AlreadyBound, ProjectStore, StatusConflict, SystemProject
+from tenure.projects.store import AlreadyBoundError, ProjectStore, StatusConflictError, SystemProjectError
 
 __all__ = [
-    "ActivationRegistry", "AlreadyBound", "ClaimRejected", "ClaimResult", "Engine", "EngineFailed",
+    "ActivationRegistry", "AlreadyBoundError", "ClaimRejectedError", "ClaimResult", "Engine", "EngineFailedError",
     "EnginesStartRequested", "EnginesStopRequested", "Kind", "LifecycleConfig", "LifecycleService",
     "LifecycleType", "Owner", "Ownership", "OwnershipFacade", "Pod", "PodIdentity", "PodRegistry", "Project",
-    "ProjectClosed", "ProjectHomeless", "ProjectStore", "Session", "StatusConflict", "SystemProject",
+    "ProjectClosedError", "ProjectHomelessError", "ProjectStore", "Session", "StatusConflictError", "SystemProjectError",
 ]

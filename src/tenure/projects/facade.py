@@ -1,7 +1,7 @@
 """The ownership façade: enforce a placement decision, never make one.
 
 * :meth:`OwnershipFacade.claim_for_local_pod` — claim or raise
-  :class:`ClaimRejected` naming the holder;
+  :class:`ClaimRejectedError` naming the holder;
 * :meth:`OwnershipFacade.claim_or_redirect` — claim, or say where the live
   holder is, or that it is dead but its lease not yet expired (retry after).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenure.projects.lifecycle import ClaimRejected
+from tenure.projects.lifecycle import ClaimRejectedError
 from tenure.projects.ownership import Ownership
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import Project
@@ -43,7 +43,7 @@ class OwnershipFacade:
                                        self.lease_ttl)
         if project is None:
             owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)
-            raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+            raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
                                 holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
         return project
 

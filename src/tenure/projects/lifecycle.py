@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tenure.errors import Conflict, TenureError
+from tenure.errors import ConflictError, TenureError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
-from tenure.projects.ownership import Ownership, ProjectClosed, ProjectHomeless
+from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
-from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflict, SystemProject
+from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
 from tenure.states import LeaseState, ProjectStatus, WorkspaceState
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
@@ -56,7 +56,7 @@ for _name, _what in [
 S = ProjectStatus
 
 
-class ClaimRejected(Conflict):
+class ClaimRejectedError(ConflictError):
     """Another live pod holds the project's lease."""
 
     code = "claim-rejected"
@@ -64,7 +64,7 @@ class ClaimRejected(Conflict):
     default_hint = "the project is owned elsewhere; ask its holder or wait for the lease to expire"
 
 
-class EngineFailed(TenureError):
+class EngineFailedError(TenureError):
     code = "engine-failed"
     retryable = True
     exit_code = 4
@@ -237,9 +237,9 @@ class LifecycleService:
 
     def _refuse_closed_or_homeless(self, project: Project) -> None:
         if project.status is S.CLOSED:
-            raise ProjectClosed(f"project {project.ref} is CLOSED", project=project.ref)
+            raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
         if project.lifecycle_type is LifecycleType.HOMELESS:
-            raise ProjectHomeless(f"project {project.ref} is HOMELESS", project=project.ref)
+            raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
 
     def _claim(self, tenant: str, name: str) -> Project:
         claimed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
@@ -247,7 +247,7 @@ class LifecycleService:
         if claimed is None:
             project = self.projects.get(tenant, name)
             owner = self.ownership.owner(project.id, self.config.lease_ttl)
-            raise ClaimRejected(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+            raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
                                 holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
         return claimed
 
@@ -280,7 +280,7 @@ class LifecycleService:
                 engine.start(event, folder)
             except Exception as exc:
                 self.projects.record_error(project, f"engine start failed: {exc}")
-                raise EngineFailed(f"an engine failed to start for {project.ref}: {exc}",
+                raise EngineFailedError(f"an engine failed to start for {project.ref}: {exc}",
                                    project=project.ref) from exc
 
     # ------------------------------------------------------------------ suspend
@@ -289,7 +289,7 @@ class LifecycleService:
         """Make the project SUSPENDED: engines stopped, checkpoint published, folder gone."""
         project = self.projects.get(tenant, name)
         if project.status is S.CLOSED:
-            raise StatusConflict(f"project {project.ref} is CLOSED", project=project.ref,
+            raise StatusConflictError(f"project {project.ref} is CLOSED", project=project.ref,
                                  expected="not CLOSED", actual="CLOSED")
         if project.status is S.SUSPENDED:
             return project
@@ -322,7 +322,7 @@ class LifecycleService:
             if thread.is_alive() or errors:
                 why = "timed out" if thread.is_alive() else f"failed: {errors[0]}"
                 self.projects.record_error(project, f"engine stop {why}")
-                raise EngineFailed(f"an engine stop {why} for {project.ref}; the project stays SUSPENDING",
+                raise EngineFailedError(f"an engine stop {why} for {project.ref}; the project stays SUSPENDING",
                                    project=project.ref)
 
     def _suspend_workspace(self, project: Project) -> None:
@@ -353,7 +353,7 @@ class LifecycleService:
         if project.status is S.CLOSED:
             return project
         if project.kind is Kind.SYSTEM:
-            raise SystemProject(f"project {project.ref} is a SYSTEM project", project=project.ref)
+            raise SystemProjectError(f"project {project.ref} is a SYSTEM project", project=project.ref)
         if self.store.workspaces.workspace(project.workspace_id).state is not WorkspaceState.DELETED:
             project = self.projects.fence(project, self.pod.pod_id)
             crash_point("close.after_fence")

@@ -16,7 +16,7 @@ fails if any other source file mentions those columns.
 
 from __future__ import annotations
 
-from tenure.errors import Conflict, InvalidInput, NotFound
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +45,12 @@ class Owner:
         return {"pod_id": self.pod_id, "node": self.node, "live": self.live, "expires_in": self.expires_in}
 
 
-class ProjectClosed(Conflict):
+class ProjectClosedError(ConflictError):
     code = "project-closed"
     default_hint = "a CLOSED project accepts no further operations"
 
 
-class ProjectHomeless(Conflict):
+class ProjectHomelessError(ConflictError):
     code = "project-homeless"
     default_hint = "HOMELESS projects hold metadata only and never have an owner"
 
@@ -68,7 +68,7 @@ class Ownership:
               lease_ttl: float) -> Project | None:
         """CAS: take the lease if it is free, ours, or expired. ``None`` when another pod holds it."""
         if not pod_id:
-            raise InvalidInput("claim needs the caller's pod id", code="podless-claim",
+            raise InvalidInputError("claim needs the caller's pod id", code="podless-claim",
                                hint="claims are made by a pod; start one or pass --pod-id")
         with self.db.transaction() as tx:
             claimed = tx.execute(
@@ -98,11 +98,11 @@ class Ownership:
         row = tx.one("SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n",
                      {"t": tenant, "n": name})
         if row is None:
-            raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
+            raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
         if row["status"] == "CLOSED":
-            raise ProjectClosed(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
+            raise ProjectClosedError(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
         if row["lifecycle_type"] == "HOMELESS":
-            raise ProjectHomeless(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
+            raise ProjectHomelessError(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
 
     def renew_leases(self, pod_id: str) -> int:
         """One statement per beat: extend every lease this pod holds; return the matched count."""
@@ -137,7 +137,7 @@ class Ownership:
             row = tx.one("SELECT home_pod_id, home_node, claimed_at + :ttl - {now} AS expires_in"
                          " FROM projects WHERE id = :id", {"id": project_id, "ttl": lease_ttl})
         if row is None:
-            raise NotFound(f"no project {project_id}", code="project-not-found")
+            raise NotFoundError(f"no project {project_id}", code="project-not-found")
         expires_in = None if row["expires_in"] is None else float(row["expires_in"])
         live = row["home_pod_id"] is not None and expires_in is not None and expires_in > 0
         return Owner(row["home_pod_id"], row["home_node"], live, expires_in)

@@ -51,9 +51,9 @@ class PodRegistry:
         with self.db.transaction(write=False) as tx:
             row = tx.one("SELECT * FROM pods WHERE id = :id", {"id": pod_id})
         if row is None:
-            from tenure.errors import NotFound
+            from tenure.errors import NotFoundError
 
-            raise NotFound(f"no pod {pod_id}", code="pod-not-found")
+            raise NotFoundError(f"no pod {pod_id}", code="pod-not-found")
         return Pod.from_row(row)
 
     def heartbeat(self, pod_id: str) -> bool:

@@ -15,8 +15,8 @@ import math
 import re
 from typing import Any
 
-from tenure.errors import Conflict, InvalidInput, NotFound, StaleGeneration
-from tenure.projects.ownership import ProjectClosed
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError
+from tenure.projects.ownership import ProjectClosedError
 from tenure.projects.records import PROJECT_COLUMNS, Kind, LifecycleType, Project, Session
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store, validate_name
@@ -30,19 +30,19 @@ _DEMANDED = ("(CASE WHEN EXISTS (SELECT 1 FROM project_demand d WHERE d.project_
              " THEN 1 ELSE 0 END)")
 
 
-class StatusConflict(Conflict):
+class StatusConflictError(ConflictError):
     """The project's status is not the one the caller expected."""
 
     code = "status-conflict"
     default_hint = "read the project again; another operation changed its status"
 
 
-class SystemProject(Conflict):
+class SystemProjectError(ConflictError):
     code = "system-project"
     default_hint = "SYSTEM projects cannot be closed or change lifecycle type"
 
 
-class AlreadyBound(Conflict):
+class AlreadyBoundError(ConflictError):
     code = "already-bound"
     default_hint = "the session is bound to another live connection"
 
@@ -50,10 +50,10 @@ class AlreadyBound(Conflict):
 def validate_selector(selector: dict[str, str]) -> dict[str, str]:
     """A pod selector: label key → exact value (ADR 0008)."""
     if not isinstance(selector, dict):
-        raise InvalidInput("a placement selector is a JSON object of label = value", code="invalid-selector")
+        raise InvalidInputError("a placement selector is a JSON object of label = value", code="invalid-selector")
     for key, value in selector.items():
         if not (isinstance(key, str) and isinstance(value, str) and _LABEL.fullmatch(key) and _LABEL.fullmatch(value)):
-            raise InvalidInput(f"invalid selector entry {key!r}={value!r}", code="invalid-selector",
+            raise InvalidInputError(f"invalid selector entry {key!r}={value!r}", code="invalid-selector",
                                hint="keys and values: 1-63 of letters, digits, '.', '_', '/', '-'")
     return selector
 
@@ -74,7 +74,7 @@ class ProjectStore:
         pid = new_id("p-")
         with self.db.transaction() as tx:
             if tx.one("SELECT id FROM projects WHERE tenant = :t AND name = :n", {"t": tenant, "n": name}):
-                raise Conflict(f"project {tenant}/{name} already exists", code="project-exists",
+                raise ConflictError(f"project {tenant}/{name} already exists", code="project-exists",
                                project=f"{tenant}/{name}")
             ws = self.store.workspaces.create(f"prj-{pid[2:]}", tx=tx)
             tx.execute("INSERT INTO projects (id, tenant, name, project_group, status, kind, lifecycle_type,"
@@ -88,7 +88,7 @@ class ProjectStore:
         row = tx.one(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE tenant = :t AND name = :n",
                      {"t": tenant, "n": name})
         if row is None:
-            raise NotFound(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}",
+            raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}",
                            hint="list projects with `tenure project list`")
         return Project.from_row(row)
 
@@ -122,12 +122,12 @@ class ProjectStore:
     @staticmethod
     def _refuse(current: Project, expected: ProjectStatus, generation: int) -> None:
         if current.generation != generation:
-            raise StaleGeneration(f"project {current.ref}: generation {generation} is fenced, {current.generation}"
+            raise StaleGenerationError(f"project {current.ref}: generation {generation} is fenced, {current.generation}"
                                   " is current", generation=generation, current_generation=current.generation,
                                   project=current.ref)
         if current.status is ProjectStatus.CLOSED:
-            raise ProjectClosed(f"project {current.ref} is CLOSED", project=current.ref)
-        raise StatusConflict(f"project {current.ref} is {current.status.value}, expected {expected.value}",
+            raise ProjectClosedError(f"project {current.ref} is CLOSED", project=current.ref)
+        raise StatusConflictError(f"project {current.ref} is {current.status.value}, expected {expected.value}",
                              project=current.ref, expected=expected.value, actual=current.status.value)
 
     def record_error(self, project: Project, error: str | None) -> None:
@@ -151,7 +151,7 @@ class ProjectStore:
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
             if current.kind is Kind.SYSTEM:
-                raise SystemProject(f"project {current.ref} is a SYSTEM project", project=current.ref)
+                raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             PROJECT.check(current.status, ProjectStatus.CLOSED)
             rows = tx.count("UPDATE projects SET status = 'CLOSED', project_group = :grp, updated_at = {now}"
                             " WHERE id = :id AND kind <> 'SYSTEM' AND status <> 'CLOSED' AND generation = :g",
@@ -165,14 +165,14 @@ class ProjectStore:
     def set_lifecycle_type(self, tenant: str, name: str, value: LifecycleType) -> Project:
         """Switch between AUTO, EPHEMERAL and PERMANENT; refuses HOMELESS (either side) and SYSTEM."""
         if value is LifecycleType.HOMELESS:
-            raise InvalidInput("a project cannot become HOMELESS; that type is fixed at creation",
+            raise InvalidInputError("a project cannot become HOMELESS; that type is fixed at creation",
                                code="lifecycle-type-refused")
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
             if current.kind is Kind.SYSTEM:
-                raise SystemProject(f"project {current.ref} is a SYSTEM project", project=current.ref)
+                raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             if current.lifecycle_type is LifecycleType.HOMELESS:
-                raise InvalidInput(f"project {current.ref} is HOMELESS; its type is fixed",
+                raise InvalidInputError(f"project {current.ref} is HOMELESS; its type is fixed",
                                    code="lifecycle-type-refused")
             tx.execute("UPDATE projects SET lifecycle_type = :v, updated_at = {now} WHERE id = :id"
                        " AND lifecycle_type <> 'HOMELESS' AND kind <> 'SYSTEM'", {"v": value.value, "id": current.id})
@@ -181,7 +181,7 @@ class ProjectStore:
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
         validate_selector(selector)
         if not (isinstance(score, (int, float)) and math.isfinite(score) and score > 0):
-            raise InvalidInput(f"invalid placement score {score!r}", code="invalid-score",
+            raise InvalidInputError(f"invalid placement score {score!r}", code="invalid-score",
                                hint="a positive, finite number")
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
@@ -248,7 +248,7 @@ class ProjectStore:
         with self.db.transaction(write=False) as tx:
             row = tx.one("SELECT * FROM sessions WHERE id = :id", {"id": session_id})
         if row is None:
-            raise NotFound(f"no session {session_id}", code="session-not-found")
+            raise NotFoundError(f"no session {session_id}", code="session-not-found")
         return Session.from_row(row)
 
     def sessions(self, project: Project) -> builtins.list[Session]:
@@ -267,15 +267,15 @@ class ProjectStore:
             row = tx.one("SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.project_id"
                          " WHERE s.id = :id", {"id": session_id})
         if row is None:
-            raise NotFound(f"no session {session_id}", code="session-not-found")
+            raise NotFoundError(f"no session {session_id}", code="session-not-found")
         if rows == 1:
             return Session.from_row(row)
         if int(row["generation"]) != generation:
-            raise StaleGeneration(f"session {session_id}: project generation {generation} is fenced",
+            raise StaleGenerationError(f"session {session_id}: project generation {generation} is fenced",
                                   generation=generation, current_generation=int(row["generation"]))
         if row["status"] == ProjectStatus.CLOSED.value:
-            raise ProjectClosed(f"session {session_id} belongs to a CLOSED project", session=session_id)
-        raise AlreadyBound(f"session {session_id} is bound to connection {row['bound_connection_id']}",
+            raise ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
+        raise AlreadyBoundError(f"session {session_id} is bound to connection {row['bound_connection_id']}",
                            connection=row["bound_connection_id"])
 
     def unbind_sessions(self, project_ids: builtins.list[str]) -> int:

@@ -17,13 +17,13 @@ This package keeps no records: snapshot records, pins and GC live above it.
 
 from tenure.snapshots.build import build_tree
 from tenure.snapshots.errors import (
-    FolderChanged,
-    NotAFolder,
-    RestoreTargetNotEmpty,
-    SnapshotDamaged,
+    FolderChangedError,
+    NotAFolderError,
+    RestoreTargetNotEmptyError,
+    SnapshotDamagedError,
     TreeFormatError,
-    UnreadableFile,
-    UploadIncomplete,
+    UnreadableFileError,
+    UploadIncompleteError,
 )
 from tenure.snapshots.restore import clean_restore_leftovers, restore_tree
 from tenure.snapshots.results import BuildResult, RestoreResult, VerifyResult
@@ -41,11 +41,11 @@ __all__ = [
     "RestoreResult",
     "VerifyResult",
     "TreeEntry",
-    "NotAFolder",
-    "UnreadableFile",
-    "RestoreTargetNotEmpty",
-    "FolderChanged",
-    "SnapshotDamaged",
+    "NotAFolderError",
+    "UnreadableFileError",
+    "RestoreTargetNotEmptyError",
+    "FolderChangedError",
+    "SnapshotDamagedError",
     "TreeFormatError",
-    "UploadIncomplete",
+    "UploadIncompleteError",
 ]

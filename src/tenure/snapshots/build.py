@@ -50,7 +50,7 @@ from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import encode
 from tenure.snapshots.chunking import CHUNKED_FROM, iter_chunks, new_chunker
-from tenure.snapshots.errors import FolderChanged, NotAFolder, UploadIncomplete
+from tenure.snapshots.errors import FolderChangedError, NotAFolderError, UploadIncompleteError
 from tenure.snapshots.feed import ReadAhead, open_file, read_error
 from tenure.snapshots.ignore import load_ignore
 from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, load_index, save_index
@@ -126,7 +126,7 @@ def _folder_bytes(folder: str) -> bytes:
             return path
     except OSError:
         pass
-    raise NotAFolder(f"{folder!r} is not a folder", path=folder)
+    raise NotAFolderError(f"{folder!r} is not a folder", path=folder)
 
 
 def _excluded(root: bytes, index_path: str | None) -> frozenset[bytes]:
@@ -278,7 +278,7 @@ class _Build:
         fd = open_file(self.root, f.rel)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise FolderChanged(f"{os.fsdecode(f.rel)!r} is no longer a regular file", path=os.fsdecode(f.rel))
+                raise FolderChangedError(f"{os.fsdecode(f.rel)!r} is no longer a regular file", path=os.fsdecode(f.rel))
             pending: list[tuple[Slot | str, int, int]] = []
             for chunk in iter_chunks(fd, f.size, self._chunker):
                 pending.append((uploader.add_chunk(chunk, probe=probe), 0, len(chunk)))
@@ -320,7 +320,7 @@ class _Build:
                 self._store_trees({oid: p for oid, p in trees.items() if oid not in confirmed})
                 return trees
             self._repair(scan, lost)
-        raise UploadIncomplete(f"objects kept vanishing from {self.objects.url} while the tree was stored",
+        raise UploadIncompleteError(f"objects kept vanishing from {self.objects.url} while the tree was stored",
                                folder=os.fsdecode(self.root))
 
     def _repair(self, scan: Scan, lost: frozenset[str]) -> None:

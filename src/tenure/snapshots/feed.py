@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import cast
 
 from tenure.snapshots.chunking import CHUNKED_FROM
-from tenure.snapshots.errors import FolderChanged, UnreadableFile
+from tenure.snapshots.errors import FolderChangedError, UnreadableFileError
 from tenure.snapshots.scan import FileNode
 
 MiB = 1 << 20
@@ -162,5 +162,5 @@ def open_file(root: bytes, rel: bytes) -> int:
 def read_error(rel: bytes, exc: OSError) -> Exception:
     path = os.fsdecode(rel)
     if exc.errno in (errno.ENOENT, errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.EAGAIN):
-        return FolderChanged(f"{path!r} changed while it was being read ({exc.strerror})", path=path)
-    return UnreadableFile(f"cannot read {path!r}: {exc.strerror}", path=path, reason=exc.strerror)
+        return FolderChangedError(f"{path!r} changed while it was being read ({exc.strerror})", path=path)
+    return UnreadableFileError(f"cannot read {path!r}: {exc.strerror}", path=path, reason=exc.strerror)

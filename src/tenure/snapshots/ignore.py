@@ -15,7 +15,7 @@ import stat
 
 import pathspec
 
-from tenure.snapshots.errors import UnreadableFile
+from tenure.snapshots.errors import UnreadableFileError
 
 IGNORE_FILE = ".tenureignore"
 _IGNORE_FILE_B = os.fsencode(IGNORE_FILE)
@@ -48,7 +48,7 @@ def load_ignore(folder: bytes) -> IgnoreRules:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return IgnoreRules(None)
-        raise UnreadableFile(f"cannot read {os.fsdecode(path)!r}: {exc.strerror}",
+        raise UnreadableFileError(f"cannot read {os.fsdecode(path)!r}: {exc.strerror}",
                              path=IGNORE_FILE, reason=exc.strerror) from None
     with open(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import blake3
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissing, ObjectStore, decode
+from tenure.objects import ObjectMissingError, ObjectStore, decode
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.index import RACY_MARGIN_NS, StatKey, stat_key
 from tenure.snapshots.treeformat import FileItem, Ref, SymlinkItem, Tree
@@ -96,7 +96,7 @@ def _fetch(objects: ObjectStore, oid: str) -> tuple[bytes | None, bool]:
     """``(plain, False)``, or ``(None, missing?)`` when the object is gone or corrupt."""
     try:
         return decode(oid, objects.get(oid)), False
-    except ObjectMissing:
+    except ObjectMissingError:
         return None, True
     except IntegrityError:
         return None, False

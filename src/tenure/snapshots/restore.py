@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
-from tenure.snapshots.errors import RestoreTargetNotEmpty
+from tenure.snapshots.errors import RestoreTargetNotEmptyError
 from tenure.snapshots.fsutil import force_rmtree, fsync_dir, sync_filesystem
 from tenure.snapshots.index import save_index
 from tenure.snapshots.materialize import Materializer, Plan
@@ -61,7 +61,7 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
                  workers: int | None = None, durable: bool = True) -> RestoreResult:
     """Materialize tree ``root`` as folder ``dest`` (see the module docstring).
 
-    Missing or corrupt objects raise :class:`SnapshotDamaged` naming the lost
+    Missing or corrupt objects raise :class:`SnapshotDamagedError` naming the lost
     paths and leave no trace; with ``partial=True`` every intact file is
     restored and the lost paths are returned instead. ``index_path`` receives
     an index of the restored folder, so checking it in right away reads
@@ -135,7 +135,7 @@ def _check_target(dest: str) -> None:
         with os.scandir(dest) as entries:
             if next(entries, None) is None:
                 return
-    raise RestoreTargetNotEmpty(f"restore target {dest!r} exists and is not an empty folder", path=dest)
+    raise RestoreTargetNotEmptyError(f"restore target {dest!r} exists and is not an empty folder", path=dest)
 
 
 def _temp_folder(dest: str) -> str:
@@ -152,7 +152,7 @@ def _rename_into_place(temp: str, dest: str) -> None:
     except OSError as exc:
         force_rmtree(temp)
         if isinstance(exc, (FileExistsError, NotADirectoryError, IsADirectoryError)) or exc.errno == errno.ENOTEMPTY:
-            raise RestoreTargetNotEmpty(f"restore target {dest!r} was filled while restoring", path=dest) from None
+            raise RestoreTargetNotEmptyError(f"restore target {dest!r} was filled while restoring", path=dest) from None
         raise
 
 

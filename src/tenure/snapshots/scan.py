@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
-from tenure.snapshots.errors import FolderChanged, UnreadableFile
+from tenure.snapshots.errors import FolderChangedError, UnreadableFileError
 from tenure.snapshots.ignore import IgnoreRules
 from tenure.snapshots.index import StatKey
 from tenure.snapshots.treeformat import Ref
@@ -186,10 +186,10 @@ def _list(folder: bytes, rel: bytes) -> list[os.DirEntry[bytes]]:
         with os.scandir(path) as entries:
             return sorted(entries, key=_by_name)
     except (FileNotFoundError, NotADirectoryError):
-        raise FolderChanged(f"folder {os.fsdecode(rel)!r} vanished during the scan",
+        raise FolderChangedError(f"folder {os.fsdecode(rel)!r} vanished during the scan",
                             path=os.fsdecode(rel)) from None
     except OSError as exc:
-        raise UnreadableFile(f"cannot read folder {os.fsdecode(rel or b'.')!r}: {exc.strerror}",
+        raise UnreadableFileError(f"cannot read folder {os.fsdecode(rel or b'.')!r}: {exc.strerror}",
                              path=os.fsdecode(rel or b"."), reason=exc.strerror) from None
 
 
@@ -199,5 +199,5 @@ def _readlink(path: bytes, rel: bytes) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UnreadableFile(f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}",
+        raise UnreadableFileError(f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}",
                              path=os.fsdecode(rel), reason=exc.strerror) from None

@@ -16,7 +16,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissing, ObjectStore, decode
+from tenure.objects import ObjectMissingError, ObjectStore, decode
 from tenure.snapshots.errors import TreeFormatError
 from tenure.snapshots.results import VerifyResult
 from tenure.snapshots.walk import load_listing
@@ -66,7 +66,7 @@ def _check(objects: ObjectStore, oid: str) -> tuple[str, int]:
     """``("ok" | "missing" | "corrupt", stored size)``."""
     try:
         payload = objects.get(oid)
-    except ObjectMissing:
+    except ObjectMissingError:
         return "missing", 0
     try:
         decode(oid, payload)

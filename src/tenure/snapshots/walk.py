@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissing, ObjectStore, decode
-from tenure.snapshots.errors import SnapshotDamaged, TreeFormatError
+from tenure.objects import ObjectMissingError, ObjectStore, decode
+from tenure.snapshots.errors import SnapshotDamagedError, TreeFormatError
 from tenure.snapshots.treeformat import (
     NO_RECORD,
     ChunkRef,
@@ -137,7 +137,7 @@ def _fetch(objects: ObjectStore, oid: str, listing: Listing, length: int | None 
     """The plain content of a tree object, or ``None`` (recorded as missing or corrupt)."""
     try:
         payload = objects.get(oid)
-    except ObjectMissing:
+    except ObjectMissingError:
         listing.tree_missing.add(oid)
         return None
     listing.trees[oid] = len(payload)
@@ -193,9 +193,9 @@ def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
 
 def damaged_error(listing: Listing, missing: set[str] | frozenset[str] = frozenset(),
                   corrupt: set[str] | frozenset[str] = frozenset(),
-                  lost_files: list[str] | None = None) -> SnapshotDamaged:
+                  lost_files: list[str] | None = None) -> SnapshotDamagedError:
     lost = listing.lost_folders() + (lost_files or [])
-    return SnapshotDamaged.of(listing.root, lost, set(missing) | listing.tree_missing,
+    return SnapshotDamagedError.of(listing.root, lost, set(missing) | listing.tree_missing,
                               set(corrupt) | listing.tree_corrupt)
 
 
@@ -207,7 +207,7 @@ def tree_closure(root: str, objects: ObjectStore) -> frozenset[str]:
     Tree chunks are named, not read, so a missing one shows up when the
     caller checks the closure against the store. If id chunks are damaged,
     the closure is taken from the file records instead. Raises
-    :class:`SnapshotDamaged` when neither way can tell the whole closure
+    :class:`SnapshotDamagedError` when neither way can tell the whole closure
     (the root, or a folder record, is lost).
     """
     listing = _empty(root)

@@ -13,11 +13,11 @@ from tenure.store.connector import Connector, open_connector
 from tenure.store.migrate import migrate
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 from tenure.store.snapshots import SnapshotStore
-from tenure.store.workspaces import LeaseHeld, LeaseLost, WorkspaceStore, validate_name
+from tenure.store.workspaces import LeaseHeldError, LeaseLostError, WorkspaceStore, validate_name
 
 __all__ = [
     "Store", "open_store", "Workspace", "WriterLease", "Snapshot", "CheckpointTicket",
-    "LeaseHeld", "LeaseLost", "validate_name",
+    "LeaseHeldError", "LeaseLostError", "validate_name",
 ]
 
 

@@ -4,7 +4,7 @@ A connector hands out transactions. SQL is written once with ``:name``
 parameters and a ``{now}`` placeholder for the store clock; the connector
 translates both to its dialect. Driver errors are mapped at this boundary to
 :class:`~tenure.errors.StoreError` (retryable) or
-:class:`~tenure.errors.VersionConflict` (a unique or serialization failure).
+:class:`~tenure.errors.VersionConflictError` (a unique or serialization failure).
 
 SQLite settings (see docs/adr/0002-sqlite-durability.md): WAL journal,
 ``synchronous=FULL`` so a committed transaction survives power loss,
@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-from tenure.errors import ConfigurationError, InvalidInput, StoreError, VersionConflict
+from tenure.errors import ConfigurationError, InvalidInputError, StoreError, VersionConflictError
 
 Row = dict[str, Any]
 _PARAM = re.compile(r"(?<!:):([a-zA-Z_][a-zA-Z0-9_]*)")
@@ -102,7 +102,7 @@ class SqliteTx(_BaseTx):
 
 def _map_sqlite(exc: sqlite3.Error) -> Exception:
     if isinstance(exc, sqlite3.IntegrityError):
-        return VersionConflict(f"store constraint violated: {exc}")
+        return VersionConflictError(f"store constraint violated: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return StoreError(f"store is busy: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
@@ -207,10 +207,10 @@ def _map_postgres(exc: Exception) -> Exception:
     import psycopg.errors as pe
 
     if isinstance(exc, psycopg.DataError):
-        return InvalidInput(f"the store cannot hold this value: {exc}".strip(), code="invalid-input",
+        return InvalidInputError(f"the store cannot hold this value: {exc}".strip(), code="invalid-input",
                             hint="names and values must be plain text without NUL characters")
     if isinstance(exc, (pe.UniqueViolation, pe.SerializationFailure, pe.DeadlockDetected)):
-        return VersionConflict(f"concurrent change: {exc}".strip())
+        return VersionConflictError(f"concurrent change: {exc}".strip())
     if isinstance(exc, pe.OperationalError):
         return StoreError(f"PostgreSQL is unreachable: {exc}".strip())
     return StoreError(f"PostgreSQL error: {exc}".strip(), code="store-error")

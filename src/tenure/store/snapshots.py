@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tenure.errors import Conflict, NotFound, VersionConflict
+from tenure.errors import ConflictError, NotFoundError, VersionConflictError
 from tenure.states import READABLE_SNAPSHOT_STATES, SNAPSHOT, SnapshotState
 from tenure.store.connector import Connector, Tx
 from tenure.store.records import Snapshot
@@ -55,7 +55,7 @@ class SnapshotStore:
             rows = tx.execute("SELECT * FROM snapshots WHERE id LIKE :p LIMIT 2", {"p": ref.replace("%", "") + "%"})
             row = rows[0] if len(rows) == 1 else None
         if row is None:
-            raise NotFound(f"no snapshot {ref!r}", code="snapshot-not-found",
+            raise NotFoundError(f"no snapshot {ref!r}", code="snapshot-not-found",
                            hint="list snapshots with `tenure snapshot list WORKSPACE`", snapshot=ref)
         return Snapshot.from_row(row)
 
@@ -84,7 +84,7 @@ class SnapshotStore:
                               " WHERE id = :id AND state = :s RETURNING *",
                               {"t": target.value, "e": error, "id": snap.id, "s": source.value})
             if not rows:
-                raise VersionConflict(f"snapshot {snap.id} changed concurrently", snapshot=snap.id)
+                raise VersionConflictError(f"snapshot {snap.id} changed concurrently", snapshot=snap.id)
             return Snapshot.from_row(rows[0])
 
     def delete(self, ref: str) -> Snapshot:
@@ -102,10 +102,10 @@ class SnapshotStore:
             head = tx.one("SELECT name FROM workspaces WHERE head_snapshot_id = :id AND state <> 'DELETED'",
                           {"id": snap.id})
             if head is not None:
-                raise Conflict(f"snapshot {snap.id} is the head of workspace {head['name']!r}",
+                raise ConflictError(f"snapshot {snap.id} is the head of workspace {head['name']!r}",
                                code="snapshot-is-head", hint="checkpoint a newer head first",
                                snapshot=snap.id, workspace=head["name"])
-            raise Conflict(f"snapshot {snap.id} is pinned", code="snapshot-pinned",
+            raise ConflictError(f"snapshot {snap.id} is pinned", code="snapshot-pinned",
                            hint="unpin it with `tenure snapshot unpin`", snapshot=snap.id)
 
     def prune(self, workspace_id: str, keep_last: int) -> builtins.list[Snapshot]:
@@ -121,7 +121,7 @@ class SnapshotStore:
         for snap in [s for s in ready if s.id not in keep] + failed:
             try:
                 doomed.append(self.delete(snap.id))
-            except Conflict as exc:
+            except ConflictError as exc:
                 if exc.code not in ("snapshot-is-head", "snapshot-pinned"):
                     raise
         return doomed
@@ -162,7 +162,7 @@ class SnapshotStore:
                 f" WHERE EXISTS (SELECT 1 FROM snapshots WHERE id = :s AND state IN {_READABLE_SQL}) RETURNING id",
                 {"id": pid, "k": kind, "s": snap.id, "h": holder, "ttl": ttl_s})
             if not rows:
-                raise Conflict(f"snapshot {snap.id} is {snap.state.value} and can no longer be read",
+                raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and can no longer be read",
                                code="snapshot-not-readable", snapshot=snap.id, state=snap.state.value)
         return pid
 

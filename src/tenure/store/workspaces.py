@@ -19,12 +19,12 @@ import uuid
 from typing import Any
 
 from tenure.errors import (
-    Conflict,
-    IdempotencyConflict,
-    InvalidInput,
-    NotFound,
-    StaleGeneration,
-    VersionConflict,
+    ConflictError,
+    IdempotencyConflictError,
+    InvalidInputError,
+    NotFoundError,
+    StaleGenerationError,
+    VersionConflictError,
 )
 from tenure.faults import crash_point, register
 from tenure.states import (
@@ -48,7 +48,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LIVE = ("ACTIVE", "RELEASING")
 
 
-class LeaseHeld(Conflict):
+class LeaseHeldError(ConflictError):
     """Another writer holds a live lease on the workspace."""
 
     code = "lease-held"
@@ -56,7 +56,7 @@ class LeaseHeld(Conflict):
     default_hint = "wait for the holder to release it or for its lease to expire"
 
 
-class LeaseLost(Conflict):
+class LeaseLostError(ConflictError):
     """The writer's own lease expired, was released or was revoked."""
 
     code = "lease-lost"
@@ -66,7 +66,7 @@ class LeaseLost(Conflict):
 def validate_name(kind: str, name: str) -> str:
     """Names become keys and display strings: keep them plain."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
-        raise InvalidInput(
+        raise InvalidInputError(
             f"invalid {kind} name {name!r}",
             hint="use 1-128 characters: letters, digits, '.', '_' or '-', starting with a letter or digit",
             code="invalid-name",
@@ -100,7 +100,7 @@ class WorkspaceStore:
             with self.db.transaction(write=False) as rtx:
                 row = rtx.one(sql, {"r": ref})
         if row is None:
-            raise NotFound(f"no workspace named {ref!r}", code="workspace-not-found",
+            raise NotFoundError(f"no workspace named {ref!r}", code="workspace-not-found",
                            hint="list workspaces with `tenure workspace list`", workspace=ref)
         return Workspace.from_row(row)
 
@@ -139,7 +139,7 @@ class WorkspaceStore:
                 return self.create(name, base_snapshot_id, own)
         wid = new_id("w-")
         if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
-            raise Conflict(f"workspace {name!r} already exists", code="workspace-exists",
+            raise ConflictError(f"workspace {name!r} already exists", code="workspace-exists",
                            hint="pick another name", workspace=name)
         params = {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value}
         if base_snapshot_id is None:
@@ -159,8 +159,8 @@ class WorkspaceStore:
     def _refuse_base(tx: Tx, snapshot_id: str) -> None:
         row = tx.one("SELECT state FROM snapshots WHERE id = :b", {"b": snapshot_id})
         if row is None:
-            raise NotFound(f"no snapshot {snapshot_id}", code="snapshot-not-found", snapshot=snapshot_id)
-        raise Conflict(f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
+            raise NotFoundError(f"no snapshot {snapshot_id}", code="snapshot-not-found", snapshot=snapshot_id)
+        raise ConflictError(f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
                        code="snapshot-not-ready", hint="pick a READY snapshot (`tenure snapshot list`)",
                        snapshot=snapshot_id, state=row["state"])
 
@@ -172,7 +172,7 @@ class WorkspaceStore:
                           " WHERE id = :id AND state = :e RETURNING id",
                           {"t": target.value, "e": expected.value, "id": wid})
         if not rows:
-            raise VersionConflict(f"workspace changed concurrently (expected {expected.value})",
+            raise VersionConflictError(f"workspace changed concurrently (expected {expected.value})",
                                   workspace=wid, expected=expected.value)
 
     def expire(self, ref: str) -> Workspace:
@@ -201,7 +201,7 @@ class WorkspaceStore:
                               " WHERE id = :id AND state = 'EXPIRING' AND expiring_since + :g >= {now} RETURNING id",
                               {"id": ws.id, "g": grace_s})
             if not rows:
-                raise VersionConflict("workspace changed concurrently", workspace=ws.id)
+                raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
 
     def delete_expired(self, ref: str) -> Workspace:
@@ -216,7 +216,7 @@ class WorkspaceStore:
                 " AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN"
                 " ('ACTIVE', 'RELEASING') AND expires_at > {now}) RETURNING id", {"id": ws.id})
             if not rows:
-                raise VersionConflict("workspace changed concurrently", workspace=ws.id)
+                raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
 
     def dispose(self, ref: str, generation: int) -> Workspace:
@@ -230,7 +230,7 @@ class WorkspaceStore:
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
             if ws.writer_generation != generation:
-                raise StaleGeneration(f"workspace {ws.name!r}: generation {generation} is fenced",
+                raise StaleGenerationError(f"workspace {ws.name!r}: generation {generation} is fenced",
                                       generation=generation, current_generation=ws.writer_generation)
             if ws.state is not WorkspaceState.DELETED:
                 WORKSPACE.force(ws.state, WorkspaceState.DELETED, ForcePath.TAKEOVER)
@@ -251,7 +251,7 @@ class WorkspaceStore:
                 tx: Tx | None = None) -> WriterLease:
         """Issue a new writer lease at the next generation and activate it.
 
-        Refused with :class:`LeaseHeld` while another holder's lease is live,
+        Refused with :class:`LeaseHeldError` while another holder's lease is live,
         unless ``takeover``. Older non-terminal leases become EXPIRED (past
         their TTL) or REVOKED; a workspace left MOUNTED or CHECKPOINTING by a
         former writer is moved to MOUNTED through the named takeover path and
@@ -265,7 +265,7 @@ class WorkspaceStore:
         current = self.lease(ws.id, ws.writer_generation, tx)
         if (current is not None and current.state.value in LIVE + ("ISSUED",) and current.expires_at > now
                 and current.holder != holder and not takeover):
-            raise LeaseHeld(f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
+            raise LeaseHeldError(f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
                             holder=current.holder, generation=current.generation,
                             expires_in=round(current.expires_at - now, 3))
         if ws.state in (WorkspaceState.IDLE,):
@@ -273,7 +273,7 @@ class WorkspaceStore:
         elif ws.state in (WorkspaceState.MOUNTED, WorkspaceState.CHECKPOINTING):
             target = WORKSPACE.force(ws.state, WorkspaceState.MOUNTED, ForcePath.TAKEOVER)
         else:
-            raise Conflict(f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
+            raise ConflictError(f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
                            code="workspace-not-mountable", workspace=ws.name, state=ws.state.value)
         generation = ws.writer_generation + 1
         bumped = tx.execute(
@@ -282,7 +282,7 @@ class WorkspaceStore:
             " WHERE id = :id AND writer_generation = :old RETURNING id",
             {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
         if not bumped:
-            raise VersionConflict(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
+            raise VersionConflictError(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
         if ws.pending_snapshot_id is not None:
             tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now}"
                        " WHERE id = :s AND state IN ('UPLOADING', 'VALIDATING')",
@@ -305,7 +305,7 @@ class WorkspaceStore:
         rows = tx.execute("UPDATE writer_leases SET state = :t, updated_at = {now} WHERE id = :id AND state = :e"
                           " RETURNING id", {"t": target.value, "e": expected.value, "id": lid})
         if not rows:
-            raise VersionConflict("writer lease changed concurrently", lease=lid)
+            raise VersionConflictError("writer lease changed concurrently", lease=lid)
 
     def renew(self, lease: WriterLease, ttl_s: float) -> bool:
         """Extend a live, current lease; False when it is no longer renewable."""
@@ -367,7 +367,7 @@ class WorkspaceStore:
         """A guarded write matched nothing: say why, then raise."""
         ws = self.workspace(lease.workspace_id, tx)
         if ws.writer_generation != lease.generation:
-            raise StaleGeneration(
+            raise StaleGenerationError(
                 f"writer generation {lease.generation} of workspace {ws.name!r} is fenced: generation"
                 f" {ws.writer_generation} is current", generation=lease.generation,
                 current_generation=ws.writer_generation, workspace=ws.name)
@@ -375,10 +375,10 @@ class WorkspaceStore:
         current = self.lease(ws.id, lease.generation, tx)
         if current is None or current.state.value not in LIVE or current.expires_at <= now:
             state = "missing" if current is None else current.state.value
-            raise LeaseLost(f"writer lease generation {lease.generation} is no longer live ({state},"
+            raise LeaseLostError(f"writer lease generation {lease.generation} is no longer live ({state},"
                             f" expired {max(0.0, now - (current.expires_at if current else now)):.3f}s ago)",
                             generation=lease.generation, lease_state=state)
-        raise VersionConflict(f"workspace {ws.name!r} is {ws.state.value}"
+        raise VersionConflictError(f"workspace {ws.name!r} is {ws.state.value}"
                               + (f", expected {expected.value}" if expected else ""),
                               workspace=ws.name, state=ws.state.value)
 
@@ -409,13 +409,13 @@ class WorkspaceStore:
                     assert ws.pending_version is not None
                     return CheckpointTicket(ws.id, snap.id, key, ws.pending_version, snap.parent_id,
                                             lease.generation, resumed=True)
-                raise IdempotencyConflict(
+                raise IdempotencyConflictError(
                     f"idempotency key {key!r} belongs to snapshot {snap.id}, which is {snap.state.value}",
                     snapshot=snap.id, state=snap.state.value,
                     hint="use a new idempotency key for a new checkpoint")
             sid = new_id("s-")
             if ws.writer_generation == lease.generation and ws.state is WorkspaceState.CHECKPOINTING:
-                raise Conflict(f"workspace {ws.name!r} has an unfinished checkpoint under key {ws.pending_key!r}",
+                raise ConflictError(f"workspace {ws.name!r} has an unfinished checkpoint under key {ws.pending_key!r}",
                                code="checkpoint-in-progress", pending_key=ws.pending_key,
                                hint="resume it with the same idempotency key")
             if ws.writer_generation == lease.generation:
@@ -446,9 +446,9 @@ class WorkspaceStore:
             row = tx.one("SELECT s.state, s.root_oid, w.writer_generation FROM snapshots s JOIN workspaces w"
                          " ON w.id = s.workspace_id WHERE s.id = :s", {"s": ticket.snapshot_id})
             if row is None:
-                raise NotFound(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
+                raise NotFoundError(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
             if int(row["writer_generation"]) != ticket.generation:
-                raise StaleGeneration(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
+                raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
                                       f" {row['writer_generation']}", generation=ticket.generation,
                                       current_generation=int(row["writer_generation"]))
             state = SnapshotState(row["state"])
@@ -466,7 +466,7 @@ class WorkspaceStore:
                 {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
                  "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id})
             if not rows:
-                raise StaleGeneration(f"snapshot {ticket.snapshot_id} was superseded by a newer writer",
+                raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by a newer writer",
                                       generation=ticket.generation)
         crash_point("checkpoint.after_validating")
 
@@ -484,7 +484,7 @@ class WorkspaceStore:
 
         Guarded by expected version, idempotency key and writer generation
         (with a live lease). A publication that already committed is
-        returned as is; a stale generation raises StaleGeneration and
+        returned as is; a stale generation raises StaleGenerationError and
         changes nothing.
         """
         with self.db.transaction() as tx:
@@ -507,7 +507,7 @@ class WorkspaceStore:
             ready = tx.execute("UPDATE snapshots SET state = 'READY', updated_at = {now} WHERE id = :s"
                                " AND state = 'VALIDATING' RETURNING *", {"s": ticket.snapshot_id})
             if not ready:
-                raise VersionConflict(f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id)
+                raise VersionConflictError(f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id)
             snap = Snapshot.from_row(ready[0])
         crash_point("publish.after_commit")
         return snap

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.errors import Conflict, IntegrityError, NotFound
+from tenure.errors import ConflictError, IntegrityError, NotFoundError
 from tenure.objects import ObjectStore
 from tenure.snapshots import build_tree, restore_tree, verify_tree
 from tenure.snapshots.gc import GcResult, collect
@@ -172,12 +172,12 @@ class WorkspaceService:
         ws = self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
         if ref is None:
-            raise NotFound(f"workspace {ws.name!r} has no snapshot yet", code="workspace-empty",
+            raise NotFoundError(f"workspace {ws.name!r} has no snapshot yet", code="workspace-empty",
                            hint="checkpoint a folder first with `tenure workspace checkpoint`")
         with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
             if snap.root_oid is None or snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED,
                                                            SnapshotState.DELETING):
-                raise Conflict(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
+                raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
                                " restored", code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
             result = restore_tree(snap.root_oid, self.objects, dest, partial=partial, progress=progress,
                                   index_path=self.index_path(ws.id, dest))
@@ -189,7 +189,7 @@ class WorkspaceService:
         """Re-hash objects; a damaged READY snapshot becomes DEGRADED, a healed DEGRADED one READY."""
         with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
             if snap.root_oid is None:
-                raise Conflict(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
+                raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
                                code="snapshot-not-ready", snapshot=snap.id)
             result = verify_tree(snap.root_oid, self.objects, sample=sample)
         missing, corrupt = tuple(result.missing), tuple(result.corrupt)
