@@ -1,19 +1,24 @@
-"""``tenure intake`` through click's CliRunner and as ``python -m``."""
+"""``tenure intake`` through the root ``tenure`` command (click's CliRunner) and as ``python -m``."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tests.intake.intake_support import SRC, put, run_python
-from tenure.cli.intake import intake
-from tenure.intake import CheckpointStore, Workspace
+from tenure.cli.main import root as tenure
+from tenure.intake import CheckpointStore, InboxProcessor, Workspace
 
 
-def invoke(*args: str, obj: dict[str, object] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(intake, list(args), obj=obj)
+def invoke(*args: str, options: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """``tenure [OPTIONS] intake ARGS``, as the console script runs it."""
+    result = CliRunner().invoke(tenure, [*options, "intake", *args], obj={})
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -34,8 +39,39 @@ def test_init_poll_show_json(tmp_path: Path) -> None:
     assert package["state"] == "VALIDATED" and package["generation"] == 1
 
 
-def test_global_json_flag_in_ctx_obj(tmp_path: Path) -> None:
-    code, out, _ = invoke("poll", str(tmp_path / "svc"), obj={"json": True})
+PACKAGE_KEYS = {"case_id", "package_id", "generation", "analysis_revision", "state", "routing",
+                "retry_count", "blocked", "checkpoints", "latest_step", "fingerprint", "path"}
+
+
+def test_json_documents_keep_their_documented_keys(tmp_path: Path) -> None:
+    """The keys docs/cli.md lists for the intake documents."""
+    root = tmp_path / "svc"
+    code, out, _ = invoke("init", str(root), "--json")
+    assert set(json.loads(out)) == {"root"}
+    put(Workspace(root), "a.zip")
+    code, out, _ = invoke("poll", str(root), "--json")
+    [result] = json.loads(out)["results"]
+    assert set(result) == {"kind", "input", "paths", "case_id", "package_id", "generation", "state",
+                           "code", "message"}
+    code, out, _ = invoke("show", str(root), "--json")
+    assert set(json.loads(out)) == {"packages"} and set(json.loads(out)["packages"][0]) == PACKAGE_KEYS
+    code, out, _ = invoke("advance", str(root), "case-A", "pkg-1", "BUILDING_CASE", "--step-id", "s",
+                          "--json")
+    assert set(json.loads(out)) == {"package"} and set(json.loads(out)["package"]) == PACKAGE_KEYS
+    code, out, _ = invoke("show", str(root), "case-A", "--package", "pkg-1", "--json")
+    document = json.loads(out)
+    assert set(document) == {"package", "checkpoints"} and set(document["package"]) == PACKAGE_KEYS
+    assert [set(c) for c in document["checkpoints"]] == \
+        [{"generation", "state", "step_id", "created_at", "path"}] * 2
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "manifest.json").write_text(json.dumps({"case_id": "c", "package_id": "p"}))
+    code, out, _ = invoke("pack", str(source), str(tmp_path / "p.zip"), "--json")
+    assert set(json.loads(out)) == {"path", "fingerprint", "case_id", "package_id", "files"}
+
+
+def test_global_json_flag_before_the_group(tmp_path: Path) -> None:
+    code, out, _ = invoke("poll", str(tmp_path / "svc"), options=("--json",))
     assert code == 0 and json.loads(out) == {"results": []}
 
 
@@ -88,8 +124,8 @@ def test_error_is_one_line_with_code(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("error[transition-skip]: ")
     assert "Traceback" not in err
-    code, _, err = invoke("--debug", "advance", str(root), "case-A", "pkg-1", "REPORTING",
-                          "--step-id", "skip")
+    code, _, err = invoke("advance", str(root), "case-A", "pkg-1", "REPORTING",
+                          "--step-id", "skip", options=("--debug",))
     assert code == 4 and "Traceback" in err and "error[transition-skip]" in err
 
 
@@ -99,6 +135,59 @@ def test_missing_case_and_bad_option_errors(tmp_path: Path) -> None:
     code, _, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
                           "--reason", "r", "--retry-at", "tomorrow")
     assert code == 2 and err.startswith("error[invalid-input]: ")
+
+
+@pytest.mark.parametrize("where", ["global", "after the subcommand"])
+def test_json_error_is_one_document_on_stderr(tmp_path: Path, where: str) -> None:
+    args = ("resume", str(tmp_path / "svc"), "nope", "nope", "--step-id", "x")
+    if where == "global":
+        code, out, err = invoke(*args, options=("--json",))
+    else:
+        code, out, err = invoke(*args, "--json")
+    assert code == 3 and out == ""
+    document = json.loads(err)  # the whole of stderr is one JSON document
+    assert list(document) == ["error"]
+    assert document["error"]["code"] == "case-not-found"
+    assert set(document["error"]) == {"code", "message", "hint", "retryable", "context"}
+    assert document["error"]["context"] == {"case_id": "nope", "package_id": "nope"}
+
+
+def test_json_error_for_bad_options_and_rejected_packages(tmp_path: Path) -> None:
+    code, out, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
+                            "--reason", "r", "--retry-at", "tomorrow", "--json")
+    assert code == 2 and out == "" and json.loads(err)["error"]["code"] == "invalid-input"
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "manifest.json").write_text("{")
+    code, out, err = invoke("pack", str(source), str(tmp_path / "x.zip"), "--json")
+    assert code == 7 and out == "" and json.loads(err)["error"]["code"] == "invalid-manifest"
+
+
+def test_unreadable_artifact_is_invalid_input(tmp_path: Path) -> None:
+    root = tmp_path / "svc"
+    put(Workspace(root), "a.zip")
+    invoke("poll", str(root))
+    code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "BUILDING_CASE", "--step-id", "s",
+                            "--artifact", f"notes.md={tmp_path / 'missing.md'}")
+    assert code == 2 and out == ""
+    assert err.startswith("error[invalid-input]: ") and len(err.strip().splitlines()) == 1
+
+
+def test_unexpected_exception_is_one_internal_line_exit_70(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: InboxProcessor, max_jobs: int = 100) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(InboxProcessor, "poll", broken)
+    code, out, err = invoke("poll", str(tmp_path / "svc"))
+    assert code == 70 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error[internal]: RuntimeError: disk on fire")
+    assert "Traceback" not in err
+    code, out, err = invoke("poll", str(tmp_path / "svc"), options=("--debug",))
+    assert code == 70 and out == ""
+    assert "Traceback" in err and "RuntimeError: disk on fire" in err
+    assert err.strip().splitlines()[-1].startswith("error[internal]: ")
 
 
 def test_pack_builds_a_valid_package(tmp_path: Path) -> None:
@@ -118,14 +207,17 @@ def test_pack_builds_a_valid_package(tmp_path: Path) -> None:
     assert code == 7 and err.startswith("error[invalid-manifest]: ")
 
 
-def test_module_entry_point(tmp_path: Path) -> None:
+def test_module_entry_point_runs_through_the_root_group(tmp_path: Path) -> None:
     result = run_python("import runpy; runpy.run_module('tenure.cli.intake', run_name='__main__')",
                         env={"PYTHONPATH": SRC})
-    assert "Usage" in result.stdout or "Usage" in result.stderr
-    import subprocess
-    import sys
+    assert "Usage: tenure intake" in result.stdout + result.stderr
 
-    done = subprocess.run([sys.executable, "-m", "tenure.cli.intake", "init", str(tmp_path / "m"),
-                           "--json"], capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": SRC}, check=False)
+    def module(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tenure.cli.intake", *args], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": SRC}, check=False)
+
+    done = module("init", str(tmp_path / "m"), "--json")
     assert done.returncode == 0 and (tmp_path / "m" / "inbox").is_dir()
+    failed = module("resume", str(tmp_path / "m"), "nope", "nope", "--step-id", "x", "--json")
+    assert failed.returncode == 3 and failed.stdout == ""
+    assert json.loads(failed.stderr)["error"]["code"] == "case-not-found"

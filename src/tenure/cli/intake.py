@@ -1,28 +1,25 @@
 """``tenure intake``: the intake commands (init, poll, show, advance, block,
 resume, reopen, fail, pack).
 
-Human output is a rich table; ``--json`` (or the root group's global
-``json`` flag) prints one stable JSON document. Errors print one line,
-``error[<code>]: <message>``, on stderr and exit with the error's exit code;
-``--debug`` adds the traceback.
+Output and errors go through :mod:`tenure.cli.output` like every other
+command group: a table for humans, one stable JSON document under ``--json``
+(keys documented in docs/intake.md), and errors as one line with the exit
+code of the error's family, printed by the root group.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-import traceback
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from tenure.errors import InvalidInputError, TenureError
+from tenure.cli.output import emit, json_option, table
+from tenure.errors import InvalidInputError
 from tenure.intake import CheckpointStore, InboxProcessor, Package, PollResult, Workspace
 from tenure.intake.canonical import id_hash
 from tenure.intake.pack import pack_directory
@@ -31,83 +28,38 @@ __all__ = ["intake"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _flag(ctx: click.Context, name: str, local: bool) -> bool:
-    """A per-command flag, or the same flag set globally in ``ctx.obj``."""
-    obj = ctx.obj
-    return bool(local or (isinstance(obj, dict) and obj.get(name)))
+_FOLDERS = ("inbox", "quarantine", "cache", "cases", "outbox", "review")
 
 
-def _handle_errors(func: F) -> F:
-    """Turn a TenureError into ``error[<code>]: <message>`` and its exit code."""
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        try:
-            return func(*args, **kwargs)
-        except TenureError as error:
-            if _flag(ctx, "debug", False):
-                traceback.print_exc(file=sys.stderr)
-            click.echo(f"error[{error.code}]: {error}", err=True)
-            ctx.exit(error.exit_code)
-    return wrapper  # type: ignore[return-value]
+def _package_table(packages: list[Package]) -> None:
+    table(None, ["case", "package", "gen", "rev", "state", "routing", "retries", "checkpoints"],
+          [[p.case_id, p.package_id, p.generation, p.analysis_revision, p.state.value, p.routing,
+            p.retry_count, len(p.chain)] for p in packages])
 
 
-def _emit(ctx: click.Context, as_json: bool, document: Any, table: Table | None) -> None:
-    if _flag(ctx, "json", as_json) or table is None:
-        click.echo(json.dumps(document, indent=2, sort_keys=True, default=str))
-    else:
-        Console(width=200).print(table)
+def _results_table(results: list[PollResult]) -> None:
+    table(None, ["result", "input", "case", "package", "gen", "state", "code", "message"],
+          [[r.kind.value, r.input_path.name if r.input_path else None, r.case_id, r.package_id,
+            r.generation, r.state, r.code, r.message] for r in results])
 
 
-def _package_table(packages: list[Package]) -> Table:
-    table = Table("case", "package", "gen", "rev", "state", "routing", "retries", "checkpoints")
-    for p in packages:
-        table.add_row(p.case_id, p.package_id, str(p.generation), str(p.analysis_revision),
-                      p.state.value, p.routing, str(p.retry_count), str(len(p.chain)))
-    return table
-
-
-def _results_table(results: list[PollResult]) -> Table:
-    table = Table("result", "input", "case", "package", "gen", "state", "code", "message")
-    for r in results:
-        table.add_row(r.kind.value, r.input_path.name if r.input_path else "",
-                      r.case_id or "", r.package_id or "",
-                      "" if r.generation is None else str(r.generation), r.state or "",
-                      r.code or "", r.message or "")
-    return table
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print stable JSON.")
 dir_argument = click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 
 
 @click.group()
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.pass_context
-def intake(ctx: click.Context, debug: bool) -> None:
+def intake() -> None:
     """File-based intake: inbox admission, package generations and checkpoints."""
-    obj = ctx.ensure_object(dict)
-    if debug:
-        obj["debug"] = True
 
 
 @intake.command("init")
 @dir_argument
 @json_option
 @click.pass_context
-@_handle_errors
-def init_command(ctx: click.Context, directory: Path, as_json: bool) -> None:
+def init_command(ctx: click.Context, directory: Path) -> None:
     """Create the intake layout in DIRECTORY (inbox/, quarantine/, cases/, ...)."""
     workspace = Workspace(directory)
-    _emit(ctx, as_json, {"root": str(workspace.root)}, None if as_json else _root_table(workspace))
-
-
-def _root_table(workspace: Workspace) -> Table:
-    table = Table("folder", "path")
-    for name in ("inbox", "quarantine", "cache", "cases", "outbox", "review"):
-        table.add_row(name, str(getattr(workspace, name)))
-    return table
+    emit(ctx, {"root": str(workspace.root)},
+         lambda: table(None, ["folder", "path"], [[name, getattr(workspace, name)] for name in _FOLDERS]))
 
 
 @intake.command("poll")
@@ -116,11 +68,10 @@ def _root_table(workspace: Workspace) -> Table:
               help="Inputs to act on in this pass (DEFERRED and BUSY do not count).")
 @json_option
 @click.pass_context
-@_handle_errors
-def poll_command(ctx: click.Context, directory: Path, max_jobs: int, as_json: bool) -> None:
+def poll_command(ctx: click.Context, directory: Path, max_jobs: int) -> None:
     """Run one pass over the inbox and the blocked cases."""
     results = InboxProcessor(Workspace(directory)).poll(max_jobs=max_jobs)
-    _emit(ctx, as_json, {"results": [r.to_dict() for r in results]}, _results_table(results))
+    emit(ctx, {"results": [r.to_dict() for r in results]}, lambda: _results_table(results))
 
 
 @intake.command("show")
@@ -129,9 +80,7 @@ def poll_command(ctx: click.Context, directory: Path, max_jobs: int, as_json: bo
 @click.option("--package", "package_id", help="Show one package of CASE with its chain.")
 @json_option
 @click.pass_context
-@_handle_errors
-def show_command(ctx: click.Context, directory: Path, case: str | None, package_id: str | None,
-                 as_json: bool) -> None:
+def show_command(ctx: click.Context, directory: Path, case: str | None, package_id: str | None) -> None:
     """List stored packages (all, or CASE's); with --package, its checkpoint chain."""
     store = CheckpointStore(Workspace(directory))
     if case is not None and package_id is not None:
@@ -139,14 +88,13 @@ def show_command(ctx: click.Context, directory: Path, case: str | None, package_
         chain = [{"generation": c.generation, "state": c.state, "step_id": c.step_id,
                   "created_at": c.data["created_at"], "path": c.path}
                  for c in reversed(package.chain)]
-        table = Table("gen", "state", "step", "created")
-        for row in chain:
-            table.add_row(str(row["generation"]), row["state"], row["step_id"], row["created_at"])
-        _emit(ctx, as_json, {"package": package.summary(), "checkpoints": chain}, table)
+        emit(ctx, {"package": package.summary(), "checkpoints": chain},
+             lambda: table(None, ["gen", "state", "step", "created"],
+                           [[c["generation"], c["state"], c["step_id"], c["created_at"]] for c in chain]))
         return
     packages = [p for p in store.packages()
                 if case is None or id_hash(p.case_id) == id_hash(case)]
-    _emit(ctx, as_json, {"packages": [p.summary() for p in packages]}, _package_table(packages))
+    emit(ctx, {"packages": [p.summary() for p in packages]}, lambda: _package_table(packages))
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -154,10 +102,18 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     for value in values:
         name, sep, rest = value.partition("=")
         if not sep or not name:
-            raise InvalidInputError(f"{what} {value!r} must look like NAME=VALUE", code="invalid-input",
-                               hint=f"pass {what} as NAME=VALUE")
+            raise InvalidInputError(f"{what} {value!r} must look like NAME=VALUE",
+                                    hint=f"pass {what} as NAME=VALUE")
         result[name] = rest
     return result
+
+
+def _read_artifact(path: str, source: str) -> bytes:
+    try:
+        return Path(source).read_bytes()
+    except OSError as error:
+        raise InvalidInputError(f"--artifact {path}={source}: cannot read {source}: {error.strerror}",
+                                hint="pass a readable file as --artifact PATH=FILE", path=source) from None
 
 
 def _details(text: str | None) -> Any:
@@ -169,8 +125,8 @@ def _details(text: str | None) -> Any:
         raise InvalidInputError(f"--details is not JSON: {error}", hint="pass a JSON object") from None
 
 
-def _finish(ctx: click.Context, as_json: bool, package: Package) -> None:
-    _emit(ctx, as_json, {"package": package.summary()}, _package_table([package]))
+def _finish(ctx: click.Context, package: Package) -> None:
+    emit(ctx, {"package": package.summary()}, lambda: _package_table([package]))
 
 
 step_option = click.option("--step-id", required=True, help="Stable id of this step (idempotence key).")
@@ -199,67 +155,62 @@ def common(func: F) -> F:
               help="Set manifest artifacts.NAME to PATH (repeatable).")
 @json_option
 @click.pass_context
-@_handle_errors
 def advance_command(ctx: click.Context, directory: Path, case: str, package: str, state: str,
                     step_id: str, details: str | None, artifacts: tuple[str, ...],
-                    pointers: tuple[str, ...], as_json: bool) -> None:
+                    pointers: tuple[str, ...]) -> None:
     """Advance CASE/PACKAGE to STATE as one checkpointed step."""
-    files = {path: Path(source).read_bytes() for path, source in _pairs(artifacts, "--artifact").items()}
+    files = {path: _read_artifact(path, source) for path, source in _pairs(artifacts, "--artifact").items()}
     result = CheckpointStore(Workspace(directory)).advance(
         case, package, state.upper(), step_id=step_id, details=_details(details),
         artifacts=files, artifact_pointers=_pairs(pointers, "--pointer"))
-    _finish(ctx, as_json, result)
+    _finish(ctx, result)
 
 
 @intake.command("block")
 @common
 @click.option("--reason", required=True, help="Why the step is blocked.")
 @click.option("--retry-at", required=True, help="ISO 8601 time with an offset, e.g. 2030-01-01T00:00:00+00:00.")
-@_handle_errors
 def block_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                  details: str | None, as_json: bool, reason: str, retry_at: str) -> None:
+                  details: str | None, reason: str, retry_at: str) -> None:
     """Block CASE/PACKAGE until --retry-at."""
     try:
         moment = datetime.fromisoformat(retry_at)
     except ValueError:
         raise InvalidInputError(f"--retry-at {retry_at!r} is not an ISO 8601 time",
-                           hint="use e.g. 2030-01-01T00:00:00+00:00") from None
+                                hint="use e.g. 2030-01-01T00:00:00+00:00") from None
     result = CheckpointStore(Workspace(directory)).block(
         case, package, step_id=step_id, reason=reason, retry_at=moment, details=_details(details))
-    _finish(ctx, as_json, result)
+    _finish(ctx, result)
 
 
 @intake.command("resume")
 @common
-@_handle_errors
 def resume_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                   details: str | None, as_json: bool) -> None:
+                   details: str | None) -> None:
     """Resume a BLOCKED CASE/PACKAGE to the state it interrupted."""
     result = CheckpointStore(Workspace(directory)).resume(case, package, step_id=step_id,
                                                           details=_details(details))
-    _finish(ctx, as_json, result)
+    _finish(ctx, result)
 
 
 @intake.command("reopen")
 @common
-@_handle_errors
 def reopen_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                   details: str | None, as_json: bool) -> None:
+                   details: str | None) -> None:
     """Reopen a HANDED_OFF or FAILED_TO_ANALYZE CASE/PACKAGE (revision + 1)."""
     result = CheckpointStore(Workspace(directory)).reopen(case, package, step_id=step_id,
                                                           details=_details(details))
-    _finish(ctx, as_json, result)
+    _finish(ctx, result)
 
 
 @intake.command("fail")
 @common
-@_handle_errors
 def fail_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                 details: str | None, as_json: bool) -> None:
+                 details: str | None) -> None:
     """Mark CASE/PACKAGE as FAILED_TO_ANALYZE."""
     result = CheckpointStore(Workspace(directory)).fail(case, package, step_id=step_id,
                                                         details=_details(details))
-    _finish(ctx, as_json, result)
+    _finish(ctx, result)
 
 
 @intake.command("pack")
@@ -267,18 +218,23 @@ def fail_command(ctx: click.Context, directory: Path, case: str, package: str, s
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @json_option
 @click.pass_context
-@_handle_errors
-def pack_command(ctx: click.Context, source: Path, out: Path, as_json: bool) -> None:
+def pack_command(ctx: click.Context, source: Path, out: Path) -> None:
     """Build a valid NEW package OUT.zip from SOURCE (holding manifest.json)."""
     package = pack_directory(source, out)
     document = {"path": str(out), "fingerprint": package.fingerprint,
                 "case_id": package.case_id, "package_id": package.package_id,
                 "files": package.files}
-    table = Table("path", "case", "package", "files", "fingerprint")
-    table.add_row(str(out), package.case_id, package.package_id, str(len(package.files)),
-                  package.fingerprint)
-    _emit(ctx, as_json, document, table)
+    emit(ctx, document, lambda: table(None, ["path", "case", "package", "files", "fingerprint"],
+                                      [[out, package.case_id, package.package_id, len(package.files),
+                                        package.fingerprint]]))
+
+
+def main(args: list[str] | None = None) -> None:
+    """``python -m tenure.cli.intake ARGS`` runs ``tenure intake ARGS`` through the root group."""
+    from tenure.cli.main import root
+
+    root.main(args=["intake", *(sys.argv[1:] if args is None else args)], prog_name="tenure", obj={})
 
 
 if __name__ == "__main__":
-    intake()
+    main()
