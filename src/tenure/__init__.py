@@ -16,7 +16,22 @@ The public API (names load on first use, so ``import tenure`` stays cheap):
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names type-check as what they are; at run time they load on first use
+    from tenure.errors import TenureError
+    from tenure.objects import open_object_store
+    from tenure.projects import (
+        LifecycleConfig,
+        LifecycleService,
+        Ownership,
+        OwnershipFacade,
+        PodIdentity,
+        PodRegistry,
+        ProjectStore,
+    )
+    from tenure.store import open_store
+    from tenure.workspaces import WorkspaceService
 
 __all__ = [
     "open_store",
@@ -47,7 +62,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _WHERE:
         return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'tenure' has no attribute {name!r}")

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
 from tenure.errors import ConfigurationError
+
+if TYPE_CHECKING:  # imported lazily at run time so that `tenure --help` stays fast
+    from tenure.objects import ObjectStore
+    from tenure.store import Store
+    from tenure.workspaces import WorkspaceService
 
 
 @dataclass
@@ -34,36 +39,40 @@ class Config:
 @dataclass
 class Services:
     config: Config
-    _cache: dict[str, Any] = field(default_factory=dict)
+
+    _store: Store | None = None
+    _objects: ObjectStore | None = None
+    _workspaces: WorkspaceService | None = None
 
     @property
-    def store(self) -> Any:
-        if "store" not in self._cache:
+    def store(self) -> Store:
+        if self._store is None:
             from tenure.store import open_store
 
-            self._cache["store"] = open_store(self.config.db_url)
-        return self._cache["store"]
+            self._store = open_store(self.config.db_url)
+        return self._store
 
     @property
-    def objects(self) -> Any:
-        if "objects" not in self._cache:
+    def objects(self) -> ObjectStore:
+        if self._objects is None:
             from tenure.objects import open_object_store
 
-            self._cache["objects"] = open_object_store(self.config.objects_url)
-        return self._cache["objects"]
+            self._objects = open_object_store(self.config.objects_url)
+        return self._objects
 
     @property
-    def workspaces(self) -> Any:
-        if "workspaces" not in self._cache:
+    def workspaces(self) -> WorkspaceService:
+        if self._workspaces is None:
             from tenure.workspaces import WorkspaceService
 
-            self._cache["workspaces"] = WorkspaceService(self.store, self.objects, self.config.data_dir)
-        return self._cache["workspaces"]
+            self._workspaces = WorkspaceService(self.store, self.objects, self.config.data_dir)
+        return self._workspaces
 
     def close(self) -> None:
-        for key in ("store", "objects"):
-            if key in self._cache:
-                self._cache[key].close()
+        if self._store is not None:
+            self._store.close()
+        if self._objects is not None:
+            self._objects.close()
 
 
 def services(ctx: click.Context) -> Services:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from tenure.cli.context import services
 from tenure.cli.output import console, emit, err_console, json_option, table
 from tenure.errors import InvalidInputError
 from tenure.states import ProjectStatus
+
+if TYPE_CHECKING:  # the command modules load their services lazily, on first use
+    from tenure.projects import LifecycleService, Project, ProjectStore
 
 
 def _ref(value: str) -> tuple[str, str]:
@@ -34,7 +37,7 @@ def _lease_ttl(ctx: click.Context) -> float:
 
 
 @contextmanager
-def short_lived_pod(ctx: click.Context) -> Iterator[Any]:
+def short_lived_pod(ctx: click.Context) -> Iterator[LifecycleService]:
     """A pod for the duration of one command: registered, then stopped with its leases released."""
     from tenure.projects import LifecycleConfig, LifecycleService, PodIdentity, PodRegistry
 
@@ -53,13 +56,13 @@ def short_lived_pod(ctx: click.Context) -> Iterator[Any]:
         pods.set_status(identity.pod_id, "STOPPED")
 
 
-def _projects(ctx: click.Context) -> Any:
+def _projects(ctx: click.Context) -> ProjectStore:
     from tenure.projects import ProjectStore
 
     return ProjectStore(services(ctx).store)
 
 
-def _show(ctx: click.Context, project: Any, extra: dict[str, Any] | None = None) -> None:
+def _show(ctx: click.Context, project: Project, extra: dict[str, Any] | None = None) -> None:
     data = dict(project.to_dict(), **(extra or {}))
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
@@ -168,17 +171,12 @@ def close(ctx: click.Context, ref: str, group: str) -> None:
 @click.pass_context
 def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
     """Operator/debug: only claim the lease (owning is not running)."""
-    from tenure.projects import ClaimRejectedError, Ownership
+    from tenure.projects import OwnershipFacade, PodIdentity
 
     tenant, name = _ref(ref)
-    svc = services(ctx)
-    ownership = Ownership(svc.store)
     pid = pod_id if pod_id is not None else _fresh_pod_id()
-    p = ownership.claim(tenant, name, pid, os.environ.get("TENURE_NODE_NAME") or "cli", None, _lease_ttl(ctx))
-    if p is None:
-        owner = ownership.owner(_projects(ctx).get(tenant, name).id, _lease_ttl(ctx))
-        raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
-                            holder=owner.pod_id, node=owner.node)
+    pod = PodIdentity(pid, os.environ.get("TENURE_NODE_NAME") or "cli")
+    p = OwnershipFacade(services(ctx).store, pod, lease_ttl=_lease_ttl(ctx)).claim_for_local_pod(tenant, name)
     _show(ctx, p, {"pod_id": pid})
 
 

@@ -1,8 +1,9 @@
-"""File-system primitives: atomic JSON files, fsync, non-blocking OS locks.
+"""File-system primitives of the intake: atomic JSON files and non-blocking OS locks.
 
-Atomic replacement: write ``.tmp-<random>`` in the same folder, flush and
-fsync it, ``os.replace`` it over the target, then fsync the folder where the
-platform allows. A reader sees the old file or the new one, never a part.
+Durable writes use tenure's one set of helpers (:mod:`tenure.fsio`):
+``.tmp-<random>`` in the same folder, fsynced, ``os.replace``d over the
+target, then the folder fsynced. A reader sees the old file or the new one,
+never a part.
 
 Locks are native, non-blocking and never stolen: ``flock`` on POSIX,
 ``msvcrt.locking`` on Windows. The OS drops them when the holder exits, crash
@@ -14,62 +15,26 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "fsync_dir", "FileLock", "tmp_name"]
+from tenure.fsio import TMP_PREFIX, atomic_write, fsync_dir, fsync_file, make_dirs_durable, tmp_name
 
-TMP_PREFIX = ".tmp-"
-
-
-def tmp_name(suffix: str = "") -> str:
-    """A fresh temporary name; never mistaken for a confirmed file."""
-    return f"{TMP_PREFIX}{uuid.uuid4().hex}{suffix}"
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush a folder's entries where the OS supports it (POSIX)."""
-    if os.name == "nt":  # pragma: no cover - Windows cannot open folders
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def make_dirs_durable(folder: Path) -> None:
-    """Create ``folder`` and its missing parents, fsyncing the parent of each one created.
-
-    A generation acknowledged inside a new case folder must not lose that
-    folder's entry on power loss.
-    """
-    missing: list[Path] = []
-    current = folder
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.parent / tmp_name(path.suffix)
-    with open(tmp, "xb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
+__all__ = [
+    "TMP_PREFIX",
+    "atomic_write_json",
+    "fsync_dir",
+    "fsync_file",
+    "make_dirs_durable",
+    "FileLock",
+    "tmp_name",
+]
 
 def atomic_write_json(path: Path, value: Any) -> None:
     """Write ``value`` as JSON via temp file, fsync and atomic replace."""
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write(path, text.encode("utf-8"))
 
 
 class FileLock:

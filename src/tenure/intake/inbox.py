@@ -29,7 +29,7 @@ from .admission import Admission, classify
 from .canonical import parse_aware, to_utc_text, utc_now
 from .commit import commit
 from .errors import LifecycleError, PackageRejectedError
-from .fsio import atomic_write_json, fsync_dir, tmp_name
+from .fsio import atomic_write_json, fsync_dir, fsync_file, tmp_name
 from .machine import intake_machine
 from .package import Package, read_package
 from .plan import Plan, make_request, plan_advance
@@ -150,7 +150,7 @@ class InboxProcessor:
                 digest.update(chunk)
                 dst.write(chunk)
             dst.flush()
-            os.fsync(dst.fileno())
+            fsync_file(dst.fileno())
         if total > limit:
             tmp.unlink()
             return False

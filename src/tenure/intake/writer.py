@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from .canonical import MANIFEST
 from .config import IntakeConfig
-from .fsio import tmp_name
+from .fsio import fsync_file, tmp_name
 from .package import Package, read_package
 
 __all__ = ["PackageWriter", "manifest_bytes", "FIXED_TIME"]
@@ -64,7 +64,7 @@ class PackageWriter:
             with open(tmp, "xb") as fh:
                 self._write_zip(fh, manifest, base, additions or {})
                 fh.flush()
-                os.fsync(fh.fileno())
+                fsync_file(fh.fileno())
             return read_package(tmp, self.config, base=base)
         except BaseException:
             tmp.unlink(missing_ok=True)

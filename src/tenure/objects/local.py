@@ -15,15 +15,8 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from tenure.errors import ObjectStoreError
+from tenure.fsio import fsync_dir, fsync_file, write_all
 from tenure.objects.base import ObjectMissingError
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LocalObjectStore:
@@ -53,10 +46,8 @@ class LocalObjectStore:
                 tmp = os.path.join(self._tmp, f"{oid}.{uuid.uuid4().hex}")
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 try:
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fsync(fd)
+                    write_all(fd, payload)
+                    fsync_file(fd)
                 finally:
                     os.close(fd)
                 staged.append((tmp, final))

@@ -7,10 +7,9 @@
 * :mod:`~tenure.projects.pods` — pod rows, heartbeats, endpoint resolution.
 """
 
-from tenure.projects.facade import ClaimResult, OwnershipFacade
+from tenure.projects.facade import ClaimRejectedError, ClaimResult, OwnershipFacade
 from tenure.projects.lifecycle import (
     ActivationRegistry,
-    ClaimRejectedError,
     Engine,
     EngineFailedError,
     EnginesStartRequested,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenure.projects.lifecycle import ClaimRejectedError
+from tenure.errors import ConflictError
 from tenure.projects.ownership import Ownership
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import Project
@@ -21,14 +21,26 @@ from tenure.projects.store import ProjectStore
 from tenure.store import Store
 
 
+class ClaimRejectedError(ConflictError):
+    """Another live pod holds the project's lease; ``context`` names the holder."""
+
+    code = "claim-rejected"
+    retryable = True
+    default_hint = "the project is owned elsewhere; ask its holder or wait for the lease to expire"
+
+
 @dataclass(frozen=True)
 class ClaimResult:
+    """Exactly one field is set: the claimed project, the live holder's endpoint, or seconds to wait."""
+
     project: Project | None = None
     redirect: str | None = None
     retry_after: float | None = None
 
 
 class OwnershipFacade:
+    """Claims for one pod. The only place a refused claim becomes :class:`ClaimRejectedError`."""
+
     def __init__(self, store: Store, pod: PodIdentity, *, lease_ttl: float = 60.0,
                  liveness_ttl: float = 15.0) -> None:
         self.pod = pod
@@ -38,16 +50,18 @@ class OwnershipFacade:
         self.projects = ProjectStore(store)
         self.pods = PodRegistry(store)
 
-    def claim_for_local_pod(self, tenant: str, name: str) -> Project:
-        project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
-                                       self.lease_ttl)
+    def claim_for_local_pod(self, tenant: str, name: str, *, lease_ttl: float | None = None) -> Project:
+        """Claim the project for this pod (free, self, or expired) or raise naming the holder."""
+        ttl = self.lease_ttl if lease_ttl is None else lease_ttl
+        project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint, ttl)
         if project is None:
-            owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)
+            owner = self.ownership.owner(self.projects.get(tenant, name).id, ttl)
             raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
-                                holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
+                                     holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
         return project
 
     def claim_or_redirect(self, tenant: str, name: str) -> ClaimResult:
+        """Claim, or say where the live holder is, or how long until a dead holder's lease expires."""
         project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
                                        self.lease_ttl)
         if project is not None:

@@ -14,27 +14,21 @@ point; the next bring or suspend finishes what a crash interrupted.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tenure.errors import ConflictError, TenureError
+from tenure.errors import TenureError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
+from tenure.projects.facade import OwnershipFacade
 from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
-from tenure.states import LeaseState, ProjectStatus, WorkspaceState
-from tenure.store import Store
-from tenure.workspaces import WorkspaceService
+from tenure.states import ProjectStatus
+from tenure.workspaces import LocalFolders, Store, WorkspaceService
 
 for _name, _what in [
     ("bring.after_claim", "1: lease claimed"),
@@ -54,14 +48,6 @@ for _name, _what in [
     register(_name, _what)
 
 S = ProjectStatus
-
-
-class ClaimRejectedError(ConflictError):
-    """Another live pod holds the project's lease."""
-
-    code = "claim-rejected"
-    retryable = True
-    default_hint = "the project is owned elsewhere; ask its holder or wait for the lease to expire"
 
 
 class EngineFailedError(TenureError):
@@ -121,48 +107,9 @@ class LifecycleConfig:
     engine_stop_timeout: float = 30.0
 
 
-class Trash:
-    """Folders to delete: renamed into ``<data>/trash`` at once, deleted in the background.
-
-    The trash folder itself is the record: whatever a crash leaves there is
-    deleted by the next :meth:`sweep` (every service start).
-    """
-
-    def __init__(self, data_dir: str) -> None:
-        self.root = os.path.join(data_dir, "trash")
-        os.makedirs(self.root, exist_ok=True)
-        self._threads: list[threading.Thread] = []
-
-    def discard(self, path: str) -> None:
-        if not os.path.lexists(path):
-            return
-        target = os.path.join(self.root, uuid.uuid4().hex)
-        os.rename(path, target)
-        self._spawn([target])
-
-    def sweep(self) -> None:
-        leftovers = [os.path.join(self.root, n) for n in os.listdir(self.root)]
-        if leftovers:
-            self._spawn(leftovers)
-
-    def _spawn(self, paths: list[str]) -> None:
-        def remove() -> None:
-            for path in paths:
-                shutil.rmtree(path, ignore_errors=True)
-
-        thread = threading.Thread(target=remove, name="tenure-trash", daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def wait(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-
 def project_folder(data_dir: str, project: Project) -> str:
     """The project's workspace folder on this host (ids are hashed before they become paths)."""
-    return os.path.join(data_dir, "workspaces", hashlib.sha256(project.id.encode()).hexdigest()[:24])
+    return LocalFolders(data_dir).path(project.id)
 
 
 class LifecycleService:
@@ -178,34 +125,15 @@ class LifecycleService:
         self.registry = registry or ActivationRegistry()
         self.projects = ProjectStore(store)
         self.ownership = Ownership(store)
+        self.facade = OwnershipFacade(store, pod, lease_ttl=self.config.lease_ttl)
         self.workspaces = WorkspaceService(store, objects, data_dir, holder=pod.pod_id)
         self.data_dir = data_dir
-        self.trash = Trash(data_dir)
+        self.trash = self.workspaces.folders.trash
         self.trash.sweep()
 
-    # ------------------------------------------------------------------ folders
-
     def folder(self, project: Project) -> str:
-        return project_folder(self.data_dir, project)
-
-    def _base_file(self, project: Project) -> str:
-        return self.folder(project) + ".base.json"
-
-    def _read_base(self, project: Project) -> str | None:
-        try:
-            with open(self._base_file(project), encoding="utf-8") as fh:
-                return json.load(fh).get("snapshot")  # type: ignore[no-any-return]
-        except (OSError, ValueError):
-            return "unknown"
-
-    def _write_base(self, project: Project, snapshot_id: str | None) -> None:
-        path = self._base_file(project)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"snapshot": snapshot_id}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        """The project's workspace folder on this host."""
+        return self.workspaces.folder_for(project.id)
 
     # ------------------------------------------------------------------ bring
 
@@ -219,14 +147,14 @@ class LifecycleService:
                                            self.config.lease_ttl)
             if renewed is not None and renewed.generation == project.generation:
                 return renewed  # running here already: only the lease was renewed
-        project = self._claim(tenant, name)
+        project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
         crash_point("bring.after_claim")
         self.projects.unbind_sessions([project.id])
         crash_point("bring.after_unbind")
         if project.status is not S.RECOVERING:
             project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
         crash_point("bring.after_recovering")
-        folder = self._workspace_init(project)
+        folder = self.workspaces.init_folder(project.workspace_id, self.folder(project))
         crash_point("bring.after_workspace_init")
         self._start_engines(project, folder)
         crash_point("bring.after_engines_start")
@@ -240,38 +168,6 @@ class LifecycleService:
             raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
         if project.lifecycle_type is LifecycleType.HOMELESS:
             raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
-
-    def _claim(self, tenant: str, name: str) -> Project:
-        claimed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
-                                       self.config.lease_ttl)
-        if claimed is None:
-            project = self.projects.get(tenant, name)
-            owner = self.ownership.owner(project.id, self.config.lease_ttl)
-            raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
-                                holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
-        return claimed
-
-    def _workspace_init(self, project: Project) -> str:
-        """Restore the head, or adopt a folder already here whose base is the head (never overwrite)."""
-        folder = self.folder(project)
-        ws = self.store.workspaces.workspace(project.workspace_id)
-        head = ws.head_snapshot_id
-        if os.path.isdir(folder):
-            if self._read_base(project) == head:
-                return folder
-            preserved = os.path.join(self.data_dir, "preserved",
-                                     f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}")
-            os.makedirs(os.path.dirname(preserved), exist_ok=True)
-            os.rename(folder, preserved)
-        os.makedirs(os.path.dirname(folder), exist_ok=True)
-        # The base is recorded first: restore renames a complete folder into place or
-        # leaves none, so a folder found later with this base is exactly the head.
-        self._write_base(project, head)
-        if head is None:
-            os.makedirs(folder, exist_ok=True)
-        else:
-            self.workspaces.restore(ws.id, folder)
-        return folder
 
     def _start_engines(self, project: Project, folder: str) -> None:
         event = EnginesStartRequested(project.tenant, project.name)
@@ -297,13 +193,13 @@ class LifecycleService:
             return self.projects.transition_status(tenant, name, S.INIT, S.SUSPENDED, project.generation)
         if project.status is S.RECOVERING:
             self.bring(tenant, name)
-        project = self._claim(tenant, name)
+        project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
         if project.status is S.RUNNING:
             project = self.projects.transition_status(tenant, name, S.RUNNING, S.SUSPENDING, project.generation)
         crash_point("suspend.after_suspending")
         self._stop_engines(project)
         crash_point("suspend.after_engines_stop")
-        self._suspend_workspace(project)
+        self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
         crash_point("suspend.after_workspace")
         project = self.projects.transition_status(tenant, name, S.SUSPENDING, S.SUSPENDED, project.generation)
         self.registry.remove(project.id)
@@ -325,26 +221,6 @@ class LifecycleService:
                 raise EngineFailedError(f"an engine stop {why} for {project.ref}; the project stays SUSPENDING",
                                    project=project.ref)
 
-    def _suspend_workspace(self, project: Project) -> None:
-        """Checkpoint the local folder under the project's writer lease, then move it to the trash."""
-        folder = self.folder(project)
-        if os.path.isdir(folder):
-            ws = self.store.workspaces.workspace(project.workspace_id)
-            lease = self.store.workspaces.lease(ws.id, project.generation)
-            key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING else f"suspend:{project.generation}"
-            if lease is not None:
-                self.workspaces.checkpoint(ws.id, folder, key=key, lease=lease)
-            self.trash.discard(folder)
-        if os.path.exists(self._base_file(project)):
-            os.unlink(self._base_file(project))
-        self._release_writer(project)
-
-    def _release_writer(self, project: Project) -> None:
-        """Clean unmount: the writer lease ends RELEASED and the workspace is IDLE again."""
-        lease = self.store.workspaces.lease(project.workspace_id, project.generation)
-        if lease is not None and lease.state is LeaseState.ACTIVE:
-            self.store.workspaces.release(lease)
-
     # ------------------------------------------------------------------ close
 
     def close(self, tenant: str, name: str, closed_group_id: str = CLOSED_GROUP) -> Project:
@@ -354,12 +230,11 @@ class LifecycleService:
             return project
         if project.kind is Kind.SYSTEM:
             raise SystemProjectError(f"project {project.ref} is a SYSTEM project", project=project.ref)
-        if self.store.workspaces.workspace(project.workspace_id).state is not WorkspaceState.DELETED:
+        if not self.workspaces.is_disposed(project.workspace_id):
             project = self.projects.fence(project, self.pod.pod_id)
             crash_point("close.after_fence")
-            self.store.workspaces.dispose(project.workspace_id, project.generation)
-        if os.path.isdir(self.folder(project)):
-            self.trash.discard(self.folder(project))
+            self.workspaces.dispose(project.workspace_id, project.generation)
+        self.workspaces.discard_folder(self.folder(project))
         crash_point("close.after_dispose")
         project = self.projects.close(tenant, name, closed_group_id, project.generation)
         self.ownership.release_closed(project.id)

@@ -1,4 +1,7 @@
-"""Small file-system helpers: atomic replace, forced removal, whole-file-system sync."""
+"""Small file-system helpers of the tree engine: forced removal, whole-file-system sync.
+
+Durable writes use :mod:`tenure.fsio`.
+"""
 
 from __future__ import annotations
 
@@ -6,38 +9,6 @@ import ctypes
 import os
 import shutil
 import stat
-import uuid
-
-
-def fsync_dir(path: str | bytes) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file → fsync → rename → fsync folder.
-
-    A crash leaves the old file or the new one, never a mix, and at most a
-    stray ``<name>.tmp-<hex>`` beside it.
-    """
-    parent = os.path.dirname(os.path.abspath(path))
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(parent)
 
 
 def force_rmtree(path: str) -> None:

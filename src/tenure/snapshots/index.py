@@ -31,7 +31,7 @@ from typing import NamedTuple
 import blake3
 import zstandard
 
-from tenure.snapshots.fsutil import atomic_write
+from tenure.fsio import atomic_write
 from tenure.snapshots.treeformat import Ref
 
 MAGIC = b"TENURE-INDEX\n"
@@ -126,4 +126,4 @@ def save_index(path: str, entries: Mapping[bytes, tuple[object, ...]]) -> None:
     """Atomically replace the index at ``path`` with ``entries`` (path → ``IndexEntry`` fields, a plain tuple)."""
     body = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(dict(entries), _MARSHAL_VERSION))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(body).digest() + body)
+    atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(body).digest() + body, mode=0o600)

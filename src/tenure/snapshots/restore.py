@@ -39,7 +39,8 @@ from typing import NamedTuple
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.snapshots.errors import RestoreTargetNotEmptyError
-from tenure.snapshots.fsutil import force_rmtree, fsync_dir, sync_filesystem
+from tenure.fsio import fsync_dir
+from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.index import save_index
 from tenure.snapshots.materialize import Materializer, Plan
 from tenure.snapshots.results import RestoreResult

@@ -1,5 +1,12 @@
-"""Workspaces: checkpoint publication, restore, verification and retention."""
+"""Workspaces: checkpoint publication, restore, verification, retention and the folders on this host.
 
+``Store`` is re-exported so that layers above (the project lifecycle) can
+name the store they hand to the workspace service without reaching into the
+store package themselves.
+"""
+
+from tenure.store import Store
+from tenure.workspaces.folders import LocalFolders, Trash
 from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceService, default_holder
 
-__all__ = ["WorkspaceService", "CheckpointResult", "VerifyReport", "default_holder"]
+__all__ = ["WorkspaceService", "CheckpointResult", "VerifyReport", "LocalFolders", "Trash", "Store", "default_holder"]

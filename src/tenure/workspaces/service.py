@@ -1,9 +1,15 @@
-"""The workspace service: checkpoint, restore, verify, retention, GC.
+"""The workspace service: checkpoint, restore, verify, retention, GC, and the folders on this host.
 
 It composes the store (records, leases, pins), the object store and the tree
 engine, and keeps the publication order of the storage spec: upload objects →
 verify closure → publish the record and advance the head in one transaction.
 Metadata is never published first.
+
+The lifecycle of a project reaches storage only through this service: it
+initializes a project's folder (restore the head, or adopt a folder already
+here, never overwrite), checkpoints and removes it on suspend, releases the
+writer lease, and disposes of a workspace on close. Folder bookkeeping (base
+files, preserved folders, the trash) lives in :mod:`tenure.workspaces.folders`.
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tenure.errors import ConflictError, IntegrityError, NotFoundError
 from tenure.objects import ObjectStore
-from tenure.snapshots import build_tree, restore_tree, verify_tree
+from tenure.snapshots import RestoreResult, build_tree, restore_tree, verify_tree
 from tenure.snapshots.gc import GcResult, collect
-from tenure.states import SnapshotState
+from tenure.states import LeaseState, SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, Snapshot, Store, Workspace, WriterLease
+from tenure.workspaces.folders import LocalFolders
 
 Progress = Callable[[int, int], None]
 
@@ -86,6 +94,14 @@ class WorkspaceService:
 
     def list(self) -> list[Workspace]:
         return self.store.workspaces.workspaces()
+
+    def workspace(self, ref: str) -> Workspace:
+        """A workspace by name or id."""
+        return self.store.workspaces.workspace(ref)
+
+    def lease(self, workspace_id: str, generation: int) -> WriterLease | None:
+        """The writer lease of ``workspace_id`` at ``generation``, if one was issued."""
+        return self.store.workspaces.lease(workspace_id, generation)
 
     def index_path(self, workspace_id: str, folder: str) -> str:
         digest = hashlib.sha256(os.path.realpath(folder).encode("utf-8", "surrogateescape")).hexdigest()[:24]
@@ -167,7 +183,7 @@ class WorkspaceService:
     # ------------------------------------------------------------------ restore
 
     def restore(self, name: str, dest: str, *, snapshot: str | None = None, partial: bool = False,
-                progress: Progress | None = None) -> tuple[Snapshot, Any]:
+                progress: Progress | None = None) -> tuple[Snapshot, RestoreResult]:
         """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs."""
         ws = self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
@@ -203,3 +219,67 @@ class WorkspaceService:
 
     def gc(self, *, grace_s: float = 3600.0, progress: Progress | None = None) -> GcResult:
         return collect(self.store, self.objects, grace_s=grace_s, progress=progress)
+
+    # ------------------------------------------------------------------ folders on this host
+
+    @cached_property
+    def folders(self) -> LocalFolders:
+        """Base files, preserved folders and the trash under the data folder (created on first use)."""
+        return LocalFolders(self.data_dir)
+
+    def folder_for(self, key: str) -> str:
+        """The working folder on this host for ``key`` (a project id); hashed, never user text."""
+        return self.folders.path(key)
+
+    def init_folder(self, workspace_id: str, folder: str) -> str:
+        """Restore the head into ``folder``, or adopt the folder already there (never overwrite).
+
+        A folder whose recorded base is the current head is kept as it is,
+        uncommitted changes included. A folder with an older or unknown base is
+        moved aside as a preserved delta, and the head is restored.
+        """
+        head = self.workspace(workspace_id).head_snapshot_id
+        if os.path.isdir(folder):
+            if self.folders.read_base(folder) == head:
+                return folder
+            self.folders.preserve(folder)
+        self.folders.write_base(folder, head)
+        if head is None:
+            os.makedirs(folder, exist_ok=True)
+        else:
+            self.restore(workspace_id, folder)
+        return folder
+
+    def suspend_folder(self, workspace_id: str, folder: str, generation: int) -> None:
+        """Checkpoint ``folder`` under the writer lease at ``generation``, trash it, release the lease.
+
+        A checkpoint a crash interrupted is resumed under its own key, so a
+        repeated suspend publishes once.
+        """
+        if os.path.isdir(folder):
+            ws = self.workspace(workspace_id)
+            lease = self.lease(workspace_id, generation)
+            key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key else None
+            if lease is not None:
+                self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease)
+            self.folders.discard(folder)
+        self.folders.forget_base(folder)
+        self.release_writer(workspace_id, generation)
+
+    def release_writer(self, workspace_id: str, generation: int) -> None:
+        """Clean unmount: the writer lease at ``generation`` ends RELEASED, the workspace IDLE again."""
+        lease = self.lease(workspace_id, generation)
+        if lease is not None and lease.state is LeaseState.ACTIVE:
+            self.store.workspaces.release(lease)
+
+    def is_disposed(self, workspace_id: str) -> bool:
+        return self.workspace(workspace_id).state is WorkspaceState.DELETED
+
+    def dispose(self, workspace_id: str, generation: int) -> None:
+        """Workspace DELETED (takeover path), its leases ended, its snapshots DELETING; fenced by ``generation``."""
+        self.store.workspaces.dispose(workspace_id, generation)
+
+    def discard_folder(self, folder: str) -> None:
+        """Move ``folder`` and its base file out of the way; the trash deletes it in the background."""
+        self.folders.discard(folder)
+        self.folders.forget_base(folder)

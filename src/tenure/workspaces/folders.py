@@ -1,0 +1,117 @@
+"""The workspace folders a pod keeps on its host, under its data folder.
+
+``<data>/workspaces/<hash>``
+    a mount: the working folder of one workspace on this host. Keys (project
+    ids) are hashed before they become paths.
+``<data>/workspaces/<hash>.base.json``
+    the base file: which snapshot the folder was restored from. It is
+    written *before* the restore, which renames a complete folder into place
+    or leaves none, so a folder found later with this base is exactly that
+    snapshot (plus whatever was changed in it since).
+``<data>/preserved/<hash>-<time>-<rand>``
+    a folder whose base is older than the head, moved aside instead of being
+    overwritten (never deleted by tenure: the operator decides).
+``<data>/trash/<rand>``
+    folders to delete: renamed there at once, deleted in the background; the
+    trash folder itself is the record, swept at every start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+
+from tenure.fsio import atomic_write
+
+#: What :meth:`LocalFolders.read_base` returns when the base file is missing or unreadable.
+UNKNOWN_BASE = "unknown"
+
+
+class Trash:
+    """Folders to delete: renamed into ``<data>/trash`` at once, deleted in the background.
+
+    Whatever a crash leaves there is deleted by the next :meth:`sweep`.
+    """
+
+    def __init__(self, data_dir: str) -> None:
+        self.root = os.path.join(data_dir, "trash")
+        os.makedirs(self.root, exist_ok=True)
+        self._threads: list[threading.Thread] = []
+
+    def discard(self, path: str) -> None:
+        if not os.path.lexists(path):
+            return
+        target = os.path.join(self.root, uuid.uuid4().hex)
+        os.rename(path, target)
+        self._spawn([target])
+
+    def sweep(self) -> None:
+        leftovers = [os.path.join(self.root, n) for n in os.listdir(self.root)]
+        if leftovers:
+            self._spawn(leftovers)
+
+    def _spawn(self, paths: list[str]) -> None:
+        def remove() -> None:
+            for path in paths:
+                shutil.rmtree(path, ignore_errors=True)
+
+        thread = threading.Thread(target=remove, name="tenure-trash", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class LocalFolders:
+    """Paths, base files, preserved folders and the trash of one data folder."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+        self.trash = Trash(data_dir)
+
+    def path(self, key: str) -> str:
+        """The working folder for ``key`` on this host."""
+        return os.path.join(self.data_dir, "workspaces", hashlib.sha256(key.encode()).hexdigest()[:24])
+
+    @staticmethod
+    def base_file(folder: str) -> str:
+        return folder + ".base.json"
+
+    def read_base(self, folder: str) -> str | None:
+        """The snapshot ``folder`` was restored from; :data:`UNKNOWN_BASE` when not recorded."""
+        try:
+            with open(self.base_file(folder), encoding="utf-8") as fh:
+                value = json.load(fh).get("snapshot")
+        except (OSError, ValueError, AttributeError):
+            return UNKNOWN_BASE
+        return value if value is None or isinstance(value, str) else UNKNOWN_BASE
+
+    def write_base(self, folder: str, snapshot_id: str | None) -> None:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        atomic_write(self.base_file(folder), json.dumps({"snapshot": snapshot_id}).encode("utf-8"))
+
+    def forget_base(self, folder: str) -> None:
+        try:
+            os.unlink(self.base_file(folder))
+        except FileNotFoundError:
+            pass
+
+    def preserve(self, folder: str) -> str:
+        """Move ``folder`` aside as a preserved delta; return where it went."""
+        target = os.path.join(self.data_dir, "preserved",
+                              f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(folder, target)
+        return target
+
+    def discard(self, folder: str) -> None:
+        """Move ``folder`` to the trash (no-op when absent)."""
+        self.trash.discard(folder)
