@@ -140,8 +140,8 @@ def test_p03_the_status_column_accepts_only_the_six_statuses(store: Store) -> No
     ps, _ = stores(store)
     project = ps.create(T, "p")
     with pytest.raises(Exception):
-        with store.db.transaction() as tx:
-            tx.execute("UPDATE projects SET status = 'ARCHIVED' WHERE id = :id", {"id": project.id})
+        with store.db.sql_transaction() as tx:
+            tx.execute_sql("UPDATE projects SET status = 'ARCHIVED' WHERE id = :id", {"id": project.id})
     assert ps.get(T, "p").status is S.INIT
 
 
@@ -664,13 +664,14 @@ def test_p87_p88_p107_find_projects_needing_owner_selects_exactly_the_right_set(
 
 def test_p107_find_projects_needing_owner_is_served_by_an_index(store: Store) -> None:
     _, own = stores(store)
-    params = {"ttl": TTL, "limit": 5, "skip": 0}
-    with store.db.transaction() as tx:
+    params = own.needing_owner_params(TTL, 5, 0)
+    with store.db.sql_transaction() as tx:
         if tx.dialect == "postgres":
-            tx.execute("SET LOCAL enable_seqscan = off")
-            plan = " ".join(r["QUERY PLAN"] for r in tx.execute("EXPLAIN " + own.needing_owner_sql(), params))
+            tx.execute_sql("SET LOCAL enable_seqscan = off")
+            plan = " ".join(r["QUERY PLAN"] for r in tx.execute_sql("EXPLAIN " + own.needing_owner_sql(), params))
         else:
-            plan = " ".join(r["detail"] for r in tx.execute("EXPLAIN QUERY PLAN " + own.needing_owner_sql(), params))
+            plan = " ".join(r["detail"] for r in tx.execute_sql("EXPLAIN QUERY PLAN " + own.needing_owner_sql(),
+                                                                params))
     assert "projects_needing_owner" in plan, plan
 
 

@@ -32,7 +32,7 @@ def test_migrations_are_idempotent(store: Store) -> None:
 
     assert migrate(store.db) == []
     with store.db.transaction() as tx:
-        versions = {r["version"] for r in tx.execute("SELECT version FROM schema_migrations")}
+        versions = {r["version"] for r in tx.execute("migrations_applied")}
     assert versions == {m.version for m in migrations()}
 
 

@@ -116,25 +116,25 @@ class Audit:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        with store.db.transaction() as tx:
+        with store.db.sql_transaction() as tx:
             for sql in (_PG_AUDIT if tx.dialect == "postgres" else _SQLITE_AUDIT):
-                tx.execute(sql)
+                tx.execute_sql(sql)
         self.mark = 0
 
     def note(self, what: str) -> None:
-        with self.store.db.transaction() as tx:
-            tx.execute("INSERT INTO test_audit (what) VALUES (:w)", {"w": what})
+        with self.store.db.sql_transaction() as tx:
+            tx.execute_sql("INSERT INTO test_audit (what) VALUES (:w)", {"w": what})
 
     def reset(self) -> None:
         """Forget what was recorded so far."""
-        with self.store.db.transaction(write=False) as tx:
-            row = tx.one("SELECT COALESCE(MAX(seq), 0) AS m FROM test_audit")
-        self.mark = int(row["m"]) if row else 0
+        with self.store.db.sql_transaction(write=False) as tx:
+            rows = tx.execute_sql("SELECT COALESCE(MAX(seq), 0) AS m FROM test_audit")
+        self.mark = int(rows[0]["m"]) if rows else 0
 
     def log(self, *kinds: str) -> list[str]:
         """Entries since the last reset, optionally only those whose kind (before ':') is listed."""
-        with self.store.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT what FROM test_audit WHERE seq > :m ORDER BY seq", {"m": self.mark})
+        with self.store.db.sql_transaction(write=False) as tx:
+            rows = tx.execute_sql("SELECT what FROM test_audit WHERE seq > :m ORDER BY seq", {"m": self.mark})
         out = [r["what"] for r in rows]
         return [w for w in out if w.split(":")[0] in kinds] if kinds else out
 

@@ -20,16 +20,20 @@ from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 from dataclasses import dataclass
 from typing import Any
 
-from tenure.projects.records import PROJECT_COLUMNS, Project
+from tenure.projects.records import LifecycleType, Project
+from tenure.states import ProjectStatus
 from tenure.store import Store
 from tenure.store.connector import Tx
+from tenure.store.queries import state_params
 
 #: A project's writer lease lives as long as its ownership: it is revoked by
 #: the next holder's claim, so its own TTL is not what ends it.
 PROJECT_WRITER_TTL_S = 10 * 365 * 24 * 3600.0
 
-_NEEDS_OWNER = ("status IN ('INIT', 'RECOVERING', 'RUNNING')"
-                " AND (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1))")
+_CLOSED = state_params(ProjectStatus.CLOSED)
+#: Who needs an owner: an active status, and PERMANENT or AUTO with demand.
+_NEEDS_OWNER = state_params(ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING,
+                            LifecycleType.PERMANENT, LifecycleType.AUTO)
 
 
 @dataclass(frozen=True)
@@ -71,15 +75,9 @@ class Ownership:
             raise InvalidInputError("claim needs the caller's pod id", code="podless-claim",
                                hint="claims are made by a pod; start one or pass --pod-id")
         with self.db.transaction() as tx:
-            claimed = tx.execute(
-                "UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now},"
-                " pending_since = NULL, generation = CASE WHEN home_pod_id = :pod THEN generation"
-                " ELSE generation + 1 END, updated_at = {now}"
-                " WHERE tenant = :t AND name = :n AND status <> 'CLOSED' AND lifecycle_type <> 'HOMELESS'"
-                " AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL"
-                f" OR claimed_at < {{now}} - :ttl) RETURNING {PROJECT_COLUMNS}, (SELECT w.writer_generation"
-                " FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation",
-                {"pod": pod_id, "node": node_name, "t": tenant, "n": name, "ttl": lease_ttl})
+            claimed = tx.execute("project_claim",
+                                 {"pod": pod_id, "node": node_name, "t": tenant, "n": name, "ttl": lease_ttl,
+                                  **_CLOSED, **state_params(LifecycleType.HOMELESS)})
             if not claimed:
                 self._why_not(tx, tenant, name)
                 return None
@@ -88,54 +86,46 @@ class Ownership:
                 return project  # a renewal: one statement
             lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S,
                                                   takeover=True, tx=tx)
-            rows = tx.execute(f"UPDATE projects SET generation = :g WHERE id = :id RETURNING {PROJECT_COLUMNS}",
-                              {"g": lease.generation, "id": project.id})
+            rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
             return Project.from_row(rows[0])
 
     @staticmethod
     def _why_not(tx: Tx, tenant: str, name: str) -> None:
         """A claim matched nothing: raise for a missing, CLOSED or HOMELESS project (else it is held)."""
-        row = tx.one("SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n",
-                     {"t": tenant, "n": name})
+        row = tx.one("project_status_and_type", {"t": tenant, "n": name})
         if row is None:
             raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
-        if row["status"] == "CLOSED":
+        if row["status"] == ProjectStatus.CLOSED.value:
             raise ProjectClosedError(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
-        if row["lifecycle_type"] == "HOMELESS":
+        if row["lifecycle_type"] == LifecycleType.HOMELESS.value:
             raise ProjectHomelessError(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
 
     def renew_leases(self, pod_id: str) -> int:
         """One statement per beat: extend every lease this pod holds; return the matched count."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod AND status <> 'CLOSED'",
-                            {"pod": pod_id})
+            return tx.count("projects_renew_leases", {"pod": pod_id, **_CLOSED})
 
     def release_leases(self, pod_id: str) -> int:
         """Release everything this pod holds (orderly shutdown; best effort)."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL,"
-                            " updated_at = {now} WHERE home_pod_id = :pod", {"pod": pod_id})
+            return tx.count("projects_release_leases", {"pod": pod_id})
 
     def release_lease(self, tenant: str, name: str, pod_id: str) -> bool:
         """Release one lease, only if it is still ours (the drain primitive)."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL,"
-                            " updated_at = {now} WHERE tenant = :t AND name = :n AND home_pod_id = :pod",
-                            {"t": tenant, "n": name, "pod": pod_id}) == 1
+            return tx.count("project_release_lease", {"t": tenant, "n": name, "pod": pod_id}) == 1
 
     def release_closed(self, project_id: str) -> None:
         """A CLOSED project has no owner: clear its lease columns."""
         with self.db.transaction() as tx:
-            tx.execute("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL"
-                       " WHERE id = :id AND status = 'CLOSED'", {"id": project_id})
+            tx.execute("project_release_closed", {"id": project_id, **_CLOSED})
 
     # ------------------------------------------------------------------ questions
 
     def owner(self, project_id: str, lease_ttl: float) -> Owner:
         """Who holds the project's lease, and is it still valid (store clock)?"""
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT home_pod_id, home_node, claimed_at + :ttl - {now} AS expires_in"
-                         " FROM projects WHERE id = :id", {"id": project_id, "ttl": lease_ttl})
+            row = tx.one("project_owner", {"id": project_id, "ttl": lease_ttl})
         if row is None:
             raise NotFoundError(f"no project {project_id}", code="project-not-found")
         expires_in = None if row["expires_in"] is None else float(row["expires_in"])
@@ -146,38 +136,38 @@ class Ownership:
         owner = self.owner(project_id, lease_ttl)
         return owner.live and owner.pod_id == pod_id
 
-    def _select(self, where: str, params: dict[str, object], suffix: str = "") -> list[Project]:
+    def find_by_home_pod_id(self, pod_id: str) -> list[Project]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE {where} {suffix}", params)
+            rows = tx.execute("projects_held_by_pod", {"pod": pod_id, **_CLOSED})
         return [Project.from_row(r) for r in rows]
 
-    def find_by_home_pod_id(self, pod_id: str) -> list[Project]:
-        return self._select("home_pod_id = :pod AND status <> 'CLOSED'", {"pod": pod_id}, "ORDER BY tenant, name")
-
     def find_running_by_home_pod_id(self, pod_id: str) -> list[Project]:
-        return self._select("home_pod_id = :pod AND status = 'RUNNING'", {"pod": pod_id}, "ORDER BY tenant, name")
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("projects_running_on_pod", {"pod": pod_id, **state_params(ProjectStatus.RUNNING)})
+        return [Project.from_row(r) for r in rows]
 
     def sum_score_by_home_pod_id(self, pod_id: str) -> float:
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod"
-                         " AND status <> 'CLOSED'",
-                         {"pod": pod_id})
+            row = tx.one("projects_score_on_pod", {"pod": pod_id, **_CLOSED})
         return float(row["s"]) if row else 0.0
 
     def needing_owner_sql(self) -> str:
-        """The selector of :meth:`find_projects_needing_owner` (for EXPLAIN in benchmarks)."""
-        return (f"SELECT {PROJECT_COLUMNS} FROM projects WHERE {_NEEDS_OWNER}"
-                " AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl"
-                " ORDER BY COALESCE(claimed_at, 0) LIMIT :limit OFFSET :skip")
+        """The statement of :meth:`find_projects_needing_owner` as written (for EXPLAIN in tests and benchmarks)."""
+        return self.db.queries.sql(self.db.dialect, "projects_needing_owner")
+
+    @staticmethod
+    def needing_owner_params(lease_ttl: float, limit: int, skip: int = 0) -> dict[str, Any]:
+        """The parameters :meth:`find_projects_needing_owner` passes to that statement."""
+        return {"ttl": lease_ttl, "limit": limit, "skip": skip, **_NEEDS_OWNER}
 
     def find_projects_needing_owner(self, lease_ttl: float, limit: int, skip: int = 0) -> list[Project]:
         """Needs an owner and has no live lease; never SUSPENDED, SUSPENDING or CLOSED (index range scan)."""
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute(self.needing_owner_sql(), {"ttl": lease_ttl, "limit": limit, "skip": skip})
+            rows = tx.execute("projects_needing_owner", self.needing_owner_params(lease_ttl, limit, skip))
         return [Project.from_row(r) for r in rows]
 
     def find_pending_placement(self, lease_ttl: float, pending_ttl: float) -> list[Project]:
         """Projects no pod had room for, waiting for at most ``pending_ttl`` seconds, still unowned."""
-        return self._select("pending_since IS NOT NULL AND pending_since >= {now} - :pending"
-                            " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)",
-                            {"pending": pending_ttl, "ttl": lease_ttl}, "ORDER BY pending_since")
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("projects_pending_placement", {"pending": pending_ttl, "ttl": lease_ttl})
+        return [Project.from_row(r) for r in rows]

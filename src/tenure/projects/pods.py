@@ -15,10 +15,13 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from tenure.projects.records import Pod
+from tenure.projects.records import Pod, PodStatus
 from tenure.store import Store
+from tenure.store.queries import state_params
 
-POD_STATUSES = ("STARTING", "RUNNING", "DRAINING", "STOPPED")
+POD_STATUSES = tuple(s.value for s in PodStatus)
+#: A pod in these statuses may be live (if heard from recently): ``:running``, ``:draining``.
+_MAY_BE_LIVE = state_params(PodStatus.RUNNING, PodStatus.DRAINING)
 
 
 @dataclass(frozen=True)
@@ -41,15 +44,14 @@ class PodRegistry:
     def register(self, identity: PodIdentity, *, labels: dict[str, str] | None = None,
                  capacity: float = 100.0) -> Pod:
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at,"
-                       " heartbeat_at) VALUES (:id, :n, :e, :l, :c, 'RUNNING', {now}, {now})",
-                       {"id": identity.pod_id, "n": identity.node_name, "e": identity.endpoint,
+            tx.execute("pod_insert",
+                       {**state_params(PodStatus.RUNNING), "id": identity.pod_id, "n": identity.node_name, "e": identity.endpoint,
                         "l": json.dumps(labels or {}, sort_keys=True), "c": capacity})
         return self.get(identity.pod_id)
 
     def get(self, pod_id: str) -> Pod:
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT * FROM pods WHERE id = :id", {"id": pod_id})
+            row = tx.one("pod_by_id", {"id": pod_id})
         if row is None:
             from tenure.errors import NotFoundError
 
@@ -58,13 +60,12 @@ class PodRegistry:
 
     def heartbeat(self, pod_id: str) -> bool:
         with self.db.transaction() as tx:
-            return tx.count("UPDATE pods SET heartbeat_at = {now} WHERE id = :id AND status <> 'STOPPED'",
-                            {"id": pod_id}) == 1
+            return tx.count("pod_heartbeat", {"id": pod_id, **state_params(PodStatus.STOPPED)}) == 1
 
     def set_status(self, pod_id: str, status: str) -> None:
         assert status in POD_STATUSES
         with self.db.transaction() as tx:
-            tx.execute("UPDATE pods SET status = :s, heartbeat_at = {now} WHERE id = :id", {"s": status, "id": pod_id})
+            tx.execute("pod_set_status", {"s": status, "id": pod_id})
 
     def list(self) -> builtins.list[tuple[Pod, bool]]:
         """Every pod with whether it is live under the default liveness TTL (15 s)."""
@@ -72,13 +73,11 @@ class PodRegistry:
 
     def list_with_liveness(self, liveness_ttl: float) -> builtins.list[tuple[Pod, bool]]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT *, (status IN ('RUNNING', 'DRAINING') AND heartbeat_at >= {now} - :ttl)"
-                              " AS live FROM pods ORDER BY started_at", {"ttl": liveness_ttl})
+            rows = tx.execute("pods_with_liveness", {"ttl": liveness_ttl, **_MAY_BE_LIVE})
         return [(Pod.from_row(r), bool(r["live"])) for r in rows]
 
     def resolve_endpoint(self, pod_id: str, liveness_ttl: float) -> str | None:
         """The endpoint of a live pod, or ``None`` when it is unknown, stopped or silent too long."""
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT endpoint FROM pods WHERE id = :id AND status IN ('RUNNING', 'DRAINING')"
-                         " AND heartbeat_at >= {now} - :ttl", {"id": pod_id, "ttl": liveness_ttl})
+            row = tx.one("pod_endpoint_if_live", {"id": pod_id, "ttl": liveness_ttl, **_MAY_BE_LIVE})
         return None if row is None else row["endpoint"]

@@ -1,4 +1,8 @@
-"""Project, pod and session records (ownership columns are not here: ask the ownership module)."""
+"""Project, pod and session records (ownership columns are not here: ask the ownership module).
+
+Enum values equal the database values; ``tests/unit/test_schema_enums.py``
+checks them against the schema's CHECK lists.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.states import ProjectStatus
-
-#: Columns every non-ownership reader selects (never the two lease columns).
-PROJECT_COLUMNS = ("id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node,"
-                   " generation, placement_selector, placement_score, pending_since, workspace_id, error,"
-                   " created_at, updated_at")
-
 
 class Kind(str, enum.Enum):
     USER = "USER"
@@ -25,6 +23,15 @@ class LifecycleType(str, enum.Enum):
     AUTO = "AUTO"
     EPHEMERAL = "EPHEMERAL"
     PERMANENT = "PERMANENT"
+
+
+class PodStatus(str, enum.Enum):
+    """A pod row's status (``Pod.status`` holds the value)."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    DRAINING = "DRAINING"
+    STOPPED = "STOPPED"
 
 
 @dataclass(frozen=True)

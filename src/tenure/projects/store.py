@@ -13,21 +13,19 @@ import builtins
 import json
 import math
 import re
-from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError
 from tenure.projects.ownership import ProjectClosedError
-from tenure.projects.records import PROJECT_COLUMNS, Kind, LifecycleType, Project, Session
+from tenure.projects.records import Kind, LifecycleType, Project, Session
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store, validate_name
 from tenure.store.connector import Tx
+from tenure.store.queries import state_params
 from tenure.store.workspaces import new_id
 
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$")
 CLOSED_GROUP = "closed"
-#: owner_required as derived from the demand records (1 while any exists).
-_DEMANDED = ("(CASE WHEN EXISTS (SELECT 1 FROM project_demand d WHERE d.project_id = projects.id)"
-             " THEN 1 ELSE 0 END)")
+_CLOSED = state_params(ProjectStatus.CLOSED)
 
 
 class StatusConflictError(ConflictError):
@@ -73,20 +71,17 @@ class ProjectStore:
         validate_name("project group", group)
         pid = new_id("p-")
         with self.db.transaction() as tx:
-            if tx.one("SELECT id FROM projects WHERE tenant = :t AND name = :n", {"t": tenant, "n": name}):
+            if tx.one("project_id_by_name", {"t": tenant, "n": name}):
                 raise ConflictError(f"project {tenant}/{name} already exists", code="project-exists",
                                project=f"{tenant}/{name}")
             ws = self.store.workspaces.create(f"prj-{pid[2:]}", tx=tx)
-            tx.execute("INSERT INTO projects (id, tenant, name, project_group, status, kind, lifecycle_type,"
-                       " workspace_id, created_at, updated_at) VALUES (:id, :t, :n, :g, 'INIT', :k, :lt, :w,"
-                       " {now}, {now})", {"id": pid, "t": tenant, "n": name, "g": group, "k": kind.value,
-                                          "lt": lifecycle_type.value, "w": ws.id})
+            tx.execute("project_insert", {"id": pid, "t": tenant, "n": name, "g": group, "k": kind.value,
+                                          "lt": lifecycle_type.value, "w": ws.id, **state_params(ProjectStatus.INIT)})
             return self._get(tx, tenant, name)
 
     @staticmethod
     def _get(tx: Tx, tenant: str, name: str) -> Project:
-        row = tx.one(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE tenant = :t AND name = :n",
-                     {"t": tenant, "n": name})
+        row = tx.one("project_by_name", {"t": tenant, "n": name})
         if row is None:
             raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}",
                            hint="list projects with `tenure project list`")
@@ -97,9 +92,11 @@ class ProjectStore:
             return self._get(tx, tenant, name)
 
     def list(self, status: ProjectStatus | None = None) -> builtins.list[Project]:
-        where, params = ("WHERE status = :s", {"s": status.value}) if status else ("", {})
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects {where} ORDER BY tenant, name", params)
+            if status is None:
+                rows = tx.execute("projects_all")
+            else:
+                rows = tx.execute("projects_with_status", {"s": status.value})
         return [Project.from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ status (lifecycle service only)
@@ -109,8 +106,7 @@ class ProjectStore:
         """Atomic ``expected → target``, fenced by the generation; conflict error otherwise."""
         PROJECT.check(expected, target)
         with self.db.transaction() as tx:
-            rows = tx.count("UPDATE projects SET status = :t, error = :err, updated_at = {now} WHERE tenant = :tn"
-                            " AND name = :n AND status = :e AND generation = :g",
+            rows = tx.count("project_transition",
                             {"t": target.value, "e": expected.value, "g": generation, "tn": tenant, "n": name,
                              "err": error})
             current = self._get(tx, tenant, name)
@@ -132,8 +128,7 @@ class ProjectStore:
 
     def record_error(self, project: Project, error: str | None) -> None:
         with self.db.transaction() as tx:
-            tx.execute("UPDATE projects SET error = :e, updated_at = {now} WHERE id = :id AND generation = :g",
-                       {"e": error, "id": project.id, "g": project.generation})
+            tx.execute("project_record_error", {"e": error, "id": project.id, "g": project.generation})
 
     def fence(self, project: Project, holder: str) -> Project:
         """Raise the generation (new writer lease, older ones revoked) without claiming ownership."""
@@ -142,8 +137,7 @@ class ProjectStore:
         with self.db.transaction() as tx:
             lease = self.store.workspaces.acquire(project.workspace_id, holder, PROJECT_WRITER_TTL_S,
                                                   takeover=True, tx=tx)
-            tx.execute("UPDATE projects SET generation = :g, updated_at = {now} WHERE id = :id AND status <> 'CLOSED'",
-                       {"g": lease.generation, "id": project.id})
+            tx.execute("project_fence", {"g": lease.generation, "id": project.id, **_CLOSED})
             return self._get(tx, project.tenant, project.name)
 
     def close(self, tenant: str, name: str, closed_group_id: str, generation: int) -> Project:
@@ -153,9 +147,8 @@ class ProjectStore:
             if current.kind is Kind.SYSTEM:
                 raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             PROJECT.check(current.status, ProjectStatus.CLOSED)
-            rows = tx.count("UPDATE projects SET status = 'CLOSED', project_group = :grp, updated_at = {now}"
-                            " WHERE id = :id AND kind <> 'SYSTEM' AND status <> 'CLOSED' AND generation = :g",
-                            {"grp": closed_group_id, "id": current.id, "g": generation})
+            rows = tx.count("project_close", {"grp": closed_group_id, "id": current.id, "g": generation,
+                                              **_CLOSED, **state_params(Kind.SYSTEM)})
             if rows != 1:
                 self._refuse(current, current.status, generation)
             return self._get(tx, tenant, name)
@@ -174,8 +167,8 @@ class ProjectStore:
             if current.lifecycle_type is LifecycleType.HOMELESS:
                 raise InvalidInputError(f"project {current.ref} is HOMELESS; its type is fixed",
                                    code="lifecycle-type-refused")
-            tx.execute("UPDATE projects SET lifecycle_type = :v, updated_at = {now} WHERE id = :id"
-                       " AND lifecycle_type <> 'HOMELESS' AND kind <> 'SYSTEM'", {"v": value.value, "id": current.id})
+            tx.execute("project_set_lifecycle_type",
+                       {"v": value.value, "id": current.id, **state_params(LifecycleType.HOMELESS, Kind.SYSTEM)})
             return self._get(tx, tenant, name)
 
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
@@ -185,87 +178,73 @@ class ProjectStore:
                                hint="a positive, finite number")
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
-            tx.execute("UPDATE projects SET placement_selector = :s, placement_score = :sc, updated_at = {now}"
-                       " WHERE id = :id", {"s": json.dumps(selector, sort_keys=True), "sc": float(score),
-                                           "id": current.id})
+            tx.execute("project_set_placement", {"s": json.dumps(selector, sort_keys=True), "sc": float(score),
+                                                 "id": current.id})
             return self._get(tx, tenant, name)
 
     def mark_pending_placement(self, tenant: str, name: str) -> bool:
         """Set ``pending_since`` only if empty ("waiting since"); a claim clears it."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET pending_since = {now} WHERE tenant = :t AND name = :n"
-                            " AND pending_since IS NULL", {"t": tenant, "n": name}) == 1
+            return tx.count("project_mark_pending", {"t": tenant, "n": name}) == 1
 
     def set_owner_required(self, tenant: str, name: str, value: bool) -> bool:
         """Write the derived flag only when it flips; return whether it did."""
         with self.db.transaction() as tx:
-            return tx.count("UPDATE projects SET owner_required = :v, updated_at = {now} WHERE tenant = :t"
-                            " AND name = :n AND owner_required <> :v",
-                            {"v": int(value), "t": tenant, "n": name}) == 1
+            return tx.count("project_set_owner_required", {"v": int(value), "t": tenant, "n": name}) == 1
 
     def find_owner_required(self) -> builtins.list[Project]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute(f"SELECT {PROJECT_COLUMNS} FROM projects WHERE owner_required = 1 ORDER BY tenant, name")
+            rows = tx.execute("projects_owner_required")
         return [Project.from_row(r) for r in rows]
 
     def add_demand(self, tenant: str, name: str, source: str) -> bool:
         """Register scheduled or pending work; re-derives ``owner_required``."""
         project = self.get(tenant, name)
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO project_demand (project_id, source, created_at) VALUES (:p, :s, {now})"
-                       " ON CONFLICT (project_id, source) DO NOTHING", {"p": project.id, "s": source})
+            tx.execute("project_demand_insert", {"p": project.id, "s": source})
         return self.rederive_owner_required(tenant, name)
 
     def remove_demand(self, tenant: str, name: str, source: str) -> bool:
         project = self.get(tenant, name)
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM project_demand WHERE project_id = :p AND source = :s",
-                       {"p": project.id, "s": source})
+            tx.execute("project_demand_delete", {"p": project.id, "s": source})
         return self.rederive_owner_required(tenant, name)
 
     def rederive_owner_required(self, tenant: str, name: str) -> bool:
         with self.db.transaction() as tx:
-            return tx.count(f"UPDATE projects SET owner_required = {_DEMANDED}, updated_at = {{now}}"
-                            f" WHERE tenant = :t AND name = :n AND owner_required <> {_DEMANDED}",
-                            {"t": tenant, "n": name}) == 1
+            return tx.count("project_rederive_owner_required", {"t": tenant, "n": name}) == 1
 
     def rederive_all(self) -> int:
         """Boot: re-derive every flag from the demand records (flips only)."""
         with self.db.transaction() as tx:
-            return tx.count(f"UPDATE projects SET owner_required = {_DEMANDED}, updated_at = {{now}}"
-                            f" WHERE owner_required <> {_DEMANDED}")
+            return tx.count("projects_rederive_owner_required")
 
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, project: Project) -> Session:
         sid = new_id("c-")
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO sessions (id, project_id, created_at, updated_at) VALUES (:id, :p, {now}, {now})",
-                       {"id": sid, "p": project.id})
+            tx.execute("session_insert", {"id": sid, "p": project.id})
         return self.session(sid)
 
     def session(self, session_id: str) -> Session:
         with self.db.transaction(write=False) as tx:
-            row = tx.one("SELECT * FROM sessions WHERE id = :id", {"id": session_id})
+            row = tx.one("session_by_id", {"id": session_id})
         if row is None:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         return Session.from_row(row)
 
     def sessions(self, project: Project) -> builtins.list[Session]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT * FROM sessions WHERE project_id = :p ORDER BY id", {"p": project.id})
+            rows = tx.execute("sessions_of_project", {"p": project.id})
         return [Session.from_row(r) for r in rows]
 
     def bind_session(self, session_id: str, connection_id: str, pod_id: str, generation: int) -> Session:
         """Bind a session to a client connection, fenced by the project generation."""
         with self.db.transaction() as tx:
-            rows = tx.count(
-                "UPDATE sessions SET bound_connection_id = :c, bound_pod_id = :pod, updated_at = {now}"
-                " WHERE id = :id AND (bound_connection_id IS NULL OR bound_connection_id = :c)"
-                " AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g"
-                " AND p.status <> 'CLOSED')", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation})
-            row = tx.one("SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.project_id"
-                         " WHERE s.id = :id", {"id": session_id})
+            rows = tx.count("session_bind", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation,
+                                             **_CLOSED})
+            row = tx.one("session_with_project", {"id": session_id})
         if row is None:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         if rows == 1:
@@ -282,9 +261,5 @@ class ProjectStore:
         """Step 1a: unbind every session of these projects (idempotent)."""
         if not project_ids:
             return 0
-        params: dict[str, Any] = {f"p{i}": pid for i, pid in enumerate(project_ids)}
-        marks = ", ".join(f":p{i}" for i in range(len(project_ids)))
         with self.db.transaction() as tx:
-            return tx.count(f"UPDATE sessions SET bound_connection_id = NULL, bound_pod_id = NULL,"
-                            f" updated_at = {{now}} WHERE project_id IN ({marks}) AND bound_connection_id IS NOT NULL",
-                            params)
+            return tx.count("sessions_unbind", {"ids": list(project_ids)})

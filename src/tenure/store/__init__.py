@@ -1,8 +1,11 @@
 """The control-plane store: SQLite (embedded default) or PostgreSQL.
 
-One :class:`Store` over one connector; the same SQL serves both dialects
-(``:name`` parameters and a ``{now}`` store-clock placeholder, translated by
-the connector). Schema migrations are applied on first use.
+One :class:`Store` over one connector. Every statement is a named block of
+``sql/queries.sql``, overridden per dialect where SQLite and PostgreSQL differ
+(``sql/sqlite/queries.sql``, ``sql/postgres/queries.sql``); code passes the
+name and the parameters (:mod:`tenure.store.queries`,
+:mod:`tenure.store.connector`). Schema migrations (``sql/migrations/``) are
+applied on first use.
 
 Both backends pass one conformance suite (``tests/contract/``).
 """

@@ -1,28 +1,42 @@
-"""Drivers: the only code that touches sqlite3 or psycopg.
+"""Transactions over named queries: the protocols, parameter translation, ``open_connector``.
 
-A connector hands out transactions. SQL is written once with ``:name``
-parameters and a ``{now}`` placeholder for the store clock; the connector
-translates both to its dialect. Driver errors are mapped at this boundary to
-:class:`~tenure.errors.StoreError` (retryable) or
-:class:`~tenure.errors.VersionConflictError` (a unique or serialization failure).
+Code above the connector never writes SQL. It names a block of its package's
+query files (:mod:`tenure.store.queries`) and passes parameters::
 
-SQLite settings (see docs/adr/0002-sqlite-durability.md): WAL journal,
-``synchronous=FULL`` so a committed transaction survives power loss,
-``busy_timeout`` so writers queue instead of failing, and every write
-transaction opened with ``BEGIN IMMEDIATE`` so two writers never deadlock on
-a lock upgrade.
+    tx.execute("workspace_by_ref", {"r": ref})
+
+The transaction looks the name up for its dialect, translates the ``:name``
+parameters and the ``{now}`` store-clock placeholder once per statement, and
+binds the values. A list value is a list parameter: PostgreSQL receives an
+array (``= ANY(:ids)``), SQLite a JSON array
+(``IN (SELECT value FROM json_each(:ids))``).
+
+The drivers live in :mod:`tenure.store.sqlite` and :mod:`tenure.store.postgres`,
+the only modules that touch ``sqlite3`` or ``psycopg``; each maps driver errors
+to :class:`~tenure.errors.StoreError` (retryable) or
+:class:`~tenure.errors.VersionConflictError` (a unique or serialization
+failure) at that boundary.
+
+SQL text as written runs only through :meth:`Connector.sql_transaction`
+(``SqlTx.execute_sql``): the migrator uses it for migration files, tests and
+benchmarks for probing the database. Nothing in the package calls it
+otherwise (``tests/unit/test_queries.py``).
 """
 
 from __future__ import annotations
 
+import json
 import re
-import sqlite3
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tenure.errors import ConfigurationError, InvalidInputError, StoreError, VersionConflictError
+from tenure.errors import ConfigurationError
+from tenure.store.queries import STORE, Queries, load
+
+if TYPE_CHECKING:
+    from tenure.store.postgres import PostgresConnector
+    from tenure.store.sqlite import SqliteConnector
 
 Row = dict[str, Any]
 _PARAM = re.compile(r"(?<!:):([a-zA-Z_][a-zA-Z0-9_]*)")
@@ -32,231 +46,122 @@ POSTGRES_NOW = "extract(epoch from clock_timestamp())::double precision"
 
 
 class Tx(Protocol):
-    """One open transaction."""
+    """One open transaction; every statement is named by its query."""
 
     dialect: str
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
 
-    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+    def executemany(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
-    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
+    def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
 
-    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+    def count(self, query: str, params: Mapping[str, Any] | None = None) -> int:
         """Run a write statement and return how many rows it matched."""
         ...
+
+
+class SqlTx(Tx, Protocol):
+    """A transaction that also runs SQL text as written (migrations, tests)."""
+
+    def execute_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+
+    def count_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> int: ...
 
 
 class Connector(Protocol):
     url: str
     dialect: str
+    queries: Queries
 
     def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]: ...
+
+    def sql_transaction(self, *, write: bool = True) -> AbstractContextManager[SqlTx]: ...
 
     def close(self) -> None: ...
 
 
-class _BaseTx:
+def translate(dialect: str, sql: str) -> str:
+    """``:name`` parameters and ``{now}`` in the driver's form."""
+    if dialect == "sqlite":
+        return sql.replace("{now}", SQLITE_NOW)
+    if dialect == "postgres":
+        return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%").replace("{now}", POSTGRES_NOW))
+    raise ValueError(f"unknown SQL dialect {dialect!r}")
+
+
+def bind(dialect: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parameter values for the driver: lists become arrays (PostgreSQL) or JSON arrays (SQLite)."""
+    out: dict[str, Any] = {}
+    for key, value in (params or {}).items():
+        if isinstance(value, (list, tuple, set, frozenset)):
+            value = json.dumps(list(value)) if dialect == "sqlite" else list(value)
+        out[key] = value
+    return out
+
+
+class Statements:
+    """Query names → driver-ready SQL for one dialect, translated once."""
+
+    def __init__(self, queries: Queries, dialect: str) -> None:
+        self.queries = queries
+        self.dialect = dialect
+        self._cache: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        sql = self._cache.get(name)
+        if sql is None:
+            sql = self._cache[name] = translate(self.dialect, self.queries.sql(self.dialect, name))
+        return sql
+
+
+class BaseTx:
+    """Named-query methods over three driver primitives (``_rows``, ``_rowcount``, ``_many``)."""
+
     dialect = ""
 
-    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        raise NotImplementedError
+    def __init__(self, statements: Statements) -> None:
+        self.statements = statements
 
-    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        rows = self.execute(sql, params)
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return self._rows(self.statements(query), bind(self.dialect, params))
+
+    def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        rows = self.execute(query, params)
         return rows[0] if rows else None
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    def count(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._rowcount(self.statements(query), bind(self.dialect, params))
+
+    def executemany(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._many(self.statements(query), [bind(self.dialect, r) for r in rows])
+
+    def execute_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return self._rows(translate(self.dialect, sql), bind(self.dialect, params))
+
+    def count_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._rowcount(translate(self.dialect, sql), bind(self.dialect, params))
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Row]:
+        raise NotImplementedError
+
+    def _rowcount(self, sql: str, params: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def _many(self, sql: str, rows: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
 
-class SqliteTx(_BaseTx):
-    dialect = "sqlite"
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        try:
-            cur = self.conn.execute(sql.replace("{now}", SQLITE_NOW), dict(params or {}))
-            rows = cur.fetchall()
-        except sqlite3.Error as exc:
-            raise _map_sqlite(exc) from exc
-        if cur.description is None:
-            return []
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in rows]
-
-    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        try:
-            return int(self.conn.execute(sql.replace("{now}", SQLITE_NOW), dict(params or {})).rowcount)
-        except sqlite3.Error as exc:
-            raise _map_sqlite(exc) from exc
-
-    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        try:
-            self.conn.executemany(sql.replace("{now}", SQLITE_NOW), [dict(r) for r in rows])
-        except sqlite3.Error as exc:
-            raise _map_sqlite(exc) from exc
-
-
-def _map_sqlite(exc: sqlite3.Error) -> Exception:
-    if isinstance(exc, sqlite3.IntegrityError):
-        return VersionConflictError(f"store constraint violated: {exc}")
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return StoreError(f"store is busy: {exc}")
-    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
-        return ConfigurationError(f"cannot open the SQLite store: {exc}", code="store-unreachable")
-    return StoreError(f"store error: {exc}", code="store-error")
-
-
-class SqliteConnector:
-    """One connection per thread to a SQLite file (WAL, synchronous=FULL)."""
-
-    dialect = "sqlite"
-
-    def __init__(self, path: str, *, busy_timeout_ms: int = 30000) -> None:
-        self.path = path
-        self.url = f"sqlite:///{path}"
-        self.busy_timeout_ms = busy_timeout_ms
-        self._local = threading.local()
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                       timeout=self.busy_timeout_ms / 1000)
-            except sqlite3.Error as exc:
-                raise _map_sqlite(exc) from exc
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[SqliteTx]:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.Error as exc:
-            raise _map_sqlite(exc) from exc
-        try:
-            yield SqliteTx(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                raise _map_sqlite(exc) from exc
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-
-class PostgresTx(_BaseTx):
-    dialect = "postgres"
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    @staticmethod
-    def _sql(sql: str) -> str:
-        return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%").replace("{now}", POSTGRES_NOW))
-
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        import psycopg
-
-        try:
-            cur = self.conn.execute(self._sql(sql), dict(params or {}))
-            if cur.description is None:
-                return []
-            names = [d.name for d in cur.description]
-            return [dict(zip(names, r)) for r in cur.fetchall()]
-        except psycopg.Error as exc:
-            raise _map_postgres(exc) from exc
-
-    def count(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        import psycopg
-
-        try:
-            return int(self.conn.execute(self._sql(sql), dict(params or {})).rowcount)
-        except psycopg.Error as exc:
-            raise _map_postgres(exc) from exc
-
-    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        import psycopg
-
-        try:
-            with self.conn.cursor() as cur:
-                cur.executemany(self._sql(sql), [dict(r) for r in rows])
-        except psycopg.Error as exc:
-            raise _map_postgres(exc) from exc
-
-
-def _map_postgres(exc: Exception) -> Exception:
-    import psycopg
-    import psycopg.errors as pe
-
-    if isinstance(exc, psycopg.DataError):
-        return InvalidInputError(f"the store cannot hold this value: {exc}".strip(), code="invalid-input",
-                            hint="names and values must be plain text without NUL characters")
-    if isinstance(exc, (pe.UniqueViolation, pe.SerializationFailure, pe.DeadlockDetected)):
-        return VersionConflictError(f"concurrent change: {exc}".strip())
-    if isinstance(exc, pe.OperationalError):
-        return StoreError(f"PostgreSQL is unreachable: {exc}".strip())
-    return StoreError(f"PostgreSQL error: {exc}".strip(), code="store-error")
-
-
-class PostgresConnector:
-    """A psycopg 3 connection pool."""
-
-    dialect = "postgres"
-
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8) -> None:
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
-        self.url = url
-        try:
-            self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True,
-                                       kwargs={"autocommit": True}, timeout=10)
-            self.pool.wait(timeout=10)
-        except (psycopg.Error, Exception) as exc:
-            raise StoreError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}",
-                             code="store-unreachable") from exc
-
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[PostgresTx]:
-        import psycopg
-
-        try:
-            with self.pool.connection() as conn:
-                with conn.transaction():
-                    yield PostgresTx(conn)
-        except psycopg.Error as exc:
-            raise _map_postgres(exc) from exc
-
-    def close(self) -> None:
-        self.pool.close()
-
-
-def _redact(url: str) -> str:
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
-
-
-def open_connector(url: str) -> SqliteConnector | PostgresConnector:
+def open_connector(url: str, queries: Queries | None = None) -> SqliteConnector | PostgresConnector:
+    """A connector for ``url`` whose transactions run the named blocks of ``queries`` (default: the store's)."""
+    chosen = queries if queries is not None else load(STORE)
     if url.startswith("sqlite:///"):
-        return SqliteConnector(url[len("sqlite:///"):])
+        from tenure.store.sqlite import SqliteConnector
+
+        return SqliteConnector(url[len("sqlite:///"):], queries=chosen)
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresConnector(url)
+        from tenure.store.postgres import PostgresConnector
+
+        return PostgresConnector(url, queries=chosen)
     raise ConfigurationError(f"unsupported store URL {url!r}", hint="use sqlite:///path/to/tenure.db or postgresql://host/db",
                              code="bad-store-url")

@@ -1,9 +1,21 @@
 """Versioned schema migrations: ``sql/migrations/NNNN_name.sql``, applied in order.
 
-``tenure db migrate`` applies them, and every store applies them on first
-use. Each migration runs in its own transaction and is recorded in
-``schema_migrations``; concurrent migrators serialize (SQLite: the write
-lock of ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped advisory lock).
+A schema belongs to a package: its migration files sit in the package's
+``sql/migrations/`` folder, next to the query files the connector was opened
+with, and those query files name the bookkeeping table (the store's
+``schema_migrations``; the PostgreSQL object store's
+``tenure_objects_migrations``, so both can share one database). So
+``migrate(connector)`` applies the migrations of ``connector.queries.package``.
+
+``tenure db migrate`` applies the store's, and every store applies them on
+first use. Each migration runs in its own transaction and is recorded in the
+bookkeeping table; concurrent migrators serialize (SQLite: the write lock of
+``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped advisory lock,
+``migrations_lock``).
+
+Migration files are the one place where SQL text runs as written
+(:meth:`~tenure.store.connector.SqlTx.execute_sql`); the bookkeeping uses
+named queries like everything else.
 """
 
 from __future__ import annotations
@@ -12,8 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from tenure.store.connector import Connector
-
-_ADVISORY_KEY = 7_346_201_118
+from tenure.store.queries import STORE
 
 
 @dataclass(frozen=True)
@@ -27,8 +38,9 @@ class Migration:
         return [s.strip() for s in body.split(";") if s.strip()]
 
 
-def migrations() -> list[Migration]:
-    folder = resources.files("tenure.store") / "sql" / "migrations"
+def migrations(package: str = STORE) -> list[Migration]:
+    """The migrations of ``package`` (default: the control-plane store), by version."""
+    folder = resources.files(package) / "sql" / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):
@@ -39,30 +51,22 @@ def migrations() -> list[Migration]:
 
 def applied(connector: Connector) -> set[int]:
     with connector.transaction() as tx:
-        _ensure_table(tx)
-        return {int(r["version"]) for r in tx.execute("SELECT version FROM schema_migrations")}
-
-
-def _ensure_table(tx: object) -> None:
-    tx.execute(  # type: ignore[attr-defined]
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-        " applied_at DOUBLE PRECISION NOT NULL)"
-    )
+        tx.execute("migrations_table_create")
+        return {int(r["version"]) for r in tx.execute("migrations_applied")}
 
 
 def migrate(connector: Connector) -> list[Migration]:
-    """Apply every pending migration; return those applied now."""
+    """Apply every pending migration of the connector's package; return those applied now."""
     done: list[Migration] = []
-    for migration in migrations():
-        with connector.transaction() as tx:
+    for migration in migrations(connector.queries.package):
+        with connector.sql_transaction() as tx:
             if tx.dialect == "postgres":
-                tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _ADVISORY_KEY})
-            _ensure_table(tx)
-            if tx.one("SELECT 1 AS x FROM schema_migrations WHERE version = :v", {"v": migration.version}):
+                tx.execute("migrations_lock")
+            tx.execute("migrations_table_create")
+            if tx.one("migration_is_applied", {"v": migration.version}):
                 continue
             for statement in migration.statements():
-                tx.execute(statement)
-            tx.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, {now})",
-                       {"v": migration.version, "n": migration.name})
+                tx.execute_sql(statement)
+            tx.execute("migration_record", {"v": migration.version, "n": migration.name})
             done.append(migration)
     return done

@@ -24,19 +24,22 @@ from contextlib import contextmanager
 from typing import Any
 
 from tenure.errors import ConflictError, NotFoundError, VersionConflictError
-from tenure.states import READABLE_SNAPSHOT_STATES, SNAPSHOT, SnapshotState
+from tenure.states import READABLE_SNAPSHOT_STATES, SNAPSHOT, SnapshotState, WorkspaceState
 from tenure.store.connector import Connector, Tx
+from tenure.store.queries import state_params
 from tenure.store.records import Snapshot
 from tenure.store.workspaces import new_id
 
-_READABLE = tuple(sorted(s.value for s in READABLE_SNAPSHOT_STATES))
-_READABLE_SQL = "(" + ", ".join(f"'{s}'" for s in _READABLE) + ")"
+#: The readable states, as the queries that need them name them (``:uploading`` … ``:deleting``).
+READABLE = state_params(*sorted(READABLE_SNAPSHOT_STATES, key=lambda s: s.value))
+#: Pin kinds.
+UPLOAD, RESTORE, KEEP = "upload", "restore", "keep"
 
 
 def lock_gc_shared(tx: Tx) -> None:
     """Hold the GC lock row shared until the transaction ends (SQLite: the write lock does it)."""
     if tx.dialect == "postgres":
-        tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR SHARE")
+        tx.execute("gc_lock_shared")
 
 
 class SnapshotStore:
@@ -50,9 +53,9 @@ class SnapshotStore:
         if tx is None:
             with self.db.transaction(write=False) as own:
                 return self.get(ref, own)
-        row = tx.one("SELECT * FROM snapshots WHERE id = :r", {"r": ref})
+        row = tx.one("snapshot_by_id", {"r": ref})
         if row is None and len(ref) >= 6:
-            rows = tx.execute("SELECT * FROM snapshots WHERE id LIKE :p LIMIT 2", {"p": ref.replace("%", "") + "%"})
+            rows = tx.execute("snapshots_by_id_prefix", {"p": ref.replace("%", "") + "%"})
             row = rows[0] if len(rows) == 1 else None
         if row is None:
             raise NotFoundError(f"no snapshot {ref!r}", code="snapshot-not-found",
@@ -61,14 +64,12 @@ class SnapshotStore:
 
     def list(self, workspace_id: str) -> builtins.list[Snapshot]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT * FROM snapshots WHERE workspace_id = :w ORDER BY created_at, id",
-                              {"w": workspace_id})
+            rows = tx.execute("snapshots_of_workspace", {"w": workspace_id})
         return [Snapshot.from_row(r) for r in rows]
 
     def pinned_ids(self) -> set[str]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT DISTINCT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL"
-                              " AND (expires_at IS NULL OR expires_at > {now})")
+            rows = tx.execute("pins_live_snapshot_ids")
         return {r["snapshot_id"] for r in rows}
 
     # ------------------------------------------------------------------ moves
@@ -80,9 +81,7 @@ class SnapshotStore:
             snap = self.get(ref, tx)
             source = expected or snap.state
             SNAPSHOT.check(source, target)
-            rows = tx.execute("UPDATE snapshots SET state = :t, error = :e, updated_at = {now}"
-                              " WHERE id = :id AND state = :s RETURNING *",
-                              {"t": target.value, "e": error, "id": snap.id, "s": source.value})
+            rows = tx.execute("snapshot_move", {"t": target.value, "e": error, "id": snap.id, "s": source.value})
             if not rows:
                 raise VersionConflictError(f"snapshot {snap.id} changed concurrently", snapshot=snap.id)
             return Snapshot.from_row(rows[0])
@@ -92,15 +91,11 @@ class SnapshotStore:
         with self.db.transaction() as tx:
             snap = self.get(ref, tx)
             SNAPSHOT.check(snap.state, SnapshotState.DELETING)
-            rows = tx.execute(
-                "UPDATE snapshots SET state = 'DELETING', updated_at = {now} WHERE id = :id AND state = :s"
-                " AND NOT EXISTS (SELECT 1 FROM workspaces WHERE head_snapshot_id = :id AND state <> 'DELETED')"
-                " AND NOT EXISTS (SELECT 1 FROM pins WHERE snapshot_id = :id AND kind = 'keep') RETURNING *",
-                {"id": snap.id, "s": snap.state.value})
+            rows = tx.execute("snapshot_delete", {"id": snap.id, "s": snap.state.value, "keep": KEEP,
+                                                  **state_params(SnapshotState.DELETING, WorkspaceState.DELETED)})
             if rows:
                 return Snapshot.from_row(rows[0])
-            head = tx.one("SELECT name FROM workspaces WHERE head_snapshot_id = :id AND state <> 'DELETED'",
-                          {"id": snap.id})
+            head = tx.one("snapshot_head_of", {"id": snap.id, **state_params(WorkspaceState.DELETED)})
             if head is not None:
                 raise ConflictError(f"snapshot {snap.id} is the head of workspace {head['name']!r}",
                                code="snapshot-is-head", hint="checkpoint a newer head first",
@@ -134,33 +129,25 @@ class SnapshotStore:
 
     @staticmethod
     def _lock_exclusive(tx: Tx) -> None:
-        if tx.dialect == "postgres":
-            tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR UPDATE")
-        else:  # BEGIN IMMEDIATE already holds the write lock; touch the row for clarity
-            tx.execute("UPDATE gc_lock SET last_sweep = last_sweep WHERE id = 1")
+        tx.execute("gc_lock_exclusive")  # SQLite: BEGIN IMMEDIATE already holds the write lock
 
     def pin_objects(self, holder: str, oids: Iterable[str], ttl_s: float) -> str:
         """An upload pin over ``oids``; returns the pin id."""
         pid = new_id("p-")
         with self.db.transaction() as tx:
             self._lock_shared(tx)
-            tx.execute("INSERT INTO pins (id, kind, holder, created_at, expires_at)"
-                       " VALUES (:id, 'upload', :h, {now}, {now} + :ttl)", {"id": pid, "h": holder, "ttl": ttl_s})
-            tx.executemany("INSERT INTO pin_objects (pin_id, oid) VALUES (:p, :o) ON CONFLICT DO NOTHING",
-                           [{"p": pid, "o": oid} for oid in set(oids)])
+            tx.execute("pin_insert_upload", {"id": pid, "kind": UPLOAD, "h": holder, "ttl": ttl_s})
+            tx.executemany("pin_object_insert", [{"p": pid, "o": oid} for oid in set(oids)])
         return pid
 
-    def pin_snapshot(self, ref: str, holder: str, *, kind: str = "restore", ttl_s: float | None = None) -> str:
+    def pin_snapshot(self, ref: str, holder: str, *, kind: str = RESTORE, ttl_s: float | None = None) -> str:
         """Pin a readable snapshot (its whole closure); refuses one already DELETED."""
         pid = new_id("p-")
         with self.db.transaction() as tx:
             self._lock_shared(tx)
             snap = self.get(ref, tx)
-            rows = tx.execute(
-                "INSERT INTO pins (id, kind, snapshot_id, holder, created_at, expires_at)"
-                " SELECT :id, :k, :s, :h, {now}, " + ("NULL" if ttl_s is None else "{now} + :ttl") +
-                f" WHERE EXISTS (SELECT 1 FROM snapshots WHERE id = :s AND state IN {_READABLE_SQL}) RETURNING id",
-                {"id": pid, "k": kind, "s": snap.id, "h": holder, "ttl": ttl_s})
+            rows = tx.execute("pin_insert_snapshot",
+                              {"id": pid, "k": kind, "s": snap.id, "h": holder, "ttl": ttl_s, **READABLE})
             if not rows:
                 raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and can no longer be read",
                                code="snapshot-not-readable", snapshot=snap.id, state=snap.state.value)
@@ -168,14 +155,13 @@ class SnapshotStore:
 
     def unpin(self, pin_id: str) -> None:
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM pin_objects WHERE pin_id = :p", {"p": pin_id})
-            tx.execute("DELETE FROM pins WHERE id = :p", {"p": pin_id})
+            tx.execute("pin_objects_delete", {"p": pin_id})
+            tx.execute("pin_delete", {"p": pin_id})
 
-    def unpin_snapshot(self, ref: str, kind: str = "keep") -> int:
+    def unpin_snapshot(self, ref: str, kind: str = KEEP) -> int:
         snap = self.get(ref)
         with self.db.transaction() as tx:
-            return len(tx.execute("DELETE FROM pins WHERE snapshot_id = :s AND kind = :k RETURNING id",
-                                  {"s": snap.id, "k": kind}))
+            return len(tx.execute("pins_delete_of_snapshot", {"s": snap.id, "k": kind}))
 
     @contextmanager
     def pinned(self, ref: str, holder: str, ttl_s: float = 3600.0) -> Iterator[Snapshot]:
@@ -196,14 +182,12 @@ class SnapshotStore:
         """
         with self.db.transaction() as tx:
             self._lock_exclusive(tx)
-            tx.execute("DELETE FROM pin_objects WHERE pin_id IN (SELECT id FROM pins WHERE expires_at <= {now})")
-            tx.execute("DELETE FROM pins WHERE expires_at <= {now}")
+            tx.execute("pin_objects_delete_expired")
+            tx.execute("pins_delete_expired")
             SNAPSHOT.check(SnapshotState.DELETING, SnapshotState.DELETED)
-            tx.execute("UPDATE snapshots SET state = 'DELETED', updated_at = {now} WHERE state = 'DELETING'"
-                       " AND id NOT IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL)")
-            now = float(tx.execute("SELECT {now} AS now")[0]["now"])
-            rows = tx.execute(f"SELECT root_oid FROM snapshots WHERE root_oid IS NOT NULL AND (state IN {_READABLE_SQL}"
-                              " OR id IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL))")
+            tx.execute("snapshots_collect_deleting", state_params(SnapshotState.DELETED, SnapshotState.DELETING))
+            now = float(tx.execute("store_now")[0]["now"])
+            rows = tx.execute("gc_mark_roots", READABLE)
         return now, sorted({r["root_oid"] for r in rows})
 
     @contextmanager
@@ -216,13 +200,11 @@ class SnapshotStore:
         """
         with self.db.transaction() as tx:
             self._lock_exclusive(tx)
-            rows = tx.execute("SELECT DISTINCT o.oid FROM pin_objects o JOIN pins p ON p.id = o.pin_id"
-                              " WHERE p.expires_at IS NULL OR p.expires_at > {now}")
-            roots = tx.execute("SELECT DISTINCT root_oid FROM snapshots WHERE root_oid IS NOT NULL"
-                               f" AND state IN {_READABLE_SQL} AND updated_at >= :m", {"m": mark_time})
+            rows = tx.execute("pin_objects_live")
+            roots = tx.execute("gc_roots_since", {"m": mark_time, **READABLE})
             yield {r["oid"] for r in rows}, {r["root_oid"] for r in roots}
 
     def stats(self) -> dict[str, Any]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT state, COUNT(*) AS n FROM snapshots GROUP BY state")
+            rows = tx.execute("snapshots_count_by_state")
         return {r["state"]: int(r["n"]) for r in rows}

@@ -37,6 +37,7 @@ from tenure.states import (
     WorkspaceState,
 )
 from tenure.store.connector import Connector, Tx
+from tenure.store.queries import state_params
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 
 register("checkpoint.after_begin", "workspace is CHECKPOINTING, snapshot record UPLOADING")
@@ -45,7 +46,14 @@ register("publish.after_head_update", "inside the publish transaction, before th
 register("publish.after_commit", "snapshot READY and head advanced, caller not yet told")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-LIVE = ("ACTIVE", "RELEASING")
+LIVE = (LeaseState.ACTIVE.value, LeaseState.RELEASING.value)
+_L, _S, _W = LeaseState, SnapshotState, WorkspaceState
+#: The lease states the live-lease guards name (``:active``, ``:releasing``).
+_LIVE_LEASE = state_params(_L.ACTIVE, _L.RELEASING)
+#: Every lease state that is not terminal (``:issued``, ``:active``, ``:releasing``).
+_OPEN_LEASE = state_params(_L.ISSUED, _L.ACTIVE, _L.RELEASING)
+#: Snapshot states before publication (``:uploading``, ``:validating``).
+_UNPUBLISHED = state_params(_S.UPLOADING, _S.VALIDATING)
 
 
 class LeaseHeldError(ConflictError):
@@ -89,16 +97,15 @@ class WorkspaceStore:
 
     def now(self) -> float:
         with self.db.transaction(write=False) as tx:
-            return float(tx.execute("SELECT {now} AS now")[0]["now"])
+            return float(tx.execute("store_now")[0]["now"])
 
     def workspace(self, ref: str, tx: Tx | None = None) -> Workspace:
         """A workspace by name or id."""
-        sql = "SELECT * FROM workspaces WHERE name = :r OR id = :r"
         if tx is not None:
-            row = tx.one(sql, {"r": ref})
+            row = tx.one("workspace_by_ref", {"r": ref})
         else:
             with self.db.transaction(write=False) as rtx:
-                row = rtx.one(sql, {"r": ref})
+                row = rtx.one("workspace_by_ref", {"r": ref})
         if row is None:
             raise NotFoundError(f"no workspace named {ref!r}", code="workspace-not-found",
                            hint="list workspaces with `tenure workspace list`", workspace=ref)
@@ -106,7 +113,7 @@ class WorkspaceStore:
 
     def workspaces(self) -> list[Workspace]:
         with self.db.transaction(write=False) as tx:
-            return [Workspace.from_row(r) for r in tx.execute("SELECT * FROM workspaces ORDER BY name")]
+            return [Workspace.from_row(r) for r in tx.execute("workspaces_all")]
 
     def head_and_state(self, ref: str) -> tuple[str | None, WorkspaceState, int]:
         """Head, state and version read together (one statement)."""
@@ -114,19 +121,17 @@ class WorkspaceStore:
         return ws.head_snapshot_id, ws.state, ws.version
 
     def lease(self, workspace_id: str, generation: int, tx: Tx | None = None) -> WriterLease | None:
-        sql = "SELECT * FROM writer_leases WHERE workspace_id = :w AND generation = :g"
         params = {"w": workspace_id, "g": generation}
         if tx is not None:
-            row = tx.one(sql, params)
+            row = tx.one("writer_lease_by_generation", params)
         else:
             with self.db.transaction(write=False) as rtx:
-                row = rtx.one(sql, params)
+                row = rtx.one("writer_lease_by_generation", params)
         return None if row is None else WriterLease.from_row(row)
 
     def leases(self, workspace_id: str) -> list[WriterLease]:
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("SELECT * FROM writer_leases WHERE workspace_id = :w ORDER BY generation",
-                              {"w": workspace_id})
+            rows = tx.execute("writer_leases_of_workspace", {"w": workspace_id})
         return [WriterLease.from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ workspaces
@@ -138,18 +143,15 @@ class WorkspaceStore:
             with self.db.transaction() as own:
                 return self.create(name, base_snapshot_id, own)
         wid = new_id("w-")
-        if tx.one("SELECT id FROM workspaces WHERE name = :n", {"n": name}):
+        if tx.one("workspace_id_by_name", {"n": name}):
             raise ConflictError(f"workspace {name!r} already exists", code="workspace-exists",
                            hint="pick another name", workspace=name)
-        params = {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value}
         if base_snapshot_id is None:
-            tx.execute("INSERT INTO workspaces (id, name, state, created_at, updated_at)"
-                       " VALUES (:id, :n, :s, {now}, {now})", params)
+            tx.execute("workspace_insert", {"id": wid, "n": name, "s": WorkspaceState.CREATING.value})
         else:
-            inserted = tx.execute(
-                "INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at,"
-                " updated_at) SELECT :id, :n, :s, :b, :b, {now}, {now} WHERE EXISTS"
-                " (SELECT 1 FROM snapshots WHERE id = :b AND state = 'READY') RETURNING id", params)
+            inserted = tx.execute("workspace_insert_from_snapshot",
+                                  {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value,
+                                   **state_params(_S.READY)})
             if not inserted:
                 self._refuse_base(tx, base_snapshot_id)
         self._move(tx, wid, WorkspaceState.CREATING, WorkspaceState.IDLE)
@@ -157,7 +159,7 @@ class WorkspaceStore:
 
     @staticmethod
     def _refuse_base(tx: Tx, snapshot_id: str) -> None:
-        row = tx.one("SELECT state FROM snapshots WHERE id = :b", {"b": snapshot_id})
+        row = tx.one("snapshot_state", {"s": snapshot_id})
         if row is None:
             raise NotFoundError(f"no snapshot {snapshot_id}", code="snapshot-not-found", snapshot=snapshot_id)
         raise ConflictError(f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
@@ -165,12 +167,14 @@ class WorkspaceStore:
                        snapshot=snapshot_id, state=row["state"])
 
     def _move(self, tx: Tx, wid: str, expected: WorkspaceState, target: WorkspaceState,
-              record: dict[str, Any] | None = None, extra: str = "") -> None:
-        """A guarded workspace move: machine check, then a CAS on the state."""
+              record: dict[str, Any] | None = None, *, expiring: bool = False) -> None:
+        """A guarded workspace move: machine check, then a CAS on the state (``expiring``: record when)."""
         WORKSPACE.check(expected, target, record)
-        rows = tx.execute(f"UPDATE workspaces SET state = :t, updated_at = {{now}}{extra}"
-                          " WHERE id = :id AND state = :e RETURNING id",
-                          {"t": target.value, "e": expected.value, "id": wid})
+        params = {"t": target.value, "e": expected.value, "id": wid}
+        if expiring:
+            rows = tx.execute("workspace_move_to_expiring", params)
+        else:
+            rows = tx.execute("workspace_move", params)
         if not rows:
             raise VersionConflictError(f"workspace changed concurrently (expected {expected.value})",
                                   workspace=wid, expected=expected.value)
@@ -179,7 +183,7 @@ class WorkspaceStore:
         """Retention ended: IDLE or MOUNTED → EXPIRING. Nothing on disk is touched."""
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
-            self._move(tx, ws.id, ws.state, WorkspaceState.EXPIRING, extra=", expiring_since = {now}")
+            self._move(tx, ws.id, ws.state, WorkspaceState.EXPIRING, expiring=True)
             return self.workspace(ws.id, tx)
 
     def undo_expiry(self, ref: str, grace_s: float) -> Workspace:
@@ -188,7 +192,7 @@ class WorkspaceStore:
 
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
-            now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+            now = float(tx.execute("store_now")[0]["now"])
             record = {
                 "now": datetime.fromtimestamp(now, timezone.utc),
                 "expiring_since": None if ws.expiring_since is None
@@ -197,9 +201,8 @@ class WorkspaceStore:
             }
             target = WorkspaceState.IDLE
             WORKSPACE.check(ws.state, target, record)
-            rows = tx.execute("UPDATE workspaces SET state = 'IDLE', expiring_since = NULL, updated_at = {now}"
-                              " WHERE id = :id AND state = 'EXPIRING' AND expiring_since + :g >= {now} RETURNING id",
-                              {"id": ws.id, "g": grace_s})
+            rows = tx.execute("workspace_undo_expiry",
+                              {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)})
             if not rows:
                 raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
@@ -208,13 +211,10 @@ class WorkspaceStore:
         """EXPIRING → DELETED, only when no writer lease is live."""
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
-            live = tx.one("SELECT 1 AS x FROM writer_leases WHERE workspace_id = :w AND state IN ('ACTIVE',"
-                          " 'RELEASING') AND expires_at > {now}", {"w": ws.id})
+            live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
             WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": bool(live)})
-            rows = tx.execute(
-                "UPDATE workspaces SET state = 'DELETED', updated_at = {now} WHERE id = :id AND state = 'EXPIRING'"
-                " AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN"
-                " ('ACTIVE', 'RELEASING') AND expires_at > {now}) RETURNING id", {"id": ws.id})
+            rows = tx.execute("workspace_delete_expired",
+                              {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING), **_LIVE_LEASE})
             if not rows:
                 raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
@@ -234,15 +234,11 @@ class WorkspaceStore:
                                       generation=generation, current_generation=ws.writer_generation)
             if ws.state is not WorkspaceState.DELETED:
                 WORKSPACE.force(ws.state, WorkspaceState.DELETED, ForcePath.TAKEOVER)
-                tx.execute("UPDATE workspaces SET state = 'DELETED', pending_snapshot_id = NULL, pending_key = NULL,"
-                           " pending_version = NULL, updated_at = {now} WHERE id = :id AND writer_generation = :g",
-                           {"id": ws.id, "g": generation})
-            tx.execute("UPDATE writer_leases SET state = 'REVOKED', updated_at = {now} WHERE workspace_id = :w"
-                       " AND state IN ('ISSUED', 'ACTIVE', 'RELEASING')", {"w": ws.id})
-            tx.execute("UPDATE snapshots SET state = 'FAILED', error = 'workspace disposed', updated_at = {now}"
-                       " WHERE workspace_id = :w AND state IN ('UPLOADING', 'VALIDATING')", {"w": ws.id})
-            tx.execute("UPDATE snapshots SET state = 'DELETING', updated_at = {now} WHERE workspace_id = :w"
-                       " AND state IN ('READY', 'DEGRADED', 'FAILED')", {"w": ws.id})
+                tx.execute("workspace_dispose", {"id": ws.id, "g": generation, **state_params(_W.DELETED)})
+            tx.execute("writer_leases_revoke_all", {"w": ws.id, **state_params(_L.REVOKED), **_OPEN_LEASE})
+            tx.execute("snapshots_fail_unfinished", {"w": ws.id, **state_params(_S.FAILED), **_UNPUBLISHED})
+            tx.execute("snapshots_delete_of_workspace",
+                       {"w": ws.id, **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED)})
             return self.workspace(ws.id, tx)
 
     # ------------------------------------------------------------------ writer leases
@@ -261,9 +257,9 @@ class WorkspaceStore:
             with self.db.transaction() as own:
                 return self.acquire(ref, holder, ttl_s, takeover=takeover, tx=own)
         ws = self.workspace(ref, tx)
-        now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+        now = float(tx.execute("store_now")[0]["now"])
         current = self.lease(ws.id, ws.writer_generation, tx)
-        if (current is not None and current.state.value in LIVE + ("ISSUED",) and current.expires_at > now
+        if (current is not None and current.state.value in LIVE + (LeaseState.ISSUED.value,) and current.expires_at > now
                 and current.holder != holder and not takeover):
             raise LeaseHeldError(f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
                             holder=current.holder, generation=current.generation,
@@ -276,24 +272,19 @@ class WorkspaceStore:
             raise ConflictError(f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
                            code="workspace-not-mountable", workspace=ws.name, state=ws.state.value)
         generation = ws.writer_generation + 1
-        bumped = tx.execute(
-            "UPDATE workspaces SET writer_generation = :g, state = :t, pending_snapshot_id = NULL,"
-            " pending_key = NULL, pending_version = NULL, updated_at = {now}"
-            " WHERE id = :id AND writer_generation = :old RETURNING id",
-            {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
+        bumped = tx.execute("workspace_bump_writer",
+                            {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
         if not bumped:
             raise VersionConflictError(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
         if ws.pending_snapshot_id is not None:
-            tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now}"
-                       " WHERE id = :s AND state IN ('UPLOADING', 'VALIDATING')",
-                       {"s": ws.pending_snapshot_id, "e": f"superseded by writer generation {generation}"})
-        tx.execute("UPDATE writer_leases SET state = CASE WHEN expires_at <= {now} THEN 'EXPIRED' ELSE 'REVOKED'"
-                   " END, updated_at = {now} WHERE workspace_id = :w AND generation < :g"
-                   " AND state IN ('ISSUED', 'ACTIVE', 'RELEASING')", {"w": ws.id, "g": generation})
+            tx.execute("snapshot_fail_unpublished",
+                       {"s": ws.pending_snapshot_id, "e": f"superseded by writer generation {generation}",
+                        **state_params(_S.FAILED), **_UNPUBLISHED})
+        tx.execute("writer_leases_retire_older",
+                   {"w": ws.id, "g": generation, **state_params(_L.EXPIRED, _L.REVOKED), **_OPEN_LEASE})
         lid = new_id("l-")
-        tx.execute("INSERT INTO writer_leases (id, workspace_id, generation, state, holder, issued_at, expires_at,"
-                   " updated_at) VALUES (:id, :w, :g, 'ISSUED', :h, {now}, {now} + :ttl, {now})",
-                   {"id": lid, "w": ws.id, "g": generation, "h": holder, "ttl": ttl_s})
+        tx.execute("writer_lease_insert", {"id": lid, "w": ws.id, "g": generation, "h": holder, "ttl": ttl_s,
+                                           **state_params(_L.ISSUED)})
         self._lease_move(tx, lid, LeaseState.ISSUED, LeaseState.ACTIVE)
         lease = self.lease(ws.id, generation, tx)
         assert lease is not None
@@ -302,26 +293,21 @@ class WorkspaceStore:
     @staticmethod
     def _lease_move(tx: Tx, lid: str, expected: LeaseState, target: LeaseState) -> None:
         LEASE.check(expected, target)
-        rows = tx.execute("UPDATE writer_leases SET state = :t, updated_at = {now} WHERE id = :id AND state = :e"
-                          " RETURNING id", {"t": target.value, "e": expected.value, "id": lid})
+        rows = tx.execute("writer_lease_move", {"t": target.value, "e": expected.value, "id": lid})
         if not rows:
             raise VersionConflictError("writer lease changed concurrently", lease=lid)
 
     def renew(self, lease: WriterLease, ttl_s: float) -> bool:
         """Extend a live, current lease; False when it is no longer renewable."""
         with self.db.transaction() as tx:
-            rows = tx.execute(
-                "UPDATE writer_leases SET expires_at = {now} + :ttl, updated_at = {now} WHERE id = :id"
-                " AND state IN ('ACTIVE', 'RELEASING') AND expires_at > {now} AND generation ="
-                " (SELECT writer_generation FROM workspaces WHERE id = :w) RETURNING id",
-                {"ttl": ttl_s, "id": lease.id, "w": lease.workspace_id})
+            rows = tx.execute("writer_lease_renew",
+                              {"ttl": ttl_s, "id": lease.id, "w": lease.workspace_id, **_LIVE_LEASE})
         return bool(rows)
 
     def expire_leases(self) -> int:
         """Mark every live lease past its TTL EXPIRED; return how many."""
         with self.db.transaction() as tx:
-            rows = tx.execute("UPDATE writer_leases SET state = 'EXPIRED', updated_at = {now}"
-                              " WHERE state IN ('ISSUED', 'ACTIVE', 'RELEASING') AND expires_at <= {now} RETURNING id")
+            rows = tx.execute("writer_leases_expire", {**state_params(_L.EXPIRED), **_OPEN_LEASE})
         return len(rows)
 
     def begin_release(self, lease: WriterLease) -> None:
@@ -334,9 +320,8 @@ class WorkspaceStore:
         with self.db.transaction() as tx:
             self._fenced_lease_move(tx, lease, LeaseState.RELEASING, LeaseState.RELEASED)
             WORKSPACE.check(WorkspaceState.MOUNTED, WorkspaceState.IDLE)
-            rows = tx.execute("UPDATE workspaces SET state = 'IDLE', updated_at = {now} WHERE id = :w"
-                              " AND state = 'MOUNTED' AND writer_generation = :g RETURNING id",
-                              {"w": lease.workspace_id, "g": lease.generation})
+            rows = tx.execute("workspace_release", {"w": lease.workspace_id, "g": lease.generation,
+                                                    **state_params(_W.IDLE, _W.MOUNTED)})
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.MOUNTED)
 
@@ -356,10 +341,8 @@ class WorkspaceStore:
 
     def _fenced_lease_move(self, tx: Tx, lease: WriterLease, expected: LeaseState, target: LeaseState) -> None:
         LEASE.check(expected, target)
-        rows = tx.execute(
-            "UPDATE writer_leases SET state = :t, updated_at = {now} WHERE id = :id AND state = :e"
-            " AND expires_at > {now} AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)"
-            " RETURNING id", {"t": target.value, "e": expected.value, "id": lease.id, "w": lease.workspace_id})
+        rows = tx.execute("writer_lease_fenced_move",
+                          {"t": target.value, "e": expected.value, "id": lease.id, "w": lease.workspace_id})
         if not rows:
             self._diagnose(tx, lease, None)
 
@@ -371,7 +354,7 @@ class WorkspaceStore:
                 f"writer generation {lease.generation} of workspace {ws.name!r} is fenced: generation"
                 f" {ws.writer_generation} is current", generation=lease.generation,
                 current_generation=ws.writer_generation, workspace=ws.name)
-        now = float(tx.execute("SELECT {now} AS now")[0]["now"])
+        now = float(tx.execute("store_now")[0]["now"])
         current = self.lease(ws.id, lease.generation, tx)
         if current is None or current.state.value not in LIVE or current.expires_at <= now:
             state = "missing" if current is None else current.state.value
@@ -384,9 +367,6 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ checkpoint publication
 
-    _LIVE_LEASE = ("EXISTS (SELECT 1 FROM writer_leases l WHERE l.workspace_id = workspaces.id"
-                   " AND l.generation = :g AND l.state IN ('ACTIVE', 'RELEASING') AND l.expires_at > {now})")
-
     def begin_checkpoint(self, lease: WriterLease, key: str) -> CheckpointTicket:
         """MOUNTED → CHECKPOINTING and a new UPLOADING snapshot record, fenced.
 
@@ -395,8 +375,7 @@ class WorkspaceStore:
         (same snapshot record, same expected version).
         """
         with self.db.transaction() as tx:
-            existing = tx.one("SELECT * FROM snapshots WHERE workspace_id = :w AND idempotency_key = :k",
-                              {"w": lease.workspace_id, "k": key})
+            existing = tx.one("snapshot_by_key", {"w": lease.workspace_id, "k": key})
             ws = self.workspace(lease.workspace_id, tx)
             if existing is not None:
                 snap = Snapshot.from_row(existing)
@@ -420,18 +399,15 @@ class WorkspaceStore:
                                hint="resume it with the same idempotency key")
             if ws.writer_generation == lease.generation:
                 WORKSPACE.check(ws.state, WorkspaceState.CHECKPOINTING)
-            rows = tx.execute(
-                "UPDATE workspaces SET state = 'CHECKPOINTING', pending_snapshot_id = :s, pending_key = :k,"
-                " pending_version = version, updated_at = {now} WHERE id = :w AND state = 'MOUNTED'"
-                f" AND writer_generation = :g AND {self._LIVE_LEASE} RETURNING version, head_snapshot_id",
-                {"s": sid, "k": key, "w": ws.id, "g": lease.generation})
+            rows = tx.execute("workspace_begin_checkpoint",
+                              {"s": sid, "k": key, "w": ws.id, "g": lease.generation,
+                               **state_params(_W.CHECKPOINTING, _W.MOUNTED), **_LIVE_LEASE})
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.MOUNTED)
                 raise AssertionError("unreachable")
             version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
-            tx.execute("INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempotency_key,"
-                       " created_at, updated_at) VALUES (:s, :w, :p, 'UPLOADING', :g, :k, {now}, {now})",
-                       {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key})
+            tx.execute("snapshot_insert", {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key,
+                                           **state_params(_S.UPLOADING)})
         crash_point("checkpoint.after_begin")
         return CheckpointTicket(ws.id, sid, key, version, head, lease.generation, resumed=False)
 
@@ -442,9 +418,8 @@ class WorkspaceStore:
 
         with self.db.transaction() as tx:
             if tx.dialect == "postgres":  # a root appears under the shared GC lock (ADR 0004)
-                tx.execute("SELECT id FROM gc_lock WHERE id = 1 FOR SHARE")
-            row = tx.one("SELECT s.state, s.root_oid, w.writer_generation FROM snapshots s JOIN workspaces w"
-                         " ON w.id = s.workspace_id WHERE s.id = :s", {"s": ticket.snapshot_id})
+                tx.execute("gc_lock_shared")
+            row = tx.one("snapshot_with_writer_generation", {"s": ticket.snapshot_id})
             if row is None:
                 raise NotFoundError(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
             if int(row["writer_generation"]) != ticket.generation:
@@ -459,12 +434,10 @@ class WorkspaceStore:
                 expected = SnapshotState.VALIDATING
             else:
                 SNAPSHOT.check(state, SnapshotState.VALIDATING)
-            rows = tx.execute(
-                "UPDATE snapshots SET state = 'VALIDATING', root_oid = :r, files = :f, bytes_read = :br,"
-                " bytes_new = :bn, skipped = :sk, updated_at = {now} WHERE id = :s AND state = :e"
-                " AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w) RETURNING id",
-                {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
-                 "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id})
+            rows = tx.execute("snapshot_mark_validating",
+                              {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
+                               "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id,
+                               **state_params(_S.VALIDATING)})
             if not rows:
                 raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by a newer writer",
                                       generation=ticket.generation)
@@ -472,12 +445,11 @@ class WorkspaceStore:
 
     def fail_snapshot(self, snapshot_id: str, error: str) -> None:
         with self.db.transaction() as tx:
-            row = tx.one("SELECT state FROM snapshots WHERE id = :s", {"s": snapshot_id})
+            row = tx.one("snapshot_state", {"s": snapshot_id})
             if row is None:
                 return
             SNAPSHOT.check(row["state"], SnapshotState.FAILED)
-            tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now} WHERE id = :s"
-                       " AND state = :st", {"e": error, "s": snapshot_id, "st": row["state"]})
+            tx.execute("snapshot_fail", {"e": error, "s": snapshot_id, "st": row["state"], **state_params(_S.FAILED)})
 
     def publish(self, lease: WriterLease, ticket: CheckpointTicket) -> Snapshot:
         """One transaction: head advance + CHECKPOINTING → MOUNTED, snapshot VALIDATING → READY.
@@ -490,22 +462,18 @@ class WorkspaceStore:
         with self.db.transaction() as tx:
             WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
             SNAPSHOT.check(SnapshotState.VALIDATING, SnapshotState.READY)
-            rows = tx.execute(
-                "UPDATE workspaces SET head_snapshot_id = :s, version = version + 1, state = 'MOUNTED',"
-                " pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL, updated_at = {now}"
-                " WHERE id = :w AND state = 'CHECKPOINTING' AND version = :v AND pending_key = :k"
-                f" AND pending_snapshot_id = :s AND writer_generation = :g AND {self._LIVE_LEASE} RETURNING id",
-                {"s": ticket.snapshot_id, "w": ticket.workspace_id, "v": ticket.expected_version,
-                 "k": ticket.idempotency_key, "g": lease.generation})
+            rows = tx.execute("workspace_publish",
+                              {"s": ticket.snapshot_id, "w": ticket.workspace_id, "v": ticket.expected_version,
+                               "k": ticket.idempotency_key, "g": lease.generation,
+                               **state_params(_W.MOUNTED, _W.CHECKPOINTING), **_LIVE_LEASE})
             if not rows:
-                done = tx.one("SELECT * FROM snapshots WHERE id = :s AND state IN ('READY', 'DEGRADED')",
-                              {"s": ticket.snapshot_id})
+                done = tx.one("snapshot_published", {"s": ticket.snapshot_id, **state_params(_S.READY, _S.DEGRADED)})
                 if done is not None:
                     return Snapshot.from_row(done)
                 self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
             crash_point("publish.after_head_update")
-            ready = tx.execute("UPDATE snapshots SET state = 'READY', updated_at = {now} WHERE id = :s"
-                               " AND state = 'VALIDATING' RETURNING *", {"s": ticket.snapshot_id})
+            ready = tx.execute("snapshot_mark_ready",
+                               {"s": ticket.snapshot_id, **state_params(_S.READY, _S.VALIDATING)})
             if not ready:
                 raise VersionConflictError(f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id)
             snap = Snapshot.from_row(ready[0])
@@ -520,16 +488,13 @@ class WorkspaceStore:
         """
         with self.db.transaction() as tx:
             WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
-            rows = tx.execute(
-                "UPDATE workspaces SET state = 'MOUNTED', pending_snapshot_id = NULL, pending_key = NULL,"
-                " pending_version = NULL, updated_at = {now} WHERE id = :w AND state = 'CHECKPOINTING'"
-                " AND pending_key = :k AND writer_generation = :g RETURNING id",
-                {"w": ticket.workspace_id, "k": ticket.idempotency_key, "g": lease.generation})
+            rows = tx.execute("workspace_abandon_checkpoint",
+                              {"w": ticket.workspace_id, "k": ticket.idempotency_key, "g": lease.generation,
+                               **state_params(_W.MOUNTED, _W.CHECKPOINTING)})
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
             if error is None:
-                tx.execute("DELETE FROM snapshots WHERE id = :s AND state IN ('UPLOADING', 'VALIDATING')",
-                           {"s": ticket.snapshot_id})
+                tx.execute("snapshot_delete_unpublished", {"s": ticket.snapshot_id, **_UNPUBLISHED})
             else:
-                tx.execute("UPDATE snapshots SET state = 'FAILED', error = :e, updated_at = {now} WHERE id = :s"
-                           " AND state IN ('UPLOADING', 'VALIDATING')", {"s": ticket.snapshot_id, "e": error})
+                tx.execute("snapshot_fail_unpublished",
+                           {"s": ticket.snapshot_id, "e": error, **state_params(_S.FAILED), **_UNPUBLISHED})

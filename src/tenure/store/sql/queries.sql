@@ -1,0 +1,600 @@
+-- Named queries of the control-plane store, portable across SQLite and PostgreSQL.
+--
+-- Each block: a `-- name: <name>` header, a comment saying what it does, one
+-- statement. `:name` is a parameter and `{now}` the store clock (seconds since
+-- the epoch); the connector translates both. A block of the same name in
+-- sqlite/queries.sql or postgres/queries.sql replaces this one for that dialect.
+-- States are always parameters, named after the state (`:ready` is
+-- SnapshotState.READY.value); only the migrations spell them out.
+-- See tenure/store/queries.py and docs/architecture.md.
+
+
+-- ==================================================================== clock and migrations
+
+-- name: store_now
+-- The store clock.
+SELECT {now} AS now;
+
+-- name: migrations_table_create
+-- The bookkeeping table of applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+);
+
+-- name: migrations_applied
+-- Versions of every applied migration.
+SELECT version FROM schema_migrations;
+
+-- name: migration_is_applied
+-- A row when migration :v is applied.
+SELECT 1 AS x FROM schema_migrations WHERE version = :v;
+
+-- name: migration_record
+-- Record migration :v (:n) as applied.
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, {now});
+
+
+-- ==================================================================== workspaces
+
+-- name: workspace_by_ref
+-- A workspace by name or id.
+SELECT * FROM workspaces WHERE name = :r OR id = :r;
+
+-- name: workspaces_all
+-- Every workspace, by name.
+SELECT * FROM workspaces ORDER BY name;
+
+-- name: workspace_id_by_name
+-- The id of the workspace named :n.
+SELECT id FROM workspaces WHERE name = :n;
+
+-- name: workspace_insert
+-- A new, empty workspace in state :s.
+INSERT INTO workspaces (id, name, state, created_at, updated_at)
+VALUES (:id, :n, :s, {now}, {now});
+
+-- name: workspace_insert_from_snapshot
+-- A new workspace whose head and base is snapshot :b, only while that snapshot is READY.
+INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at, updated_at)
+SELECT :id, :n, :s, :b, :b, {now}, {now}
+WHERE EXISTS (SELECT 1 FROM snapshots WHERE id = :b AND state = :ready)
+RETURNING id;
+
+-- name: workspace_move
+-- A guarded state change :e → :t.
+UPDATE workspaces SET state = :t, updated_at = {now}
+WHERE id = :id AND state = :e
+RETURNING id;
+
+-- name: workspace_move_to_expiring
+-- A guarded state change :e → :t (EXPIRING) that records when expiry began.
+UPDATE workspaces SET state = :t, updated_at = {now}, expiring_since = {now}
+WHERE id = :id AND state = :e
+RETURNING id;
+
+-- name: workspace_undo_expiry
+-- EXPIRING → IDLE, only within :g seconds of the start of expiry.
+UPDATE workspaces SET state = :idle, expiring_since = NULL, updated_at = {now}
+WHERE id = :id AND state = :expiring AND expiring_since + :g >= {now}
+RETURNING id;
+
+-- name: workspace_delete_expired
+-- EXPIRING → DELETED, only while no writer lease on the workspace is live.
+UPDATE workspaces SET state = :deleted, updated_at = {now}
+WHERE id = :id AND state = :expiring
+  AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
+                  AND expires_at > {now})
+RETURNING id;
+
+-- name: workspace_dispose
+-- Any state → DELETED for a closing project, fenced by writer generation :g.
+UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
+    updated_at = {now}
+WHERE id = :id AND writer_generation = :g;
+
+-- name: workspace_bump_writer
+-- A new writer: generation :old → :g and state :t, unfinished checkpoint forgotten (compare-and-swap).
+UPDATE workspaces SET writer_generation = :g, state = :t, pending_snapshot_id = NULL, pending_key = NULL,
+    pending_version = NULL, updated_at = {now}
+WHERE id = :id AND writer_generation = :old
+RETURNING id;
+
+-- name: workspace_release
+-- MOUNTED → IDLE at the end of a clean release, fenced by writer generation :g.
+UPDATE workspaces SET state = :idle, updated_at = {now}
+WHERE id = :w AND state = :mounted AND writer_generation = :g
+RETURNING id;
+
+
+-- ==================================================================== writer leases
+
+-- name: writer_lease_by_generation
+-- The writer lease of workspace :w at generation :g.
+SELECT * FROM writer_leases WHERE workspace_id = :w AND generation = :g;
+
+-- name: writer_leases_of_workspace
+-- Every writer lease of workspace :w, oldest first.
+SELECT * FROM writer_leases WHERE workspace_id = :w ORDER BY generation;
+
+-- name: writer_lease_live_exists
+-- A row when workspace :w has a live (ACTIVE or RELEASING, unexpired) writer lease.
+SELECT 1 AS x FROM writer_leases
+WHERE workspace_id = :w AND state IN (:active, :releasing) AND expires_at > {now};
+
+-- name: writer_lease_insert
+-- A new ISSUED writer lease at generation :g for :ttl seconds.
+INSERT INTO writer_leases (id, workspace_id, generation, state, holder, issued_at, expires_at, updated_at)
+VALUES (:id, :w, :g, :issued, :h, {now}, {now} + :ttl, {now});
+
+-- name: writer_lease_move
+-- A guarded lease state change :e → :t.
+UPDATE writer_leases SET state = :t, updated_at = {now}
+WHERE id = :id AND state = :e
+RETURNING id;
+
+-- name: writer_lease_fenced_move
+-- A lease state change :e → :t, only while the lease is unexpired and its generation current.
+UPDATE writer_leases SET state = :t, updated_at = {now}
+WHERE id = :id AND state = :e AND expires_at > {now}
+  AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)
+RETURNING id;
+
+-- name: writer_lease_renew
+-- Extend a live lease of the current generation by :ttl seconds.
+UPDATE writer_leases SET expires_at = {now} + :ttl, updated_at = {now}
+WHERE id = :id AND state IN (:active, :releasing) AND expires_at > {now}
+  AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)
+RETURNING id;
+
+-- name: writer_leases_expire
+-- Every non-terminal lease past its TTL → EXPIRED.
+UPDATE writer_leases SET state = :expired, updated_at = {now}
+WHERE state IN (:issued, :active, :releasing) AND expires_at <= {now}
+RETURNING id;
+
+-- name: writer_leases_retire_older
+-- Non-terminal leases of workspace :w older than generation :g: EXPIRED when past their TTL, else REVOKED.
+UPDATE writer_leases SET state = CASE WHEN expires_at <= {now} THEN :expired ELSE :revoked END, updated_at = {now}
+WHERE workspace_id = :w AND generation < :g AND state IN (:issued, :active, :releasing);
+
+-- name: writer_leases_revoke_all
+-- Every non-terminal lease of workspace :w → REVOKED.
+UPDATE writer_leases SET state = :revoked, updated_at = {now}
+WHERE workspace_id = :w AND state IN (:issued, :active, :releasing);
+
+
+-- ==================================================================== checkpoint publication
+
+-- name: workspace_begin_checkpoint
+-- MOUNTED → CHECKPOINTING under key :k and snapshot :s, fenced by generation :g with a live lease.
+UPDATE workspaces SET state = :checkpointing, pending_snapshot_id = :s, pending_key = :k,
+    pending_version = version, updated_at = {now}
+WHERE id = :w AND state = :mounted AND writer_generation = :g
+  AND EXISTS (SELECT 1 FROM writer_leases l WHERE l.workspace_id = workspaces.id AND l.generation = :g
+              AND l.state IN (:active, :releasing) AND l.expires_at > {now})
+RETURNING version, head_snapshot_id;
+
+-- name: workspace_publish
+-- Head advance, version + 1, CHECKPOINTING → MOUNTED; guarded by version, key, snapshot and a live lease at :g.
+UPDATE workspaces SET head_snapshot_id = :s, version = version + 1, state = :mounted,
+    pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL, updated_at = {now}
+WHERE id = :w AND state = :checkpointing AND version = :v AND pending_key = :k
+  AND pending_snapshot_id = :s AND writer_generation = :g
+  AND EXISTS (SELECT 1 FROM writer_leases l WHERE l.workspace_id = workspaces.id AND l.generation = :g
+              AND l.state IN (:active, :releasing) AND l.expires_at > {now})
+RETURNING id;
+
+-- name: workspace_abandon_checkpoint
+-- CHECKPOINTING → MOUNTED without a head advance, for key :k at generation :g.
+UPDATE workspaces SET state = :mounted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
+    updated_at = {now}
+WHERE id = :w AND state = :checkpointing AND pending_key = :k AND writer_generation = :g
+RETURNING id;
+
+-- name: snapshot_by_key
+-- The snapshot of workspace :w under idempotency key :k.
+SELECT * FROM snapshots WHERE workspace_id = :w AND idempotency_key = :k;
+
+-- name: snapshot_insert
+-- A new UPLOADING snapshot record.
+INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempotency_key, created_at, updated_at)
+VALUES (:s, :w, :p, :uploading, :g, :k, {now}, {now});
+
+-- name: snapshot_with_writer_generation
+-- A snapshot's state and root with its workspace's current writer generation.
+SELECT s.state, s.root_oid, w.writer_generation
+FROM snapshots s JOIN workspaces w ON w.id = s.workspace_id
+WHERE s.id = :s;
+
+-- name: snapshot_mark_validating
+-- :e → VALIDATING with root :r and counts, only while the snapshot's generation is current.
+UPDATE snapshots SET state = :validating, root_oid = :r, files = :f, bytes_read = :br, bytes_new = :bn,
+    skipped = :sk, updated_at = {now}
+WHERE id = :s AND state = :e
+  AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)
+RETURNING id;
+
+-- name: snapshot_published
+-- Snapshot :s when it is published (READY or DEGRADED).
+SELECT * FROM snapshots WHERE id = :s AND state IN (:ready, :degraded);
+
+-- name: snapshot_mark_ready
+-- VALIDATING → READY.
+UPDATE snapshots SET state = :ready, updated_at = {now}
+WHERE id = :s AND state = :validating
+RETURNING *;
+
+-- name: snapshot_state
+-- The state of snapshot :s.
+SELECT state FROM snapshots WHERE id = :s;
+
+-- name: snapshot_fail
+-- :st → FAILED with error :e.
+UPDATE snapshots SET state = :failed, error = :e, updated_at = {now}
+WHERE id = :s AND state = :st;
+
+-- name: snapshot_fail_unpublished
+-- An UPLOADING or VALIDATING snapshot → FAILED with error :e.
+UPDATE snapshots SET state = :failed, error = :e, updated_at = {now}
+WHERE id = :s AND state IN (:uploading, :validating);
+
+-- name: snapshot_delete_unpublished
+-- Remove an UPLOADING or VALIDATING record (a checkpoint with nothing to publish).
+DELETE FROM snapshots WHERE id = :s AND state IN (:uploading, :validating);
+
+-- name: snapshots_fail_unfinished
+-- Every UPLOADING or VALIDATING snapshot of disposed workspace :w → FAILED.
+UPDATE snapshots SET state = :failed, error = 'workspace disposed', updated_at = {now}
+WHERE workspace_id = :w AND state IN (:uploading, :validating);
+
+-- name: snapshots_delete_of_workspace
+-- Every READY, DEGRADED or FAILED snapshot of disposed workspace :w → DELETING.
+UPDATE snapshots SET state = :deleting, updated_at = {now}
+WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed);
+
+
+-- ==================================================================== snapshots
+
+-- name: snapshot_by_id
+-- A snapshot by id.
+SELECT * FROM snapshots WHERE id = :r;
+
+-- name: snapshots_by_id_prefix
+-- Up to two snapshots whose id matches LIKE pattern :p.
+SELECT * FROM snapshots WHERE id LIKE :p LIMIT 2;
+
+-- name: snapshots_of_workspace
+-- Every snapshot of workspace :w, oldest first.
+SELECT * FROM snapshots WHERE workspace_id = :w ORDER BY created_at, id;
+
+-- name: snapshot_move
+-- A guarded snapshot state change :s → :t, setting error :e.
+UPDATE snapshots SET state = :t, error = :e, updated_at = {now}
+WHERE id = :id AND state = :s
+RETURNING *;
+
+-- name: snapshot_delete
+-- :s → DELETING unless the snapshot is the head of a live workspace or keep-pinned.
+UPDATE snapshots SET state = :deleting, updated_at = {now}
+WHERE id = :id AND state = :s
+  AND NOT EXISTS (SELECT 1 FROM workspaces WHERE head_snapshot_id = :id AND state <> :deleted)
+  AND NOT EXISTS (SELECT 1 FROM pins WHERE snapshot_id = :id AND kind = :keep)
+RETURNING *;
+
+-- name: snapshot_head_of
+-- The live workspace whose head is snapshot :id.
+SELECT name FROM workspaces WHERE head_snapshot_id = :id AND state <> :deleted;
+
+-- name: snapshots_count_by_state
+-- How many snapshots are in each state.
+SELECT state, COUNT(*) AS n FROM snapshots GROUP BY state;
+
+
+-- ==================================================================== pins and GC
+
+-- name: pin_insert_upload
+-- An upload pin of kind :kind expiring in :ttl seconds.
+INSERT INTO pins (id, kind, holder, created_at, expires_at)
+VALUES (:id, :kind, :h, {now}, {now} + :ttl);
+
+-- name: pin_object_insert
+-- One object of an upload pin.
+INSERT INTO pin_objects (pin_id, oid) VALUES (:p, :o) ON CONFLICT DO NOTHING;
+
+-- name: pin_insert_snapshot
+-- A pin of kind :k on snapshot :s, only while it is readable; a NULL :ttl never expires.
+INSERT INTO pins (id, kind, snapshot_id, holder, created_at, expires_at)
+SELECT :id, :k, :s, :h, {now}, {now} + :ttl
+WHERE EXISTS (SELECT 1 FROM snapshots WHERE id = :s
+              AND state IN (:uploading, :validating, :ready, :degraded, :deleting))
+RETURNING id;
+
+-- name: pin_objects_delete
+-- The objects of pin :p.
+DELETE FROM pin_objects WHERE pin_id = :p;
+
+-- name: pin_delete
+-- Pin :p.
+DELETE FROM pins WHERE id = :p;
+
+-- name: pins_delete_of_snapshot
+-- Every pin of kind :k on snapshot :s.
+DELETE FROM pins WHERE snapshot_id = :s AND kind = :k RETURNING id;
+
+-- name: pins_live_snapshot_ids
+-- Snapshots named by an unexpired pin.
+SELECT DISTINCT snapshot_id FROM pins
+WHERE snapshot_id IS NOT NULL AND (expires_at IS NULL OR expires_at > {now});
+
+-- name: pin_objects_delete_expired
+-- The objects of every expired pin.
+DELETE FROM pin_objects WHERE pin_id IN (SELECT id FROM pins WHERE expires_at <= {now});
+
+-- name: pins_delete_expired
+-- Every expired pin.
+DELETE FROM pins WHERE expires_at <= {now};
+
+-- name: snapshots_collect_deleting
+-- DELETING → DELETED for every snapshot no pin names.
+UPDATE snapshots SET state = :deleted, updated_at = {now}
+WHERE state = :deleting AND id NOT IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL);
+
+-- name: gc_mark_roots
+-- Root trees of every readable or pinned snapshot.
+SELECT root_oid FROM snapshots
+WHERE root_oid IS NOT NULL
+  AND (state IN (:uploading, :validating, :ready, :degraded, :deleting)
+       OR id IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL));
+
+-- name: gc_roots_since
+-- Root trees of readable snapshots changed since store time :m.
+SELECT DISTINCT root_oid FROM snapshots
+WHERE root_oid IS NOT NULL AND state IN (:uploading, :validating, :ready, :degraded, :deleting)
+  AND updated_at >= :m;
+
+-- name: pin_objects_live
+-- Objects protected by an unexpired upload pin.
+SELECT DISTINCT o.oid FROM pin_objects o JOIN pins p ON p.id = o.pin_id
+WHERE p.expires_at IS NULL OR p.expires_at > {now};
+
+
+-- ==================================================================== projects
+-- Readers outside tenure/projects/ownership.py select this column list, never
+-- home_pod_id or claimed_at: id, tenant, name, project_group, status, kind,
+-- lifecycle_type, owner_required, home_node, generation, placement_selector,
+-- placement_score, pending_since, workspace_id, error, created_at, updated_at.
+
+-- name: project_id_by_name
+-- The id of project :t/:n.
+SELECT id FROM projects WHERE tenant = :t AND name = :n;
+
+-- name: project_insert
+-- A new INIT project.
+INSERT INTO projects (id, tenant, name, project_group, status, kind, lifecycle_type, workspace_id, created_at,
+    updated_at)
+VALUES (:id, :t, :n, :g, :init, :k, :lt, :w, {now}, {now});
+
+-- name: project_by_name
+-- Project :t/:n.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE tenant = :t AND name = :n;
+
+-- name: projects_all
+-- Every project, by tenant and name.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects ORDER BY tenant, name;
+
+-- name: projects_with_status
+-- Every project with status :s, by tenant and name.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE status = :s ORDER BY tenant, name;
+
+-- name: project_transition
+-- Status :e → :t with error :err, fenced by generation :g.
+UPDATE projects SET status = :t, error = :err, updated_at = {now}
+WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;
+
+-- name: project_record_error
+-- Record error :e, fenced by generation :g.
+UPDATE projects SET error = :e, updated_at = {now} WHERE id = :id AND generation = :g;
+
+-- name: project_fence
+-- Raise the generation to :g, unless the project is CLOSED.
+UPDATE projects SET generation = :g, updated_at = {now} WHERE id = :id AND status <> :closed;
+
+-- name: project_close
+-- → CLOSED in archive group :grp; never a SYSTEM project; fenced by generation :g.
+UPDATE projects SET status = :closed, project_group = :grp, updated_at = {now}
+WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g;
+
+-- name: project_set_lifecycle_type
+-- Lifecycle type :v; never for a HOMELESS or SYSTEM project.
+UPDATE projects SET lifecycle_type = :v, updated_at = {now}
+WHERE id = :id AND lifecycle_type <> :homeless AND kind <> :system;
+
+-- name: project_set_placement
+-- Placement selector :s (JSON) and score :sc.
+UPDATE projects SET placement_selector = :s, placement_score = :sc, updated_at = {now} WHERE id = :id;
+
+-- name: project_mark_pending
+-- Set pending_since only when it is empty.
+UPDATE projects SET pending_since = {now} WHERE tenant = :t AND name = :n AND pending_since IS NULL;
+
+-- name: project_set_owner_required
+-- Write owner_required :v only when it flips.
+UPDATE projects SET owner_required = :v, updated_at = {now}
+WHERE tenant = :t AND name = :n AND owner_required <> :v;
+
+-- name: projects_owner_required
+-- Every project whose owner_required flag is set.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE owner_required = 1 ORDER BY tenant, name;
+
+-- name: project_demand_insert
+-- A demand record from :s (once per source).
+INSERT INTO project_demand (project_id, source, created_at) VALUES (:p, :s, {now})
+ON CONFLICT (project_id, source) DO NOTHING;
+
+-- name: project_demand_delete
+-- The demand record from :s.
+DELETE FROM project_demand WHERE project_id = :p AND source = :s;
+
+-- name: project_rederive_owner_required
+-- owner_required of :t/:n from its demand records (1 while any exists), written only when it flips.
+UPDATE projects SET owner_required = (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
+                                                       WHERE d.project_id = projects.id) THEN 1 ELSE 0 END),
+    updated_at = {now}
+WHERE tenant = :t AND name = :n
+  AND owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
+                                           WHERE d.project_id = projects.id) THEN 1 ELSE 0 END);
+
+-- name: projects_rederive_owner_required
+-- owner_required of every project from its demand records, written only where it flips.
+UPDATE projects SET owner_required = (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
+                                                       WHERE d.project_id = projects.id) THEN 1 ELSE 0 END),
+    updated_at = {now}
+WHERE owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
+                                           WHERE d.project_id = projects.id) THEN 1 ELSE 0 END);
+
+
+-- ==================================================================== ownership (tenure/projects/ownership.py only)
+
+-- name: project_claim
+-- CAS on the lease: free, ours, or expired by the store clock; a new holder raises the generation.
+UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, pending_since = NULL,
+    generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now}
+WHERE tenant = :t AND name = :n AND status <> :closed AND lifecycle_type <> :homeless
+  AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at < {now} - :ttl)
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
+    (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
+
+-- name: project_set_generation
+-- Set the generation to :g (the new writer lease's).
+UPDATE projects SET generation = :g WHERE id = :id
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
+
+-- name: project_status_and_type
+-- Status and lifecycle type of :t/:n (why a claim matched nothing).
+SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n;
+
+-- name: projects_renew_leases
+-- One beat: renew every lease pod :pod holds.
+UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod AND status <> :closed;
+
+-- name: projects_release_leases
+-- Release every lease pod :pod holds.
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, updated_at = {now}
+WHERE home_pod_id = :pod;
+
+-- name: project_release_lease
+-- Release the lease on :t/:n only while pod :pod holds it.
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, updated_at = {now}
+WHERE tenant = :t AND name = :n AND home_pod_id = :pod;
+
+-- name: project_release_closed
+-- Clear the lease columns of a CLOSED project.
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL
+WHERE id = :id AND status = :closed;
+
+-- name: project_owner
+-- Holder of project :id and seconds until its lease expires under TTL :ttl.
+SELECT home_pod_id, home_node, claimed_at + :ttl - {now} AS expires_in FROM projects WHERE id = :id;
+
+-- name: projects_held_by_pod
+-- Every project pod :pod holds, except CLOSED ones.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE home_pod_id = :pod AND status <> :closed ORDER BY tenant, name;
+
+-- name: projects_running_on_pod
+-- Every RUNNING project pod :pod holds.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE home_pod_id = :pod AND status = :running ORDER BY tenant, name;
+
+-- name: projects_score_on_pod
+-- Sum of the placement scores of the projects pod :pod holds, except CLOSED ones.
+SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod AND status <> :closed;
+
+-- name: projects_needing_owner
+-- Projects that need an owner and have no live lease, oldest claim first (a range scan of the
+-- projects_needing_owner index: its predicate is spelled the same way, see migration 0003).
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects
+WHERE (status = :init OR status = :recovering OR status = :running)
+  AND (lifecycle_type = :permanent OR (lifecycle_type = :auto AND owner_required = 1))
+  AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl
+ORDER BY COALESCE(claimed_at, 0) LIMIT :limit OFFSET :skip;
+
+-- name: projects_pending_placement
+-- Unowned projects waiting for a placement for at most :pending seconds.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects
+WHERE pending_since IS NOT NULL AND pending_since >= {now} - :pending
+  AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)
+ORDER BY pending_since;
+
+
+-- ==================================================================== sessions
+
+-- name: session_insert
+-- A new, unbound session of project :p.
+INSERT INTO sessions (id, project_id, created_at, updated_at) VALUES (:id, :p, {now}, {now});
+
+-- name: session_by_id
+-- Session :id.
+SELECT * FROM sessions WHERE id = :id;
+
+-- name: sessions_of_project
+-- Every session of project :p.
+SELECT * FROM sessions WHERE project_id = :p ORDER BY id;
+
+-- name: session_bind
+-- Bind to connection :c on pod :pod if unbound or already ours, fenced by project generation :g.
+UPDATE sessions SET bound_connection_id = :c, bound_pod_id = :pod, updated_at = {now}
+WHERE id = :id AND (bound_connection_id IS NULL OR bound_connection_id = :c)
+  AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g
+              AND p.status <> :closed);
+
+-- name: session_with_project
+-- Session :id with its project's generation and status.
+SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = :id;
+
+
+-- ==================================================================== pods
+
+-- name: pod_insert
+-- A RUNNING pod row.
+INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at)
+VALUES (:id, :n, :e, :l, :c, :running, {now}, {now});
+
+-- name: pod_by_id
+-- Pod :id.
+SELECT * FROM pods WHERE id = :id;
+
+-- name: pod_heartbeat
+-- A heartbeat, unless the pod is STOPPED.
+UPDATE pods SET heartbeat_at = {now} WHERE id = :id AND status <> :stopped;
+
+-- name: pod_set_status
+-- Status :s (also a heartbeat).
+UPDATE pods SET status = :s, heartbeat_at = {now} WHERE id = :id;
+
+-- name: pods_with_liveness
+-- Every pod, with whether it is RUNNING or DRAINING and heard from within :ttl seconds.
+SELECT *, (status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl) AS live
+FROM pods ORDER BY started_at;
+
+-- name: pod_endpoint_if_live
+-- The endpoint of pod :id while it is RUNNING or DRAINING and heard from within :ttl seconds.
+SELECT endpoint FROM pods WHERE id = :id AND status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl;
