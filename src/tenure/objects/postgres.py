@@ -5,97 +5,90 @@ transaction and returns after COMMIT, so acknowledged objects are durable
 (``synchronous_commit`` as configured on the server; the default, on, waits
 for the WAL flush). Useful when a deployment has PostgreSQL but no shared
 object storage; large fleets should prefer an S3-compatible store.
+
+The object store talks SQL the way the control-plane store does: a
+:class:`~tenure.store.postgres.PostgresConnector` over its own named queries
+(``sql/postgres/queries.sql``) and its own migrations (``sql/migrations/``,
+recorded in ``tenure_objects_migrations``), applied when it is opened. Its
+URL may name another database than the store's (docs/adr/0010-object-store-schema.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from tenure.errors import ObjectStoreError
+from tenure.errors import ObjectStoreError, TenureError
 from tenure.objects.base import ObjectMissingError
+from tenure.store.migrate import migrate
+from tenure.store.postgres import PostgresConnector
+from tenure.store.queries import load
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tenure_objects (
-    oid        TEXT PRIMARY KEY,
-    payload    BYTEA NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL DEFAULT now()
-)
-"""
+#: The package whose ``sql/`` folder holds the object store's queries and migrations.
+SCHEMA = "tenure.objects"
 
 
 class PostgresObjectStore:
     def __init__(self, url: str) -> None:
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
         self.url = url
         try:
-            self.pool = ConnectionPool(url, min_size=1, max_size=4, open=True, timeout=10)
-            with self.pool.connection() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(7346201119)")
-                conn.execute(_SCHEMA)
-        except (psycopg.Error, Exception) as exc:
-            raise ObjectStoreError(f"cannot open the PostgreSQL object store: {exc}") from exc
+            self.db = PostgresConnector(url, min_size=1, max_size=4, queries=load(SCHEMA))
+        except Exception as exc:
+            raise ObjectStoreError(f"cannot open the PostgreSQL object store: {exc.__cause__ or exc}") from exc
+        try:
+            migrate(self.db)
+        except Exception as exc:
+            self.db.close()
+            raise ObjectStoreError(f"cannot open the PostgreSQL object store: {exc.__cause__ or exc}") from exc
 
-    def _error(self, what: str, exc: Exception) -> ObjectStoreError:
-        return ObjectStoreError(f"PostgreSQL object store: cannot {what}: {exc}")
+    @contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        """Store failures become ObjectStoreError, naming what could not be done."""
+        try:
+            yield
+        except ObjectMissingError:
+            raise
+        except TenureError as exc:
+            raise ObjectStoreError(f"PostgreSQL object store: cannot {what}: {exc.__cause__ or exc}") from exc
 
     def put_many(self, items: Iterable[tuple[str, bytes]]) -> int:
-        import psycopg
-
         batch = list({oid: payload for oid, payload in items}.items())
         if not batch:
             return 0
-        try:
-            with self.pool.connection() as conn, conn.cursor() as cur:
-                existing = {r[0] for r in cur.execute("SELECT oid FROM tenure_objects WHERE oid = ANY(%s)",
-                                                      ([oid for oid, _ in batch],))}
-                fresh = [(oid, payload) for oid, payload in batch if oid not in existing]
-                cur.executemany("INSERT INTO tenure_objects (oid, payload) VALUES (%s, %s)"
-                                " ON CONFLICT (oid) DO NOTHING", fresh)
-            return len(fresh)
-        except psycopg.Error as exc:
-            raise self._error("write objects", exc) from exc
+        with self._failing("write objects"), self.db.transaction() as tx:
+            existing = {r["oid"] for r in tx.execute("objects_present", {"oids": [oid for oid, _ in batch]})}
+            fresh = [(oid, payload) for oid, payload in batch if oid not in existing]
+            tx.executemany("object_insert", [{"oid": oid, "payload": payload} for oid, payload in fresh])
+        return len(fresh)
 
     def get(self, oid: str) -> bytes:
-        import psycopg
-
-        try:
-            with self.pool.connection() as conn:
-                row = conn.execute("SELECT payload FROM tenure_objects WHERE oid = %s", (oid,)).fetchone()
-        except psycopg.Error as exc:
-            raise self._error(f"read object {oid}", exc) from exc
+        with self._failing(f"read object {oid}"), self.db.transaction(write=False) as tx:
+            row = tx.one("object_payload", {"oid": oid})
         if row is None:
             raise ObjectMissingError(f"object {oid} is missing from the PostgreSQL object store", oid=oid)
-        return bytes(row[0])
+        return bytes(row["payload"])
 
     def has_many(self, oids: Iterable[str]) -> set[str]:
-        import psycopg
-
         wanted = list(set(oids))
         if not wanted:
             return set()
-        try:
-            with self.pool.connection() as conn:
-                rows = conn.execute("SELECT oid FROM tenure_objects WHERE oid = ANY(%s)", (wanted,)).fetchall()
-        except psycopg.Error as exc:
-            raise self._error("check objects", exc) from exc
-        return {r[0] for r in rows}
+        with self._failing("check objects"), self.db.transaction(write=False) as tx:
+            rows = tx.execute("objects_present", {"oids": wanted})
+        return {r["oid"] for r in rows}
 
     def list_ids(self) -> Iterator[tuple[str, datetime]]:
-        with self.pool.connection() as conn:
-            rows = conn.execute("SELECT oid, created_at FROM tenure_objects ORDER BY oid").fetchall()
-        for oid, created in rows:
-            yield oid, created
+        with self._failing("list objects"), self.db.transaction(write=False) as tx:
+            rows = tx.execute("objects_all")
+        for row in rows:
+            yield row["oid"], row["created_at"]
 
     def delete_many(self, oids: Iterable[str]) -> int:
         wanted = list(set(oids))
         if not wanted:
             return 0
-        with self.pool.connection() as conn:
-            cur = conn.execute("DELETE FROM tenure_objects WHERE oid = ANY(%s)", (wanted,))
-            return cur.rowcount
+        with self._failing("delete objects"), self.db.transaction() as tx:
+            return tx.count("objects_delete", {"oids": wanted})
 
     def close(self) -> None:
-        self.pool.close()
+        self.db.close()

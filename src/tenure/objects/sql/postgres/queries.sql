@@ -1,0 +1,54 @@
+-- Named queries of the PostgreSQL object store (tenure/objects/postgres.py).
+-- Same format and loader as the control-plane store's (tenure/store/queries.py).
+-- Its migrations are kept in their own table, so the object store may share a
+-- database with the control-plane store.
+
+
+-- ==================================================================== migrations
+
+-- name: migrations_lock
+-- Serialize concurrent migrators of the object store until the transaction ends.
+SELECT pg_advisory_xact_lock(7346201119);
+
+-- name: migrations_table_create
+-- The bookkeeping table of the object store's applied migrations.
+CREATE TABLE IF NOT EXISTS tenure_objects_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+);
+
+-- name: migrations_applied
+-- Versions of every applied migration.
+SELECT version FROM tenure_objects_migrations;
+
+-- name: migration_is_applied
+-- A row when migration :v is applied.
+SELECT 1 AS x FROM tenure_objects_migrations WHERE version = :v;
+
+-- name: migration_record
+-- Record migration :v (:n) as applied.
+INSERT INTO tenure_objects_migrations (version, name, applied_at) VALUES (:v, :n, {now});
+
+
+-- ==================================================================== objects
+
+-- name: objects_present
+-- Which of the oids in list :oids are stored.
+SELECT oid FROM tenure_objects WHERE oid = ANY(:oids);
+
+-- name: object_insert
+-- Store one object; an oid already stored is left as it is (objects are immutable).
+INSERT INTO tenure_objects (oid, payload) VALUES (:oid, :payload) ON CONFLICT (oid) DO NOTHING;
+
+-- name: object_payload
+-- The payload of object :oid.
+SELECT payload FROM tenure_objects WHERE oid = :oid;
+
+-- name: objects_all
+-- Every object's oid and creation time, by oid.
+SELECT oid, created_at FROM tenure_objects ORDER BY oid;
+
+-- name: objects_delete
+-- Remove the objects in list :oids.
+DELETE FROM tenure_objects WHERE oid = ANY(:oids);
