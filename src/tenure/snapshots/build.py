@@ -50,7 +50,12 @@ from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import encode
 from tenure.snapshots.chunking import CHUNKED_FROM, iter_chunks, new_chunker
-from tenure.snapshots.errors import FolderChangedError, NotAFolderError, UploadIncompleteError
+from tenure.snapshots.errors import (
+    FolderChangedError,
+    NotAFolderError,
+    UnreadableFileError,
+    UploadIncompleteError,
+)
 from tenure.snapshots.feed import ReadAhead, open_file, read_error
 from tenure.snapshots.ignore import load_ignore
 from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, load_index, save_index
@@ -100,10 +105,14 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
     """
     root = _folder_bytes(folder)
     index = load_index(index_path)
-    scanner = Scanner(root, load_ignore(root), _excluded(root, index_path))
-    build = _Build(root, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
-    scan = build.run(scanner)
-    trees = build.settle(scan)
+    root_fd = _open_folder(root, folder)
+    try:
+        scanner = Scanner(root_fd, load_ignore(root_fd), _excluded(root, index_path))
+        build = _Build(root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
+        scan = build.run(scanner)
+        trees = build.settle(scan)
+    finally:
+        os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
         entries = {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed}
@@ -129,6 +138,17 @@ def _folder_bytes(folder: str) -> bytes:
     raise NotAFolderError(f"{folder!r} is not a folder", path=folder)
 
 
+def _open_folder(root: bytes, folder: str) -> int:
+    """The descriptor every path of the build is opened below (the folder itself may be a symlink)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotAFolderError(f"{folder!r} is not a folder", path=folder) from None
+    except OSError as exc:
+        raise UnreadableFileError(f"cannot open folder {folder!r}: {exc.strerror}", path=".",
+                                  reason=exc.strerror) from None
+
+
 def _excluded(root: bytes, index_path: str | None) -> frozenset[bytes]:
     if index_path is None:
         return frozenset()
@@ -145,9 +165,10 @@ def _data_oids(files: Sequence[FileNode]) -> frozenset[str]:
 class _Build:
     """The state of one build: counters, the pack being filled, the upload pipeline."""
 
-    def __init__(self, root: bytes, objects: ObjectStore, index: Index, workers: int,
+    def __init__(self, root: bytes, root_fd: int, objects: ObjectStore, index: Index, workers: int,
                  progress: Progress | None, pin: Pin) -> None:
         self.root = root
+        self.root_fd = root_fd
         self.pin = pin
         self.objects = objects
         self.index = index
@@ -203,7 +224,7 @@ class _Build:
         """Read ``files`` in order: small ones ahead on reader threads, packed here; large ones chunked here."""
         self._done = self._reported = 0
         uploader = Uploader(self.objects, self.workers, self.index.oids if trust_index else None, self.pin)
-        feed = self._feed = ReadAhead(self.root, files, self.workers)
+        feed = self._feed = ReadAhead(self.root_fd, files, self.workers)
         pending: list[FileNode] = []
         try:
             for group, contents in feed:
@@ -275,7 +296,7 @@ class _Build:
 
     def _read_large(self, f: FileNode, uploader: Uploader, trust_index: bool) -> None:
         probe = trust_index and self.index.previous(f.rel) is not None
-        fd = open_file(self.root, f.rel)
+        fd = open_file(self.root_fd, f.rel)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise FolderChangedError(f"{os.fsdecode(f.rel)!r} is no longer a regular file", path=os.fsdecode(f.rel))

@@ -8,6 +8,13 @@ order through a bounded channel; a large file comes alone with ``None``, for
 the consumer to stream through the chunker itself. So listing, reading and
 packing overlap, and at most ``2 × workers`` batches (≤ 2 MiB each) wait in
 memory.
+
+Files are opened relative to the descriptor of the checked-in folder, one
+name at a time, never through a symlink
+(:class:`~tenure.snapshots.fsutil.Beneath`): a file, or any folder above it,
+replaced by a symlink after it was listed fails the build with
+:class:`FolderChangedError` (``folder-changed``, retryable) naming the file;
+no byte from outside the folder is read.
 """
 
 from __future__ import annotations
@@ -22,12 +29,12 @@ from typing import cast
 
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.errors import FolderChangedError, UnreadableFileError
+from tenure.snapshots.fsutil import Beneath
 from tenure.snapshots.scan import FileNode
 
 MiB = 1 << 20
 BATCH_FILES = 256
 BATCH_BYTES = 2 * MiB
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Item = tuple[list[FileNode], Future[list[bytes]] | None]
 
@@ -71,10 +78,13 @@ _END = object()
 
 
 class ReadAhead:
-    """Iterate ``(files, contents or None)`` in order; see the module docstring. Always :meth:`close`."""
+    """Iterate ``(files, contents or None)`` in order; see the module docstring. Always :meth:`close`.
 
-    def __init__(self, root: bytes, files: Iterable[FileNode], workers: int) -> None:
-        self.root = root
+    ``root_fd`` is the checked-in folder's descriptor, open until :meth:`close` returns.
+    """
+
+    def __init__(self, root_fd: int, files: Iterable[FileNode], workers: int) -> None:
+        self.root_fd = root_fd
         #: bytes of all files handed out so far (grows while the folder is listed).
         self.total = 0
         self._channel = _Channel(2 * workers)
@@ -85,7 +95,7 @@ class ReadAhead:
     def _produce(self, files: Iterable[FileNode]) -> None:
         try:
             for group, small in batches(self._counted(files)):
-                future = self._readers.submit(read_batch, self.root, group) if small else None
+                future = self._readers.submit(read_batch, self.root_fd, group) if small else None
                 if not self._channel.put((group, future)):
                     return
             self._channel.put(_END)
@@ -133,14 +143,14 @@ def batches(files: Iterable[FileNode]) -> Iterator[tuple[list[FileNode], bool]]:
         yield batch, True
 
 
-def read_batch(root: bytes, files: Sequence[FileNode]) -> list[bytes]:
+def read_batch(root_fd: int, files: Sequence[FileNode]) -> list[bytes]:
     """Read small files whole (at most the size ``lstat`` reported). Hot loop: kept lean."""
     out: list[bytes] = []
-    prefix = root + b"/"
+    opener = Beneath(root_fd)
     f = None
     try:
         for f in files:
-            fd = os.open(prefix + f.rel, READ_FLAGS)
+            fd = opener.open_file(f.rel)
             try:
                 out.append(os.read(fd, f.size) if f.size else b"")
             finally:
@@ -148,15 +158,20 @@ def read_batch(root: bytes, files: Sequence[FileNode]) -> list[bytes]:
     except OSError as exc:
         assert f is not None
         raise read_error(f.rel, exc) from None
+    finally:
+        opener.close()
     return out
 
 
-def open_file(root: bytes, rel: bytes) -> int:
-    """Open a regular file for reading, never through a symlink, never blocking on a FIFO."""
+def open_file(root_fd: int, rel: bytes) -> int:
+    """Open a regular file below ``root_fd`` for reading, never through a symlink, never blocking on a FIFO."""
+    opener = Beneath(root_fd)
     try:
-        return os.open(root + b"/" + rel, READ_FLAGS)
+        return opener.open_file(rel)
     except OSError as exc:
         raise read_error(rel, exc) from None
+    finally:
+        opener.close()
 
 
 def read_error(rel: bytes, exc: OSError) -> Exception:

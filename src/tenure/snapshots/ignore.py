@@ -38,17 +38,16 @@ class IgnoreRules:
         return bool(self._spec.match_file(path))
 
 
-def load_ignore(folder: bytes) -> IgnoreRules:
-    """Read ``<folder>/.tenureignore`` if it is a regular file (never through a symlink)."""
-    path = os.path.join(folder, _IGNORE_FILE_B)
+def load_ignore(root_fd: int) -> IgnoreRules:
+    """Read ``.tenureignore`` in the folder ``root_fd`` if it is a regular file (never through a symlink)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(_IGNORE_FILE_B, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=root_fd)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return IgnoreRules(None)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return IgnoreRules(None)
-        raise UnreadableFileError(f"cannot read {os.fsdecode(path)!r}: {exc.strerror}",
+        raise UnreadableFileError(f"cannot read {IGNORE_FILE!r}: {exc.strerror}",
                              path=IGNORE_FILE, reason=exc.strerror) from None
     with open(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

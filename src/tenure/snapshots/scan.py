@@ -4,17 +4,31 @@ Symlinks are recorded as links and never followed. Sockets, FIFOs and
 device files are reported as skipped and never opened, so a socket left by a
 running program cannot block a checkpoint. Paths are raw bytes end to end;
 relative paths are ``/``-joined names below the folder.
+
+Nothing is opened by path. The folder is opened once; every sub-folder is
+opened relative to its parent's descriptor with ``O_NOFOLLOW |
+O_DIRECTORY`` (:class:`~tenure.snapshots.fsutil.Beneath`), listed with
+``scandir`` on that descriptor, and its entries are ``lstat``-ed and
+``readlink``-ed relative to it. Files are read the same way
+(:mod:`~tenure.snapshots.feed`). So when a folder is replaced by a symlink
+after its parent was listed, the build cannot follow it out of the folder:
+opening it fails, and the build fails with :class:`FolderChangedError`
+(``folder-changed``, retryable) naming the path; a retry stores the symlink
+as a symlink. Renaming the checked-in folder itself away mid-build changes
+nothing: the build keeps reading the folder it opened.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from collections.abc import Iterator
-from operator import attrgetter
+from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import NamedTuple
 
 from tenure.snapshots.errors import FolderChangedError, UnreadableFileError
+from tenure.snapshots.fsutil import Beneath
 from tenure.snapshots.ignore import IgnoreRules
 from tenure.snapshots.index import StatKey
 from tenure.snapshots.treeformat import Ref
@@ -88,41 +102,55 @@ class Scan(NamedTuple):
     skipped: list[tuple[str, str]]      # (relative path, "socket" | "fifo" | "device")
 
 
-_by_name = attrgetter("name")
+#: Called with each folder's relative path right after the folder is listed, before anything in it
+#: is read and before any of its sub-folders is opened (on the listing thread). A seam for tests that
+#: change the folder under a running build; ``None`` otherwise.
+after_listing: Callable[[bytes], None] | None = None
+
+_first = itemgetter(0)
+_fsencode = os.fsencode
 _SKIPPED_KINDS = {stat.S_IFSOCK: "socket", stat.S_IFIFO: "fifo", stat.S_IFCHR: "device",
                   stat.S_IFBLK: "device"}
 
 
 class Scanner:
-    """Lists a folder (an absolute path) depth-first, one folder at a time.
+    """Lists the folder ``root_fd`` refers to, depth-first, one folder at a time.
 
     ``exclude`` holds relative paths to leave out. One thread: listing is
     mostly per-entry Python work, which more threads only make contend for
-    the GIL (measured: slower on local disks).
+    the GIL (measured: slower on local disks). The caller keeps ``root_fd``
+    open until the listing is done.
     """
 
-    def __init__(self, folder: bytes, ignore: IgnoreRules, exclude: frozenset[bytes] = frozenset()) -> None:
-        self.folder = folder
+    def __init__(self, root_fd: int, ignore: IgnoreRules, exclude: frozenset[bytes] = frozenset()) -> None:
+        self.root_fd = root_fd
         self.ignore = ignore
         self.exclude = exclude
-        self.root = DirNode(b"", b"", os.stat(folder))
+        self.root = DirNode(b"", b"", os.fstat(root_fd))
 
     def walk(self) -> Iterator[DirNode]:
         """Yield every folder in pre-order, its ``children`` filled in."""
         stack = [self.root]
-        while stack:
-            node = stack.pop()
-            stack += reversed(_scan_one(self.folder, node, self.ignore, self.exclude))
-            yield node
+        folders = Beneath(self.root_fd)
+        try:
+            while stack:
+                node = stack.pop()
+                subdirs = _scan_one(_open_folder(folders, node.rel), node, self.ignore, self.exclude)
+                if after_listing is not None:
+                    after_listing(node.rel)
+                stack += reversed(subdirs)
+                yield node
+        finally:
+            folders.close()
 
     def result(self) -> Scan:
         """The whole listing in canonical order (after :meth:`walk` is exhausted)."""
         return _flatten(self.root)
 
 
-def scan_folder(folder: bytes, ignore: IgnoreRules, exclude: frozenset[bytes] = frozenset()) -> Scan:
-    """List ``folder`` completely (see :class:`Scanner`)."""
-    scanner = Scanner(folder, ignore, exclude)
+def scan_folder(root_fd: int, ignore: IgnoreRules, exclude: frozenset[bytes] = frozenset()) -> Scan:
+    """List the folder ``root_fd`` refers to completely (see :class:`Scanner`)."""
+    scanner = Scanner(root_fd, ignore, exclude)
     for _ in scanner.walk():
         pass
     return scanner.result()
@@ -142,8 +170,8 @@ def _flatten(root: DirNode) -> Scan:
     return Scan(root, dirs, files, skipped)
 
 
-def _scan_one(folder: bytes, node: DirNode, ignore: IgnoreRules, exclude: frozenset[bytes]) -> list[DirNode]:
-    """Fill ``node.children`` (in name order) and ``node.skipped``; return the sub-folders.
+def _scan_one(fd: int, node: DirNode, ignore: IgnoreRules, exclude: frozenset[bytes]) -> list[DirNode]:
+    """Fill ``node.children`` (in name order) and ``node.skipped`` from folder ``fd``; return the sub-folders.
 
     Runs once per entry of the whole tree: written for speed (locals, no helper calls).
     """
@@ -151,8 +179,8 @@ def _scan_one(folder: bytes, node: DirNode, ignore: IgnoreRules, exclude: frozen
     subdirs: list[DirNode] = []
     add = node.children.append
     ignored = ignore.ignored if ignore.active else None
-    for entry in _list(folder, node.rel):
-        rel = prefix + entry.name
+    for name, entry in _list(fd, node.rel):
+        rel = prefix + name
         if exclude and rel in exclude:
             continue
         try:
@@ -163,15 +191,15 @@ def _scan_one(folder: bytes, node: DirNode, ignore: IgnoreRules, exclude: frozen
         if ignored is not None and ignored(rel, fmt == _DIR):
             continue
         if fmt == _FILE:
-            add(FileNode(entry.name, rel, st))
+            add(FileNode(name, rel, st))
         elif fmt == _DIR:
-            sub = DirNode(entry.name, rel, st)
+            sub = DirNode(name, rel, st)
             subdirs.append(sub)
             add(sub)
         elif fmt == _LINK:
-            target = _readlink(entry.path, rel)
+            target = _readlink(fd, name, rel)
             if target is not None:
-                add(SymlinkNode(entry.name, st, target))
+                add(SymlinkNode(name, st, target))
         else:
             node.skipped.append((os.fsdecode(rel), _SKIPPED_KINDS.get(fmt, "device")))
     return subdirs
@@ -180,24 +208,47 @@ def _scan_one(folder: bytes, node: DirNode, ignore: IgnoreRules, exclude: frozen
 _FORMAT, _FILE, _DIR, _LINK = 0o170000, stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK
 
 
-def _list(folder: bytes, rel: bytes) -> list[os.DirEntry[bytes]]:
-    path = os.path.join(folder, rel) if rel else folder
+def _open_folder(folders: Beneath, rel: bytes) -> int:
     try:
-        with os.scandir(path) as entries:
-            return sorted(entries, key=_by_name)
+        return folders.folder(rel)
     except (FileNotFoundError, NotADirectoryError):
-        raise FolderChangedError(f"folder {os.fsdecode(rel)!r} vanished during the scan",
-                            path=os.fsdecode(rel)) from None
+        raise _changed(rel) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _changed(rel) from None
+        raise UnreadableFileError(f"cannot open folder {os.fsdecode(rel)!r}: {exc.strerror}",
+                                  path=os.fsdecode(rel), reason=exc.strerror) from None
+
+
+def _changed(rel: bytes) -> FolderChangedError:
+    return FolderChangedError(f"folder {os.fsdecode(rel)!r} vanished or was replaced during the scan",
+                              path=os.fsdecode(rel))
+
+
+def _list(fd: int, rel: bytes) -> list[tuple[bytes, os.DirEntry[str]]]:
+    """``(name, entry)`` of folder ``fd``, sorted by name bytes; each ``entry.stat`` is taken relative to ``fd``.
+
+    ``scandir`` on a descriptor gives ``str`` names (undecodable bytes as
+    surrogate escapes), which ``fsencode`` turns back into the raw bytes.
+    """
+    try:
+        with os.scandir(fd) as entries:
+            return sorted(((_fsencode(e.name), e) for e in entries), key=_first)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _changed(rel) from None
     except OSError as exc:
         raise UnreadableFileError(f"cannot read folder {os.fsdecode(rel or b'.')!r}: {exc.strerror}",
                              path=os.fsdecode(rel or b"."), reason=exc.strerror) from None
 
 
-def _readlink(path: bytes, rel: bytes) -> bytes | None:
+def _readlink(fd: int, name: bytes, rel: bytes) -> bytes | None:
     try:
-        return os.readlink(path)
+        return os.readlink(name, dir_fd=fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.EINVAL:  # no longer a symlink: it changed since it was listed
+            raise FolderChangedError(f"{os.fsdecode(rel)!r} changed while it was being read",
+                                     path=os.fsdecode(rel)) from None
         raise UnreadableFileError(f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}",
                              path=os.fsdecode(rel), reason=exc.strerror) from None
