@@ -35,8 +35,9 @@ from tenure.projects import (
     StatusConflictError,
     SystemProjectError,
 )
+from tenure.errors import IntegrityError, InvalidInputError
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
-from tenure.store import Store
+from tenure.store import LeaseLostError, Store
 from tests.acceptance.helpers import describe
 
 S = ProjectStatus
@@ -877,3 +878,101 @@ def test_p35_p99_a_closed_project_does_not_hide_drift(world: World) -> None:
     b.service.bring(T, "p1")  # a loses p1
     held = world.ownership.renew_leases(a.pod_id)
     assert held < len(a.registry.ids()), "renewal must report fewer rows than the registry holds"
+
+
+# --------------------------------------------------------------------------- hardening: lost leases, damaged heads
+
+
+def test_bring_on_a_pod_whose_own_lease_ran_out_but_was_not_taken_over_starts_no_second_engine(world: World) -> None:
+    a = world.pod("a")
+    world.create()
+    brought = a.service.bring(T, "p")
+    take_over(world, a)  # a's own lease counts as expired now; nobody else claimed it
+    world.audit.reset()
+    again = a.service.bring(T, "p")
+    assert a.engine.kinds() == ["start"], "the engines already running here were started a second time"
+    assert world.audit.log("claim", "renew", "unbind", "status", "start") == ["renew"]
+    assert again.status is S.RUNNING and again.generation == brought.generation
+
+
+def test_bring_after_the_lease_moved_on_stops_the_stale_engines_before_starting_again(world: World) -> None:
+    a, b = world.pod("a"), world.pod("b")
+    project = world.create()
+    a.service.bring(T, "p")
+    take_over(world, b)
+    OwnershipFacade(world.store, b.identity, lease_ttl=SHORT).claim_for_local_pod(T, "p")  # b owns, a still runs
+    b.service.ownership.release_lease(T, "p", b.pod_id)
+    a.engine.events.clear()
+    a.service.bring(T, "p")
+    assert a.engine.kinds() == ["stop", "start"]
+    assert project.id in a.registry and world.owner() == a.pod_id
+
+
+def test_suspend_without_a_live_writer_lease_keeps_the_folder_and_raises(world: World) -> None:
+    a = world.pod("a")
+    project = world.create()
+    brought = a.service.bring(T, "p")
+    fill(a.folder(project), "unsaved")
+    content = describe(a.folder(project))
+    lease = world.store.workspaces.lease(project.workspace_id, brought.generation)
+    assert lease is not None
+    world.store.workspaces.release(lease)  # the writer lease ended while the project stayed RUNNING here
+    with pytest.raises(LeaseLostError):
+        a.service.suspend(T, "p")
+    assert describe(a.folder(project)) == content, "uncommitted data was discarded without a checkpoint"
+    assert world.get().status is S.SUSPENDING
+
+
+def test_bring_with_a_degraded_head_records_the_error_and_offers_the_newest_ready_snapshot(world: World) -> None:
+    a = world.pod("a")
+    project = world.create()
+    a.service.bring(T, "p")
+    write(a.folder(project), "old.txt", b"first version\n")
+    a.service.suspend(T, "p")
+    older = world.head()
+    a.service.bring(T, "p")
+    write(a.folder(project), "new.txt", b"only in the newer head " * 64)
+    older_content = {k: v for k, v in describe(a.folder(project)).items() if k != "new.txt"}
+    a.service.suspend(T, "p")
+    head = world.head()
+    assert head is not None and older is not None and head != older
+    lost = damage_unique_objects(world, head, older)
+    assert lost, "the newer head must own at least one object the older snapshot lacks"
+    report = a.service.workspaces.verify(head)
+    assert report.snapshot.state is SnapshotState.DEGRADED
+    with pytest.raises(IntegrityError) as raised:
+        a.service.bring(T, "p")
+    assert raised.value.context["newest_ready"] == older
+    recorded = world.get()
+    assert recorded.status is S.RECOVERING and recorded.error and older in recorded.error
+    assert f"--from-snapshot {older}" in raised.value.hint
+    brought = a.service.bring(T, "p", from_snapshot=older)
+    assert brought.status is S.RUNNING
+    assert describe(a.folder(project)) == older_content
+
+
+def test_bring_from_a_snapshot_refuses_one_that_is_not_ready_or_of_another_workspace(world: World) -> None:
+    a = world.pod("a")
+    world.create("p")
+    other = world.create("q")
+    a.service.bring(T, "q")
+    write(a.folder(other), "q.txt", b"q\n")
+    a.service.suspend(T, "q")
+    foreign = world.head("q")
+    assert foreign is not None
+    with pytest.raises(InvalidInputError) as raised:
+        a.service.bring(T, "p", from_snapshot=foreign)
+    assert raised.value.code == "foreign-snapshot"
+
+
+def damage_unique_objects(world: World, head: str, older: str) -> list[str]:
+    """Delete from the object store every object the head reaches that ``older`` does not."""
+    from tenure.snapshots import tree_closure
+
+    objects = world.objects
+    head_root = world.store.snapshots.get(head).root_oid
+    older_root = world.store.snapshots.get(older).root_oid
+    assert head_root and older_root
+    unique = sorted(tree_closure(head_root, objects) - tree_closure(older_root, objects) - {head_root})
+    objects.delete_many(unique)
+    return unique

@@ -127,6 +127,7 @@ class ProjectModel(RuleBasedStateMachine):
         self.expired = False
         self.generation = 0
         self.running = [False, False, False]
+        self.running_gen = [0, 0, 0]  # the generation each pod's engines were started under
         self.starts = [0, 0, 0]
         self.stops = [0, 0, 0]
         self.folders: list[Folder | None] = [None, None, None]
@@ -192,8 +193,13 @@ class ProjectModel(RuleBasedStateMachine):
         pod_id = self.pods[i].identity.pod_id
         if self.status is S.CLOSED:
             return ProjectClosedError
-        if self.status is S.RUNNING and self.running[i] and self.holder == pod_id and not self.expired:
-            return None  # the shortcut: only the lease is renewed
+        if (self.status is S.RUNNING and self.running[i] and self.holder == pod_id
+                and self.running_gen[i] == self.generation):
+            self.expired = False
+            return None  # the shortcut: running here under the current lease, only the lease is renewed
+        if self.running[i]:
+            self.stops[i] += 1  # engines left from an older lease are stopped before anything else
+            self.running[i] = False
         if not self._claimable(i):
             return ClaimRejectedError
         self._claim(i)
@@ -204,6 +210,7 @@ class ProjectModel(RuleBasedStateMachine):
             return EngineFailedError
         self.status = S.RUNNING
         self.running[i] = True
+        self.running_gen[i] = self.generation
         return None
 
     def _suspend(self, i: int, *, fail_stop: bool = False) -> type[TenureError] | None:

@@ -129,3 +129,33 @@ def test_gc_running_during_checkpoints_never_breaks_a_snapshot(store_url: str, t
     svc.restore("w", str(tmp_path / "final"))
     assert describe(str(tmp_path / "final")) == describe(src)
     store.close()
+
+
+def test_gc_skips_a_damaged_snapshot_reports_it_and_still_reclaims_the_rest(service: WorkspaceService,
+                                                                           tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tenure.snapshots import tree_closure
+
+    src = str(tmp_path / "src")
+    os.makedirs(os.path.join(src, "sub"))
+    with open(os.path.join(src, "sub", "a.txt"), "wb") as fh:
+        fh.write(b"kept\n")
+    service.create("damaged")
+    damaged = service.checkpoint("damaged", src).snapshot
+    assert damaged.root_oid is not None
+    service.objects.delete_many([damaged.root_oid])  # its root tree object is lost: the closure is unknowable
+    other = str(tmp_path / "other")
+    os.makedirs(other)
+    with open(os.path.join(other, "x.bin"), "wb") as fh:
+        fh.write(os.urandom(4096))
+    service.create("garbage")
+    first = service.checkpoint("garbage", other).snapshot
+    assert first.root_oid is not None
+    garbage = tree_closure(first.root_oid, service.objects)
+    with open(os.path.join(other, "x.bin"), "wb") as fh:
+        fh.write(os.urandom(4096))
+    head = service.checkpoint("garbage", other).snapshot
+    service.store.snapshots.delete(first.id)
+    result = service.gc(grace_s=0)
+    assert result.damaged == (damaged.root_oid,)
+    assert result.removed >= 1, "one damaged snapshot stopped the whole collection"
+    assert not service.objects.has_many(garbage - tree_closure(head.root_oid or "", service.objects))

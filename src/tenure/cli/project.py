@@ -128,13 +128,15 @@ def show(ctx: click.Context, ref: str) -> None:
 
 @project.command("bring")
 @click.argument("ref")
+@click.option("--from-snapshot", "from_snapshot", metavar="ID",
+              help="Restore this READY snapshot instead of the head (the way back from a damaged head).")
 @json_option
 @click.pass_context
-def bring(ctx: click.Context, ref: str) -> None:
+def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
     """Bring TENANT/NAME to RUNNING on this (short-lived) pod."""
     tenant, name = _ref(ref)
     with short_lived_pod(ctx) as lifecycle:
-        p = lifecycle.bring(tenant, name)
+        p = lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
         folder = lifecycle.folder(p)
     _show(ctx, p, {"workspace_folder": folder})
 

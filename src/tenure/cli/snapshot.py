@@ -122,6 +122,11 @@ def gc(ctx: click.Context, grace_s: float) -> None:
     """Reclaim objects no readable snapshot references."""
     with progress_bar(ctx, "gc") as progress:
         result = services(ctx).workspaces.gc(grace_s=grace_s, progress=progress)
-    emit(ctx, result.to_dict(), lambda: console.print(
-        f"removed {result.removed} of {result.stored} objects ({result.reachable} reachable from"
-        f" {result.roots} snapshots, {result.spared_by_pins} spared by pins)"))
+    def human() -> None:
+        console.print(f"removed {result.removed} of {result.stored} objects ({result.reachable} reachable from"
+                      f" {result.roots} snapshots, {result.spared_by_pins} spared by pins)")
+        if result.damaged:
+            console.print(f"[yellow]{len(result.damaged)} damaged trees were kept as far as they can be read:"
+                          f" {', '.join(result.damaged[:5])}; run `tenure snapshot verify` on their snapshots[/]")
+
+    emit(ctx, result.to_dict(), human)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tenure.errors import TenureError
+from tenure.errors import IntegrityError, TenureError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.projects.facade import OwnershipFacade
@@ -79,18 +79,28 @@ class Engine(Protocol):
 
 @dataclass
 class ActivationRegistry:
-    """In-process "running here": only bring adds, suspend / close / drift remove."""
+    """In-process "running here": only bring adds, suspend / close / drift remove.
 
-    _ids: set[str] = field(default_factory=set)
+    Each entry remembers the fencing generation its engines were started
+    under, so a pod can tell "running here under the current lease" from
+    "engines left over from a lease that has since moved on".
+    """
+
+    _ids: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, project_id: str) -> None:
+    def add(self, project_id: str, generation: int = 0) -> None:
         with self._lock:
-            self._ids.add(project_id)
+            self._ids[project_id] = generation
 
     def remove(self, project_id: str) -> None:
         with self._lock:
-            self._ids.discard(project_id)
+            self._ids.pop(project_id, None)
+
+    def generation(self, project_id: str) -> int | None:
+        """The generation the project's engines were started under here, if it runs here."""
+        with self._lock:
+            return self._ids.get(project_id)
 
     def __contains__(self, project_id: object) -> bool:
         with self._lock:
@@ -137,16 +147,21 @@ class LifecycleService:
 
     # ------------------------------------------------------------------ bring
 
-    def bring(self, tenant: str, name: str) -> Project:
-        """Make the project RUNNING on this pod; returns the updated row."""
+    def bring(self, tenant: str, name: str, *, from_snapshot: str | None = None) -> Project:
+        """Make the project RUNNING on this pod; returns the updated row.
+
+        ``from_snapshot`` restores that READY snapshot instead of the head: the
+        explicit way back when the head is DEGRADED (never chosen silently).
+        """
         project = self.projects.get(tenant, name)
         self._refuse_closed_or_homeless(project)
-        if (project.status is S.RUNNING and project.id in self.registry
-                and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl)):
-            renewed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
-                                           self.config.lease_ttl)
-            if renewed is not None and renewed.generation == project.generation:
-                return renewed  # running here already: only the lease was renewed
+        if project.id in self.registry:
+            if project.status is S.RUNNING and from_snapshot is None:
+                renewed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name,
+                                               self.pod.endpoint, self.config.lease_ttl)
+                if renewed is not None and renewed.generation == self.registry.generation(project.id):
+                    return renewed  # running here under the current lease (even one that had run out): renewed
+            self._deactivate(project)  # engines from an older lease, or a re-bring: stop them first
         project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
         crash_point("bring.after_claim")
         self.projects.unbind_sessions([project.id])
@@ -154,14 +169,39 @@ class LifecycleService:
         if project.status is not S.RECOVERING:
             project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
         crash_point("bring.after_recovering")
-        folder = self.workspaces.init_folder(project.workspace_id, self.folder(project))
+        folder = self._init_folder(project, from_snapshot)
         crash_point("bring.after_workspace_init")
         self._start_engines(project, folder)
         crash_point("bring.after_engines_start")
         project = self.projects.transition_status(tenant, name, S.RECOVERING, S.RUNNING, project.generation)
-        self.registry.add(project.id)
+        self.registry.add(project.id, project.generation)
         crash_point("bring.after_running")
         return project
+
+    def _init_folder(self, project: Project, from_snapshot: str | None) -> str:
+        """Step 3; a damaged head leaves the project RECOVERING with the error and the way out recorded."""
+        try:
+            return self.workspaces.init_folder(project.workspace_id, self.folder(project), snapshot=from_snapshot)
+        except IntegrityError as exc:
+            ready = self.workspaces.newest_ready(project.workspace_id)
+            way_out = (f"bring it from the newest READY snapshot with `tenure project bring {project.ref}"
+                       f" --from-snapshot {ready.id}`, or repair the head" if ready is not None
+                       else "repair the head from a live copy; there is no READY snapshot to fall back to")
+            self.projects.record_error(project, f"workspace init failed: {exc.message}; {way_out}")
+            exc.context.setdefault("project", project.ref)
+            exc.context["newest_ready"] = ready.id if ready is not None else None
+            exc.hint = way_out
+            raise
+
+    def _deactivate(self, project: Project) -> None:
+        """Stop this pod's engines for a project it no longer owns at this generation (best effort)."""
+        self.registry.remove(project.id)
+        event = EnginesStopRequested(project.tenant, project.name)
+        for engine in self.engines:
+            try:
+                engine.stop(event, self.folder(project))
+            except Exception:  # noqa: BLE001 - the new owner's bring must go on; the engine is fenced anyway
+                pass
 
     def _refuse_closed_or_homeless(self, project: Project) -> None:
         if project.status is S.CLOSED:

@@ -16,15 +16,19 @@ transactions. A GC run:
    spared; the rest are deleted.
 
 A crash at any point leaves only unreachable objects behind; the next run
-finishes the job. See docs/adr/0004-gc-pins.md for why pins, not only the
+finishes the job. A damaged snapshot (a tree object missing or corrupt) does
+not stop the run: whatever of its closure can still be read is kept, its
+root is reported in :attr:`GcResult.damaged`, and the rest is reclaimed. See docs/adr/0004-gc-pins.md for why pins, not only the
 grace period, protect in-flight uploads and restores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from tenure.errors import IntegrityError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.store import Store
@@ -43,21 +47,21 @@ class GcResult:
     candidates: int
     removed: int
     spared_by_pins: int
+    damaged: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "damaged": list(self.damaged)}
 
 
 def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
             progress: Callable[[int, int], None] | None = None) -> GcResult:
     """Run one GC pass; see the module docstring for the phases."""
-    from tenure.snapshots import tree_closure
-
     mark_time, roots = store.snapshots.mark()
     crash_point("gc.after_mark")
     reachable: set[str] = set()
+    damaged: list[str] = []
     for root in roots:
-        reachable |= tree_closure(root, objects)
+        reachable |= _closure(root, objects, damaged)
     stored = 0
     candidates = []
     for oid, created in objects.list_ids():
@@ -70,7 +74,7 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
         batch = candidates[start:start + BATCH]
         with store.snapshots.sweep_lock(mark_time) as (pinned, new_roots):
             for root in new_roots - traced:
-                reachable |= tree_closure(root, objects)
+                reachable |= _closure(root, objects, damaged)
                 traced.add(root)
             doomed = [oid for oid in batch if oid not in pinned and oid not in reachable]
             spared += len(batch) - len(doomed)
@@ -78,4 +82,20 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
         if progress is not None:
             progress(min(start + BATCH, len(candidates)), len(candidates))
         crash_point("gc.mid_sweep")
-    return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared)
+    return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared, tuple(sorted(damaged)))
+
+
+def _closure(root: str, objects: ObjectStore, damaged: list[str]) -> frozenset[str]:
+    """The closure of ``root``; for a damaged tree, as much of it as can still be read (and reported)."""
+    from tenure.snapshots import tree_closure
+    from tenure.snapshots.walk import load_listing
+
+    try:
+        return tree_closure(root, objects)
+    except IntegrityError:
+        damaged.append(root)
+    try:
+        listing = load_listing(root, objects, with_ids=True)
+    except IntegrityError:
+        return frozenset({root})
+    return frozenset({root} | set(listing.trees) | set(listing.ids) | listing.data_oids())

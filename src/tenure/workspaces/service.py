@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tenure.errors import ConflictError, IntegrityError, NotFoundError
+from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from tenure.objects import ObjectStore
 from tenure.snapshots import RestoreResult, build_tree, restore_tree, verify_tree
 from tenure.snapshots.gc import GcResult, collect
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
-from tenure.store import CheckpointTicket, Snapshot, Store, Workspace, WriterLease
+from tenure.store import CheckpointTicket, LeaseLostError, Snapshot, Store, Workspace, WriterLease
 from tenure.workspaces.folders import LocalFolders
 
 Progress = Callable[[int, int], None]
@@ -231,37 +231,60 @@ class WorkspaceService:
         """The working folder on this host for ``key`` (a project id); hashed, never user text."""
         return self.folders.path(key)
 
-    def init_folder(self, workspace_id: str, folder: str) -> str:
-        """Restore the head into ``folder``, or adopt the folder already there (never overwrite).
+    def init_folder(self, workspace_id: str, folder: str, *, snapshot: str | None = None) -> str:
+        """Restore the head (or ``snapshot``) into ``folder``, or adopt the folder already there.
 
-        A folder whose recorded base is the current head is kept as it is,
-        uncommitted changes included. A folder with an older or unknown base is
-        moved aside as a preserved delta, and the head is restored.
+        A folder whose recorded base is the snapshot to restore is kept as it
+        is, uncommitted changes included. A folder with another or an unknown
+        base is moved aside as a preserved delta (never deleted or
+        overwritten), then the snapshot is restored.
         """
-        head = self.workspace(workspace_id).head_snapshot_id
+        base = self._chosen_base(workspace_id, snapshot) if snapshot else self.workspace(workspace_id).head_snapshot_id
         if os.path.isdir(folder):
-            if self.folders.read_base(folder) == head:
+            if self.folders.read_base(folder) == base:
                 return folder
             self.folders.preserve(folder)
-        self.folders.write_base(folder, head)
-        if head is None:
+        self.folders.write_base(folder, base)
+        if base is None:
             os.makedirs(folder, exist_ok=True)
         else:
-            self.restore(workspace_id, folder)
+            self.restore(workspace_id, folder, snapshot=base)
         return folder
+
+    def _chosen_base(self, workspace_id: str, ref: str) -> str:
+        """An explicitly chosen base: a READY snapshot of this workspace."""
+        snap = self.store.snapshots.get(ref)
+        if snap.workspace_id != workspace_id:
+            raise InvalidInputError(f"snapshot {snap.id} belongs to another workspace", code="foreign-snapshot",
+                                    hint="pick a snapshot of this workspace (tenure snapshot list)", snapshot=snap.id)
+        if snap.state is not SnapshotState.READY:
+            raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only a READY snapshot can be a base",
+                                code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
+        return snap.id
+
+    def newest_ready(self, workspace_id: str) -> Snapshot | None:
+        """The most recent READY snapshot of the workspace (offered when the head is damaged)."""
+        ready = [s for s in self.store.snapshots.list(workspace_id) if s.state is SnapshotState.READY]
+        return max(ready, key=lambda s: s.created_at) if ready else None
 
     def suspend_folder(self, workspace_id: str, folder: str, generation: int) -> None:
         """Checkpoint ``folder`` under the writer lease at ``generation``, trash it, release the lease.
 
         A checkpoint a crash interrupted is resumed under its own key, so a
-        repeated suspend publishes once.
+        repeated suspend publishes once. Without a usable writer lease at
+        ``generation`` nothing is discarded: the folder may hold uncommitted
+        data, so this raises and leaves it in place.
         """
         if os.path.isdir(folder):
             ws = self.workspace(workspace_id)
             lease = self.lease(workspace_id, generation)
+            if lease is None or lease.state not in (LeaseState.ACTIVE, LeaseState.RELEASING):
+                raise LeaseLostError(
+                    f"no live writer lease at generation {generation} for workspace {ws.name}; the folder"
+                    f" {folder} was kept", workspace=ws.name, generation=generation, folder=folder,
+                    lease_state=None if lease is None else lease.state.value)
             key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key else None
-            if lease is not None:
-                self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease)
+            self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease)
             self.folders.discard(folder)
         self.folders.forget_base(folder)
         self.release_writer(workspace_id, generation)
