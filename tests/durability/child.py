@@ -1,0 +1,306 @@
+"""The child process of a durability check: runs one durable path (optionally mutated) and says what to check.
+
+``python -m tests.durability.child CONFIG.json`` where the config names the
+``scenario``, an optional ``mutant``, the ``workdir`` (empty), the
+``recorder`` (``strace``: the parent traces this process; ``inprocess``:
+record here with :class:`InProcessRecorder` and write the events to
+``events_out``) and ``spec_out``, where the scopes, acknowledgement points
+and crash windows of the run are written (see :mod:`tests.durability.rules`).
+
+Every scenario does its setup, then calls :meth:`Work.begin` (which applies
+the mutant, then marks ``begin``), runs the durable path and marks the
+acknowledgement once it returned.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tests.durability.rules import Ack, Scope, Window
+from tests.durability.trace import InProcessRecorder, dump_events, mark
+
+
+@dataclass
+class Spec:
+    scopes: list[Scope] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Work:
+    dir: str
+    recorder: str
+    mutant: str | None
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def begin(self, label: str = "begin") -> None:
+        if self.mutant is not None:
+            MUTANTS[self.mutant][1]()
+            self.mutant = None
+        mark(label)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def payloads(count: int) -> list[tuple[str, bytes]]:
+    """``count`` encoded objects, two of them in the same prefix folder."""
+    from tenure.objects import encode
+
+    items = [encode(f"object {i}".encode() * (i + 1)) for i in range(count - 1)]
+    prefixes = {oid[:2] for oid, _ in items}
+    n = 0
+    while True:
+        oid, payload = encode(f"neighbour {n}".encode())
+        if oid[:2] in prefixes:
+            return items + [(oid, payload)]
+        n += 1
+
+
+def small_tree(root: str, big: bool = False) -> None:
+    os.makedirs(os.path.join(root, "sub", "deeper"))
+    for rel, size in (("a.txt", 100), ("sub/b.bin", 70_000), ("sub/deeper/c.txt", 10), ("empty", 0)):
+        with open(os.path.join(root, rel), "wb") as fh:
+            fh.write(os.urandom(size))
+    if big:
+        with open(os.path.join(root, "big.bin"), "wb") as fh:
+            fh.write(os.urandom(3_000_000))
+        os.symlink("a.txt", os.path.join(root, "link"))
+        os.link(os.path.join(root, "a.txt"), os.path.join(root, "hard"))
+
+
+def crashed_writer(final: str, payload: bytes) -> None:
+    """What a writer that died after its rename, before any fsync, leaves: a file only in the page cache."""
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = f"{final}.{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.write(fd, payload)
+    os.close(fd)
+    os.rename(tmp, final)
+
+
+# ------------------------------------------------------------------------------------------ scenarios
+
+def put(work: Work) -> Spec:
+    from tenure.objects.local import LocalObjectStore
+
+    root = work.path("data", "objects")
+    items = payloads(6)
+    work.begin()
+    store = LocalObjectStore(root)  # inside the window: the store makes its own folders durable
+    new = store.put_many(items)
+    mark("ack")
+    finals = tuple(store._path(oid) for oid, _ in items)
+    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
+                [Window("begin", "ack", finals)], {"new": new})
+
+
+def put_existing(work: Work) -> Spec:
+    from tenure.objects.local import LocalObjectStore
+
+    root = work.path("data", "objects")
+    items = payloads(4)
+    store = LocalObjectStore(root)
+    crashed_writer(store._path(items[0][0]), items[0][1])
+    crashed_writer(store._path(items[-1][0]), items[-1][1])  # shares its prefix folder with another object
+    work.begin()
+    new = store.put_many(items)
+    mark("ack")
+    finals = tuple(store._path(oid) for oid, _ in items)
+    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
+                [Window("begin", "ack", finals)], {"new": new})
+
+
+def checkpoint(work: Work) -> Spec:
+    from tenure.fsio import make_dirs_durable
+    from tenure.objects.local import LocalObjectStore
+    from tenure.store import open_store
+    from tenure.store.workspaces import WorkspaceStore
+    from tenure.workspaces import WorkspaceService
+
+    data = work.path("data")
+    make_dirs_durable(data)
+    src = work.path("src")
+    small_tree(src)
+    db = os.path.join(data, "tenure.db")
+    store = open_store(f"sqlite:///{db}")
+    objects = LocalObjectStore(os.path.join(data, "objects"))
+    service = WorkspaceService(store, objects, data)
+    service.create("w")
+    publish = WorkspaceStore.publish
+
+    def marked_publish(self: WorkspaceStore, *args: Any, **kwargs: Any) -> Any:
+        mark("publish")
+        result = publish(self, *args, **kwargs)
+        mark("published")
+        return result
+
+    WorkspaceStore.publish = marked_publish  # type: ignore[method-assign]
+    work.begin()
+    result = service.checkpoint("w", src)
+    mark("ack")
+    store.close()
+    root = os.path.join(data, "objects")
+    # Under strace the publish point is the commit's own fsync of the SQLite file; the in-process
+    # recorder cannot see SQLite's calls, so there it is the moment publish is called.
+    sync_of = (db, db + "-wal", db + "-journal") if work.recorder == "strace" else ()
+    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("publish", sync_of), Ack("ack")],
+                facts={"state": result.snapshot.state.value, "files": result.snapshot.files})
+
+
+def restore(work: Work) -> Spec:
+    from tenure.fsio import make_dirs_durable
+    from tenure.objects.local import LocalObjectStore
+    from tenure.snapshots import build_tree, restore_tree
+
+    objects = LocalObjectStore(work.path("objects"))
+    src = work.path("src")
+    small_tree(src, big=True)
+    root = build_tree(src, objects).root
+    index_dir = work.path("index")
+    make_dirs_durable(index_dir)
+    dest, index = work.path("out", "new"), os.path.join(index_dir, "new.idx")
+    work.begin()
+    result = restore_tree(root, objects, dest, index_path=index, workers=2)
+    mark("ack")
+    return Spec([Scope(dest, work.dir), Scope(index, index_dir)], [Ack("ack")], facts={"files": result.files})
+
+
+def gc_delete(work: Work) -> Spec:
+    from tenure.objects.local import LocalObjectStore
+
+    root = work.path("data", "objects")
+    items = payloads(6)
+    store = LocalObjectStore(root)
+    store.put_many(items)
+    doomed = [oid for oid, _ in items[2:]]
+    work.begin()
+    removed = store.delete_many(doomed)
+    mark("ack")
+    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
+                [Window("begin", "ack", tuple(store._path(oid) for oid in doomed))], {"removed": removed})
+
+
+def atomic_write(work: Work) -> Spec:
+    from tenure.fsio import atomic_write as write, make_dirs_durable
+
+    folder = work.path("conf")
+    make_dirs_durable(folder)
+    target = os.path.join(folder, "settings.json")
+    work.begin("begin1")
+    write(target, b"1" * 1000)
+    mark("ack1")
+    mark("begin2")
+    write(target, b"2" * 5000)
+    mark("ack2")
+    return Spec([Scope(target, folder)], [Ack("ack1"), Ack("ack2")],
+                [Window("begin1", "ack1", (target,)), Window("begin2", "ack2", (target,))])
+
+
+SCENARIOS: dict[str, Callable[[Work], Spec]] = {
+    "put": put, "put-existing": put_existing, "checkpoint": checkpoint, "restore": restore, "gc-delete": gc_delete,
+    "atomic-write": atomic_write}
+
+
+# ------------------------------------------------------------------------------------------ mutants
+
+def _patch(module: str, name: str, value: Any) -> Any:
+    """Replace ``module.name`` with ``value``; return what was there."""
+    target = importlib.import_module(module)
+    real = getattr(target, name)
+    setattr(target, name, value)
+    return real
+
+
+def _no_file_fsync() -> None:
+    _patch("tenure.objects.local", "fsync_file", lambda fd: None)
+
+
+def _no_object_folder_fsync() -> None:
+    import tenure.fsio
+
+    def fsync_dir(folder: str) -> None:  # the root still is, the prefix folders are not
+        if len(os.path.basename(folder)) != 2:
+            tenure.fsio.fsync_dir(folder)
+
+    _patch("tenure.objects.local", "fsync_dir", fsync_dir)
+
+
+def _no_restore_syncfs() -> None:
+    _patch("tenure.snapshots.restore", "sync_filesystem", lambda path: None)
+
+
+def _no_atomic_write_folder_fsync() -> None:
+    _patch("tenure.fsio", "fsync_dir", lambda folder: None)
+
+
+def _trust_existing_objects() -> None:
+    """``put_many`` as it was: an object whose final file exists is acknowledged untouched."""
+    from tenure.objects.local import LocalObjectStore
+
+    def put_many(self: LocalObjectStore, items: Iterable[tuple[str, bytes]]) -> int:
+        fresh = [(oid, payload) for oid, payload in items if not os.path.exists(self._path(oid))]
+        return real(self, fresh) if fresh else 0
+
+    real = LocalObjectStore.put_many
+    setattr(LocalObjectStore, "put_many", put_many)
+
+
+def _object_root_not_durable() -> None:
+    _patch("tenure.objects.local", "make_dirs_durable", lambda folder: os.makedirs(folder, exist_ok=True))
+
+
+def _no_restore_parent_fsync() -> None:
+    _patch("tenure.snapshots.restore", "fsync_dir", lambda folder: None)
+
+
+def _no_delete_folder_fsync() -> None:
+    _patch("tenure.objects.local", "fsync_dir", lambda folder: None)
+
+
+#: name → (the scenario it runs in, the patch applied just before ``begin``)
+MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
+    "put-no-object-fsync": ("put", _no_file_fsync),
+    "put-no-object-folder-fsync": ("put", _no_object_folder_fsync),
+    "restore-no-syncfs": ("restore", _no_restore_syncfs),
+    "atomic-write-no-folder-fsync": ("atomic-write", _no_atomic_write_folder_fsync),
+    "put-trusts-existing-object": ("put-existing", _trust_existing_objects),
+    "put-object-root-not-durable": ("put", _object_root_not_durable),
+    "restore-no-parent-fsync": ("restore", _no_restore_parent_fsync),
+    "delete-no-folder-fsync": ("gc-delete", _no_delete_folder_fsync),
+    "checkpoint-no-object-folder-fsync": ("checkpoint", _no_object_folder_fsync),
+}
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0], encoding="utf-8") as fh:
+        config = json.load(fh)
+    work = Work(config["workdir"], config["recorder"], config.get("mutant"))
+    recorder = InProcessRecorder() if work.recorder == "inprocess" else None
+    if recorder is not None:
+        recorder.install()
+    try:
+        spec = SCENARIOS[config["scenario"]](work)
+    finally:
+        if recorder is not None:
+            recorder.uninstall()
+    if recorder is not None:
+        with open(config["events_out"], "w", encoding="utf-8") as fh:
+            json.dump(dump_events(recorder.events), fh)
+    with open(config["spec_out"], "w", encoding="utf-8") as fh:
+        json.dump(asdict(spec), fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

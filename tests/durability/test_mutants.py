@@ -1,0 +1,42 @@
+"""The durability check can fail: each mutant of a durable path breaks the rule it names.
+
+A mutant is a monkeypatch applied in the child process just before the
+operation begins (:data:`tests.durability.child.MUTANTS`). Each must produce
+a violation of its rule, under both recorders; a mutant of an object put,
+delete or ``atomic_write`` must also produce a bad crash state.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.durability.child import MUTANTS
+from tests.durability.harness import run_scenario
+
+#: mutant → the rules its violations must name
+RULES = {
+    "put-no-object-fsync": ("(a)",),                 # object file not fsynced before its rename
+    "put-no-object-folder-fsync": ("(b)",),          # object folder not fsynced after the rename
+    "restore-no-syncfs": ("(a)",),                   # restored tree renamed into place unsynced
+    "atomic-write-no-folder-fsync": ("(b)",),        # atomic_write acknowledged before its folder fsync
+    "put-trusts-existing-object": ("(a)", "(b)"),    # an existing object acknowledged as it was found
+    "put-object-root-not-durable": ("(c)",),         # the store's new folders: parents not fsynced
+    "restore-no-parent-fsync": ("(b)",),             # the restored folder's rename not synced
+    "delete-no-folder-fsync": ("(d)",),              # unlinks acknowledged before the folder fsync
+    "checkpoint-no-object-folder-fsync": ("(b)",),   # objects not durable at the publish commit
+}
+CRASHES = {"put", "put-existing", "gc-delete", "atomic-write"}
+
+
+def test_every_mutant_names_its_rule() -> None:
+    assert set(RULES) == set(MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_mutant_fails_the_durability_check(mutant: str, recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scenario = MUTANTS[mutant][0]
+    run = run_scenario(scenario, recorder, str(tmp_path), mutant=mutant)
+    for rule in RULES[mutant]:
+        assert any(v.startswith(rule) for v in run.violations), f"no {rule} violation:\n" + "\n".join(run.violations)
+    if scenario in CRASHES:
+        assert run.crashes, "no crash state shows the mutant's damage"
