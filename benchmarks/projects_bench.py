@@ -239,20 +239,22 @@ class PostgresBackend(Backend):
 
 @contextmanager
 def tx_counter() -> Iterator[list[str]]:
-    """Every statement sent through a connector transaction (``Tx.execute / count / executemany``)."""
+    """Every statement sent through a connector transaction (``Tx.execute / count / executemany`` by name,
+    ``execute_sql / count_sql`` as written), recorded as its SQL text."""
     seen: list[str] = []
     patched: list[tuple[Any, str, Any]] = []
-    classes: tuple[Any, ...] = (connector_mod.SqliteTx, connector_mod.PostgresTx)
-    for cls in classes:
-        for meth in ("execute", "count", "executemany"):
-            original = cls.__dict__[meth]
+    cls: Any = connector_mod.BaseTx
+    for meth, named in (("execute", True), ("count", True), ("executemany", True), ("execute_sql", False),
+                        ("count_sql", False)):
+        original = cls.__dict__[meth]
 
-            def wrapper(self: Any, sql: str, *a: Any, _o: Any = original, **k: Any) -> Any:
-                seen.append(" ".join(sql.split()))
-                return _o(self, sql, *a, **k)
+        def wrapper(self: Any, query: str, *a: Any, _o: Any = original, _named: bool = named, **k: Any) -> Any:
+            sql = self.statements.queries.sql(self.dialect, query) if _named else query
+            seen.append(" ".join(sql.split()))
+            return _o(self, query, *a, **k)
 
-            setattr(cls, meth, wrapper)
-            patched.append((cls, meth, original))
+        setattr(cls, meth, wrapper)
+        patched.append((cls, meth, original))
     try:
         yield seen
     finally:
@@ -313,7 +315,7 @@ def single_connection(store: Store) -> Store:
     """A second store object on the same database with a one-connection pool (PostgreSQL), for tracing."""
     if store.db.dialect != "postgres":
         return store
-    from tenure.store.connector import PostgresConnector
+    from tenure.store.postgres import PostgresConnector
 
     return Store(PostgresConnector(store.db.url, min_size=1, max_size=1), auto_migrate=False)
 
@@ -360,8 +362,8 @@ def row_pair(prefix: str, i: int, now: float, status: str, lifecycle: str, owner
 
 
 def analyze(store: Store) -> None:
-    with store.db.transaction() as tx:
-        tx.execute("ANALYZE")
+    with store.db.sql_transaction() as tx:
+        tx.execute_sql("ANALYZE")
 
 
 def store_now(store: Store) -> float:
@@ -381,9 +383,9 @@ def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
     holder: dict[str, str] = {}
 
     def release_all() -> None:
-        with store.db.transaction() as tx:
-            tx.execute("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL"
-                       " WHERE tenant = 'bench'")
+        with store.db.sql_transaction() as tx:
+            tx.execute_sql("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL"
+                           " WHERE tenant = 'bench'")
 
     def fresh(n: str) -> None:
         pod = str(uuid.uuid4())
@@ -394,8 +396,8 @@ def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
         assert own.claim("bench", n, holder[n], "node-bench", None, LEASE_TTL) is not None
 
     def bare(n: str) -> None:
-        with store.db.transaction() as tx:
-            assert tx.count(BARE_UPDATE, {"id": ids[n], "pod": holder[n], "ttl": LEASE_TTL}) == 1
+        with store.db.sql_transaction() as tx:
+            assert tx.count_sql(BARE_UPDATE, {"id": ids[n], "pod": holder[n], "ttl": LEASE_TTL}) == 1
 
     kinds: dict[str, Callable[[str], None]] = {"fresh": fresh, "renewal": renewal, "bare": bare}
 
@@ -527,17 +529,17 @@ class WalProbe:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.mark = 0
         else:
-            with self.store.db.transaction() as tx:
-                self.mark = tx.one("SELECT pg_current_wal_insert_lsn()::text AS l")["l"]  # type: ignore[index]
+            with self.store.db.sql_transaction() as tx:
+                self.mark = tx.execute_sql("SELECT pg_current_wal_insert_lsn()::text AS l")[0]["l"]
 
     def stop(self) -> int:
         if self.store.db.dialect == "sqlite":
             path = self.store.db.path + "-wal"  # type: ignore[attr-defined]
             return os.path.getsize(path) if os.path.exists(path) else 0
-        with self.store.db.transaction() as tx:
-            row = tx.one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), CAST(:m AS pg_lsn))::bigint AS d",
-                         {"m": self.mark})
-        return int(row["d"])  # type: ignore[index]
+        with self.store.db.sql_transaction() as tx:
+            row = tx.execute_sql("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), CAST(:m AS pg_lsn))::bigint"
+                                 " AS d", {"m": self.mark})[0]
+        return int(row["d"])
 
 
 def pg_update_stats(store: Store, pods: dict[int, str], cfg: Config) -> dict[str, Any]:
@@ -591,12 +593,12 @@ def population(start: int, stop: int, now: float, seed: int) -> Iterator[Any]:
 
 
 def explain(store: Store, sql: str, params: dict[str, Any], *, analyze_run: bool = False) -> list[str]:
-    with store.db.transaction(write=False) as tx:
+    with store.db.sql_transaction(write=False) as tx:
         if tx.dialect == "sqlite":
-            rows = tx.execute("EXPLAIN QUERY PLAN " + sql, params)
+            rows = tx.execute_sql("EXPLAIN QUERY PLAN " + sql, params)
             return [r["detail"] for r in rows]
         prefix = "EXPLAIN (ANALYZE, BUFFERS) " if analyze_run else "EXPLAIN "
-        return [next(iter(r.values())) for r in tx.execute(prefix + sql, params)]
+        return [next(iter(r.values())) for r in tx.execute_sql(prefix + sql, params)]
 
 
 NEEDS_OWNER_WHERE = ("status IN ('INIT', 'RECOVERING', 'RUNNING') AND"
@@ -606,7 +608,7 @@ LONG_TTL = 10 * 86_400.0  # no lease in the population is older than this: only 
 
 def find_case(store: Store, own: Ownership, cfg: Config, ttl: float, skip: int) -> dict[str, Any]:
     sql = own.needing_owner_sql()
-    params = {"ttl": ttl, "limit": cfg.find_limit, "skip": skip}
+    params = own.needing_owner_params(ttl, cfg.find_limit, skip)
     plan = explain(store, sql, params)
     got = own.find_projects_needing_owner(ttl, cfg.find_limit, skip)  # warm-up
     times = []
@@ -622,11 +624,11 @@ def find_case(store: Store, own: Ownership, cfg: Config, ttl: float, skip: int) 
 
 
 def count_matching(store: Store, ttl: float) -> tuple[int, int]:
-    with store.db.transaction(write=False) as tx:
-        matching = tx.one(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}"
-                          " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)", {"ttl": ttl})
-        indexed = tx.one(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}")
-    return int(matching["c"]), int(indexed["c"])  # type: ignore[index]
+    with store.db.sql_transaction(write=False) as tx:
+        matching = tx.execute_sql(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}"
+                                  " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)", {"ttl": ttl})[0]
+        indexed = tx.execute_sql(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}")[0]
+    return int(matching["c"]), int(indexed["c"])
 
 
 def bench_find(store: Store, cfg: Config) -> dict[str, Any]:
@@ -651,8 +653,8 @@ def bench_find(store: Store, cfg: Config) -> dict[str, Any]:
         entry["cases"]["no expired lease"] = find_case(store, own, cfg, LONG_TTL, 0) | {"matching": only_null}
         out["sizes"][str(size)] = entry
     # a healthy fleet: the never-claimed projects were brought and suspended, nothing needs an owner
-    with store.db.transaction() as tx:
-        tx.execute("UPDATE projects SET status = 'SUSPENDED' WHERE status = 'INIT'")
+    with store.db.sql_transaction() as tx:
+        tx.execute_sql("UPDATE projects SET status = 'SUSPENDED' WHERE status = 'INIT'")
     analyze(store)
     none, _ = count_matching(store, LONG_TTL)
     out["sizes"][str(loaded)]["cases"]["none needing an owner"] = find_case(store, own, cfg, LONG_TTL, 0) | {

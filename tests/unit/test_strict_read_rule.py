@@ -1,4 +1,8 @@
-"""P-24: only the ownership module (and the schema) mention the lease columns."""
+"""P-24: only the ownership module mentions the lease columns, in Python and through the queries it runs.
+
+The schema and the named query files hold them too; a query that names them
+may run only from ``tenure/projects/ownership.py``.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,18 @@ def test_p24_only_the_ownership_module_reads_home_pod_id_and_claimed_at() -> Non
                 if re.search(r"\b(home_pod_id|claimed_at)\b", line):
                     offenders.append(f"{rel}:{number}: {line.strip()}")
     assert not offenders, "only tenure/projects/ownership.py may read the lease columns:\n" + "\n".join(offenders)
+
+
+def test_p24_only_the_ownership_module_runs_queries_on_home_pod_id_and_claimed_at() -> None:
+    from tenure.store.queries import STORE, load
+    from tests.unit.test_queries import query_calls
+
+    lease_queries = {q.name for q in load(STORE).blocks() if re.search(r"\b(home_pod_id|claimed_at)\b", q.sql)}
+    assert lease_queries, "the claim and the holder queries name the lease columns"
+    offenders = [f"{module}:{line}: {name}" for module, line, name, _ in query_calls()
+                 if name in lease_queries and module != "tenure/projects/ownership.py"]
+    assert not offenders, "only tenure/projects/ownership.py may run queries on the lease columns:\n" + "\n".join(
+        offenders)
 
 
 def test_p113_removed_operations_do_not_exist() -> None:
