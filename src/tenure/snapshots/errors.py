@@ -78,7 +78,12 @@ class SnapshotDamagedError(IntegrityError):
 
 
 class TreeFormatError(IntegrityError):
-    """A tree object hashes correctly but is not a tree this version can read. ``context``: ``oid``."""
+    """A tree object hashes correctly but is not a tree this version can read.
+
+    ``context``: ``oid``, and ``problem``: which rule the object breaks, one of
+    :data:`tenure.snapshots.treeformat.PROBLEMS` (``bad-name``,
+    ``duplicate-name``, ``truncated``, ...), stable across releases.
+    """
 
     code = "tree-format"
 

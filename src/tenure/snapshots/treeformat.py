@@ -36,7 +36,10 @@ the rest stays readable.
 
 The decoder rejects anything that could escape the restore folder: empty
 names, ``.``, ``..``, ``/`` or NUL in names, unsorted or duplicate names,
-unclean paths.
+unclean paths. Stored objects are untrusted input: every count and length is
+checked against the bytes left before it is used, and every refusal is a
+:class:`TreeFormatError` (``tree-format``) whose ``context["problem"]`` says
+which rule was broken (:data:`PROBLEMS`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyfastcdc
 
@@ -191,72 +194,132 @@ def id_stream(oids: Iterable[str]) -> bytes:
     return b"".join(sorted({bytes.fromhex(oid) for oid in oids}))
 
 
-def decode_ids(data: bytes) -> list[str]:
-    if len(data) % 32:
-        raise ValueError("an id stream is a whole number of 32-byte ids")
-    return [data[i:i + 32].hex() for i in range(0, len(data), 32)]
-
-
 # --------------------------------------------------------------------------- decoding
+#
+# Tree objects come from storage that may have been tampered with: every
+# count and length read from the data is checked against the bytes left
+# before anything is sliced or looped over, every name and path is checked
+# explicitly, and every refusal is a TreeFormatError whose ``problem`` is
+# one of PROBLEMS.
+
+PROBLEMS = frozenset({
+    "truncated",        # a count or length runs past the end of the data
+    "bad-root",         # not a root object (magic), or trailing bytes after it
+    "bad-version",      # a format version this build does not read
+    "bad-kind",         # an unknown record or entry tag
+    "bad-name",         # an empty name, ".", "..", or a name holding "/" or NUL
+    "duplicate-name",   # two entries of one folder with the same name
+    "unsorted-names",   # entries not in name-byte order
+    "bad-path",         # a record path or hard-link path that is not clean and relative
+    "bad-mode",         # mode bits beyond 0o7777
+    "bad-size",         # a file's refs do not add up to its size
+    "bad-target",       # an empty symlink target, or one holding NUL
+    "bad-ids",          # an id list that is not whole 32-byte ids
+    "duplicate-folder", # two records for one folder
+    "bad-structure",    # records no folder lists, folders without records, a folder listed twice
+})
+
+_MIN_ENTRY = _FOLDER_ENTRY.size        # no entry is shorter than a folder entry's header
+
+
+class BadTree(ValueError):
+    """Raised by the parsing helpers; callers turn it into :class:`TreeFormatError` with its problem."""
+
+    def __init__(self, problem: str, message: str) -> None:
+        assert problem in PROBLEMS, problem
+        super().__init__(message)
+        self.problem = problem
+
+
+def format_error(oid: str, what: str, exc: BadTree) -> TreeFormatError:
+    return TreeFormatError(f"tree {oid} {what}: {exc}", oid=oid, problem=exc.problem)
+
 
 def decode_root(oid: str, data: bytes) -> Root:
     """Parse a root object; :class:`TreeFormatError` if it is not one."""
     try:
-        magic, version, count = _ROOT.unpack_from(data, 0)
+        magic, version, count = _unpack(_ROOT, data, 0)
         if magic != MAGIC:
-            raise ValueError("not a tree root object")
+            raise BadTree("bad-root", "not a tree root object")
         if version != VERSION:
-            raise ValueError(f"tree format version {version} is not supported (this build reads {VERSION})")
+            raise BadTree("bad-version",
+                          f"tree format version {version} is not supported (this build reads {VERSION})")
         chunks, pos = _chunks_at(data, _ROOT.size, count)
-        (inline,) = _COUNT.unpack_from(data, pos)
+        (inline,) = _unpack(_COUNT, data, pos)
         pos += _COUNT.size
         ids = decode_ids(_take(data, pos, 32 * inline))
-        (count,) = _COUNT.unpack_from(data, pos + 32 * inline)
-        id_chunks, pos = _chunks_at(data, pos + 32 * inline + _COUNT.size, count)
+        pos += 32 * inline
+        (count,) = _unpack(_COUNT, data, pos)
+        id_chunks, pos = _chunks_at(data, pos + _COUNT.size, count)
         if pos != len(data):
-            raise ValueError("trailing bytes")
+            raise BadTree("bad-root", "trailing bytes")
         return Root(chunks, ids, id_chunks)
-    except (struct.error, ValueError, _Truncated) as exc:
-        raise TreeFormatError(f"object {oid} is not a valid tree root: {exc}", oid=oid) from None
+    except BadTree as exc:
+        raise TreeFormatError(f"object {oid} is not a valid tree root: {exc}", oid=oid,
+                              problem=exc.problem) from None
+
+
+def decode_ids(data: bytes) -> list[str]:
+    if len(data) % 32:
+        raise BadTree("bad-ids", "an id stream is a whole number of 32-byte ids")
+    return [data[i:i + 32].hex() for i in range(0, len(data), 32)]
 
 
 def _chunks_at(data: bytes, pos: int, count: int) -> tuple[list[ChunkRef], int]:
-    end = pos + count * _CHUNK.size
-    raw_list = _take(data, pos, end - pos)
-    return [ChunkRef(raw.hex(), length, first) for raw, length, first in _CHUNK.iter_unpack(raw_list)], end
+    raw_list = _take(data, pos, count * _CHUNK.size)
+    return ([ChunkRef(raw.hex(), length, first) for raw, length, first in _CHUNK.iter_unpack(raw_list)],
+            pos + len(raw_list))
 
 
 def iter_records(segment: bytes, *, strict: bool, root: str = "") -> Iterator[tuple[bytes, Tree]]:
-    """Parse consecutive records. ``strict``: a truncated last record is an error, else it is dropped."""
+    """Parse consecutive records. ``strict``: a truncated last record is an error, else it is dropped.
+
+    Every refusal is a :class:`TreeFormatError` with ``context["problem"]``
+    (see :data:`PROBLEMS`); each record consumes at least its fixed header,
+    so the loop ends within ``len(segment)`` steps.
+    """
     pos = 0
     while pos < len(segment):
         try:
-            path, tree, pos = _record(segment, pos)
-        except (struct.error, _Truncated, IndexError) as exc:
-            if strict:
-                raise TreeFormatError(f"tree {root} is cut short: {exc}", oid=root) from None
-            return
-        except ValueError as exc:
-            raise TreeFormatError(f"tree {root} has a malformed record: {exc}", oid=root) from None
+            try:
+                path, tree, pos = _record(segment, pos)
+            except struct.error:  # a fixed-size header past the end
+                raise _truncated("a header") from None
+        except BadTree as exc:
+            if exc.problem == "truncated":
+                if strict:
+                    raise format_error(root, "is cut short", exc) from None
+                return
+            raise format_error(root, "has a malformed record", exc) from None
         yield path, tree
 
 
-class _Truncated(Exception):
-    pass
+def _truncated(what: str) -> BadTree:
+    return BadTree("truncated", f"{what} runs past the end of the data")
 
 
 def _take(data: bytes, pos: int, n: int) -> bytes:
-    out = data[pos:pos + n]
-    if len(out) != n:
-        raise _Truncated("record cut short")
-    return out
+    if n > len(data) - pos:
+        raise _truncated("a length")
+    return data[pos:pos + n]
+
+
+def _unpack(layout: struct.Struct, data: bytes, pos: int) -> tuple[Any, ...]:
+    if layout.size > len(data) - pos:
+        raise _truncated("a header")
+    return layout.unpack_from(data, pos)
 
 
 def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
-    """One folder record (the hot path of every read: one call per folder, a loop per entry)."""
+    """One folder record (the hot path of every read: one call per folder, a loop per entry).
+
+    A fixed-size header past the end raises ``struct.error``, which
+    :func:`iter_records` reports as ``truncated``; every variable length is
+    checked before it is sliced, and the entry count before the loop.
+    """
     kind, path_len = _RECORD.unpack_from(data, pos)
     if kind != _R:
-        raise ValueError("expected a folder record")
+        raise BadTree("bad-kind", f"expected a folder record, found tag {kind}")
     pos += _RECORD.size
     path = _take(data, pos, path_len)
     if path:
@@ -264,18 +327,24 @@ def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
     pos += path_len
     mode, mtime_ns, count = _FOLDER.unpack_from(data, pos)
     pos += _FOLDER.size
+    if count > (len(data) - pos) // _MIN_ENTRY:
+        raise _truncated(f"folder {path!r}: {count} entries")
     items: list[Item] = []
     previous = b""
     for _ in range(count):
         item, pos = _entry(data, pos)
-        if item.name <= previous:
-            raise ValueError(f"names out of order at {item.name!r}")
-        previous = item.name
+        name = item.name
+        if name <= previous and items:
+            raise BadTree("duplicate-name" if name == previous else "unsorted-names",
+                          f"folder {path!r}: {name!r} {'twice' if name == previous else 'out of order'}")
+        previous = name
         items.append(item)
     return path, Tree(_mode(mode), mtime_ns, tuple(items)), pos
 
 
 def _entry(data: bytes, pos: int) -> tuple[Item, int]:
+    if pos >= len(data):
+        raise _truncated("an entry")
     kind = data[pos]
     if kind == _F:
         _, name_len, mode, mtime_ns, size, nrefs, link_len = _FILE.unpack_from(data, pos)
@@ -289,7 +358,7 @@ def _entry(data: bytes, pos: int) -> tuple[Item, int]:
             pos += link_len
         refs, pos = _refs(data, pos, nrefs)
         if sum(r[2] for r in refs) != size:
-            raise ValueError(f"file {name!r}: refs do not add up to its size")
+            raise BadTree("bad-size", f"file {name!r}: refs do not add up to its size")
         return FileItem(name, _mode(mode), mtime_ns, size, refs, link), pos
     if kind == _D:
         _, name_len = _FOLDER_ENTRY.unpack_from(data, pos)
@@ -301,29 +370,26 @@ def _entry(data: bytes, pos: int) -> tuple[Item, int]:
         name = _name_at(data, pos, name_len)
         target = _take(data, pos + name_len, target_len)
         if not target or b"\0" in target:
-            raise ValueError(f"symlink {name!r}: bad target")
+            raise BadTree("bad-target", f"symlink {name!r}: empty target or NUL in it")
         return SymlinkItem(name, _mode(mode), mtime_ns, target), pos + name_len + target_len
-    raise ValueError(f"unknown entry kind {kind}")
+    raise BadTree("bad-kind", f"unknown entry kind {kind}")
 
 
 def _name_at(data: bytes, pos: int, length: int) -> bytes:
-    name = _take(data, pos, length)
-    if b"/" in name or b"\0" in name or name in _DOTS:
-        raise ValueError(f"illegal name {name!r}")
+    if length > len(data) - pos:
+        raise _truncated("a name")
+    name = data[pos:pos + length]
+    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name:
+        raise BadTree("bad-name", f"illegal name {name!r}")
     return name
-
-
-_DOTS = (b".", b"..")
 
 
 def _refs(data: bytes, pos: int, count: int) -> tuple[tuple[Ref, ...], int]:
     if count == 1:
         raw, offset, length = _REF.unpack_from(data, pos)
         return ((_hex(raw), offset, length),), pos + _REF.size
-    end = pos + count * _REF.size
-    if end > len(data):
-        raise _Truncated("record cut short")
-    return tuple((_hex(raw), offset, length) for raw, offset, length in _REF.iter_unpack(data[pos:end])), end
+    block = _take(data, pos, count * _REF.size)
+    return tuple((_hex(raw), offset, length) for raw, offset, length in _REF.iter_unpack(block)), pos + len(block)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -332,18 +398,22 @@ def _hex(raw: bytes) -> str:
     return raw.hex()
 
 
-def _check_name(name: bytes) -> None:
-    if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
-        raise ValueError(f"illegal name {name!r}")
+def check_name(name: bytes) -> None:
+    """Raise :class:`BadTree` (``bad-name``) unless ``name`` is one legal file name."""
+    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name:
+        raise BadTree("bad-name", f"illegal name {name!r}")
 
 
 def _mode(mode: int) -> int:
     if mode > 0o7777:
-        raise ValueError(f"mode {mode:o} has bits beyond 0o7777")
+        raise BadTree("bad-mode", f"mode {mode:o} has bits beyond 0o7777")
     return mode
 
 
 def check_relpath(path: bytes) -> None:
-    """Raise ``ValueError`` unless ``path`` is a clean relative path (no ``..``, no empty parts)."""
+    """Raise :class:`BadTree` (``bad-path``) unless ``path`` is a clean relative path (no ``..``, no empty parts)."""
     for part in path.split(b"/"):
-        _check_name(part)
+        try:
+            check_name(part)
+        except BadTree:
+            raise BadTree("bad-path", f"path {path!r} is not a clean relative path") from None

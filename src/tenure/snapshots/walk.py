@@ -22,11 +22,14 @@ from tenure.snapshots.treeformat import (
     NO_RECORD,
     ChunkRef,
     Root,
+    BadTree,
     decode_ids,
     FileItem,
     SymlinkItem,
     Tree,
     decode_root,
+    check_name,
+    format_error,
     iter_records,
 )
 
@@ -102,11 +105,13 @@ def load_listing(root: str, objects: ObjectStore, workers: int | None = None, *,
     for segment in _segments(chunks, parts):
         for path, tree in iter_records(segment, strict=intact, root=root):
             if path in records:
-                raise TreeFormatError(f"tree {root} lists folder {path!r} twice", oid=root)
+                raise TreeFormatError(f"tree {root} lists folder {path!r} twice", oid=root,
+                                      problem="duplicate-folder")
             records[path] = tree
     _expand(listing, records)
     if intact and (listing.lost_dirs or len(listing.dirs) != len(records)):
-        raise TreeFormatError(f"tree {root}: folder records do not match the folders listed", oid=root)
+        raise TreeFormatError(f"tree {root}: folder records do not match the folders listed", oid=root,
+                              problem="bad-structure")
     return listing
 
 
@@ -129,8 +134,8 @@ def _ids(root: str, parsed: Root, parts: Sequence[bytes]) -> list[str]:
         return parsed.ids
     try:
         return decode_ids(b"".join(parts))
-    except ValueError as exc:
-        raise TreeFormatError(f"tree {root} has a malformed id list: {exc}", oid=root) from None
+    except BadTree as exc:
+        raise format_error(root, "has a malformed id list", exc) from None
 
 
 def _fetch(objects: ObjectStore, oid: str, listing: Listing, length: int | None = None) -> bytes | None:
@@ -170,16 +175,30 @@ def _segments(chunks: Sequence[ChunkRef], parts: Sequence[bytes | None]) -> Iter
 
 
 def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
-    """Walk the records from the root, breadth first; note folders whose record is lost."""
+    """Walk the records from the root, breadth first; note folders whose record is lost.
+
+    Names were checked when the records were parsed, so every child path is
+    longer than its parent's and the walk visits each record at most once;
+    it still checks both, so a listing made any other way cannot loop.
+    """
     if b"" not in records:
         listing.lost_dirs.append(b"")
         return
     queue = deque([b""])
+    visited = 0
     while queue:
         rel = queue.popleft()
+        visited += 1
+        if visited > len(records):
+            raise TreeFormatError(f"tree {listing.root} lists a folder more than once", oid=listing.root,
+                                  problem="bad-structure")
         tree = records[rel]
         listing.dirs.append((rel, tree))
         for item in tree.items:
+            try:
+                check_name(item.name)
+            except BadTree as exc:
+                raise format_error(listing.root, f"folder {rel!r}", exc) from None
             path = join(rel, item.name)
             if isinstance(item, FileItem):
                 listing.files.append((path, item))
