@@ -11,7 +11,8 @@ workspace's next writer lease in the same transaction, so the project's
 fencing generation *is* its writer generation (ADR 0007).
 
 Every other module asks this one; ``tests/unit/test_strict_read_rule.py``
-fails if any other source file mentions those columns.
+fails if any other source file mentions those columns or runs a named query
+(``tenure/store/sql/queries.sql``) that does.
 """
 
 from __future__ import annotations

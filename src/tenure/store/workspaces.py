@@ -6,6 +6,9 @@ lease, against the store clock). When it matches no row, the transaction is
 rolled back and the row is read again only to say *why* (stale generation,
 expired lease, wrong state) — never to decide.
 
+The statements are named blocks of ``sql/queries.sql``; states reach them
+as parameters (:func:`~tenure.store.queries.state_params`).
+
 Fencing: ``workspaces.writer_generation`` is the generation of the newest
 writer lease. A claim bumps it with a compare-and-swap on the workspace row,
 so any write guarded by ``writer_generation = :gen`` from an older writer
