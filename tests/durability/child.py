@@ -122,8 +122,18 @@ def put_existing(work: Work) -> Spec:
 
 
 def checkpoint(work: Work) -> Spec:
+    return _checkpoint(work, crashed_writer_left=0)
+
+
+def checkpoint_existing(work: Work) -> Spec:
+    """A checkpoint whose objects a crashed writer already left, unsynced, in the store."""
+    return _checkpoint(work, crashed_writer_left=2)
+
+
+def _checkpoint(work: Work, crashed_writer_left: int) -> Spec:
     from tenure.fsio import make_dirs_durable
     from tenure.objects.local import LocalObjectStore
+    from tenure.snapshots import build_tree
     from tenure.store import open_store
     from tenure.store.workspaces import WorkspaceStore
     from tenure.workspaces import WorkspaceService
@@ -135,6 +145,10 @@ def checkpoint(work: Work) -> Spec:
     db = os.path.join(data, "tenure.db")
     store = open_store(f"sqlite:///{db}")
     objects = LocalObjectStore(os.path.join(data, "objects"))
+    if crashed_writer_left:
+        scratch = LocalObjectStore(work.path("scratch"))
+        for oid in sorted(build_tree(src, scratch).objects)[:crashed_writer_left]:
+            crashed_writer(objects._path(oid), scratch.get(oid))
     service = WorkspaceService(store, objects, data)
     service.create("w")
     publish = WorkspaceStore.publish
@@ -208,7 +222,7 @@ def atomic_write(work: Work) -> Spec:
 
 
 SCENARIOS: dict[str, Callable[[Work], Spec]] = {
-    "put": put, "put-existing": put_existing, "checkpoint": checkpoint, "restore": restore, "gc-delete": gc_delete,
+    "put": put, "put-existing": put_existing, "checkpoint": checkpoint, "checkpoint-existing": checkpoint_existing, "restore": restore, "gc-delete": gc_delete,
     "atomic-write": atomic_write}
 
 
