@@ -221,3 +221,10 @@ def test_module_entry_point_runs_through_the_root_group(tmp_path: Path) -> None:
     failed = module("resume", str(tmp_path / "m"), "nope", "nope", "--step-id", "x", "--json")
     assert failed.returncode == 3 and failed.stdout == ""
     assert json.loads(failed.stderr)["error"]["code"] == "case-not-found"
+
+
+def test_an_error_class_with_its_own_code_carries_the_catalogue_hint() -> None:
+    from tenure.intake.errors import CODES, CaseNotFoundError
+
+    error = CaseNotFoundError("no case c")
+    assert error.code == "case-not-found" and error.hint == CODES["case-not-found"][1]

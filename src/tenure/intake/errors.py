@@ -136,8 +136,9 @@ class LifecycleError(IntakeError):
                  **context: Any) -> None:
         if code is not None and code not in CODES:
             raise ValueError(f"unknown intake error code {code!r}")
-        if hint is None and code is not None:
-            hint = CODES[code][1]
+        known = code if code is not None else type(self).code
+        if hint is None and known in CODES:
+            hint = CODES[known][1]
         super().__init__(message, hint=hint, code=code, **context)
 
 
