@@ -267,7 +267,7 @@ def _trust_existing_objects() -> None:
         return real(self, fresh) if fresh else 0
 
     real = LocalObjectStore.put_many
-    setattr(LocalObjectStore, "put_many", put_many)
+    LocalObjectStore.put_many = put_many  # type: ignore[method-assign]
 
 
 def _object_root_not_durable() -> None:

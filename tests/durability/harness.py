@@ -51,7 +51,8 @@ def run_scenario(scenario: str, recorder: str, tmp: str, mutant: str | None = No
     if recorder == "strace":
         argv = strace_command(log, argv)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENURE_")}
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=ROOT, env=env, check=False, capture_output=True, text=True,
+                          timeout=timeout)
     if done.returncode != 0:
         raise AssertionError(f"{scenario} ({recorder}, mutant {mutant}) failed:\n{done.stdout}\n{done.stderr}")
     if recorder == "strace":

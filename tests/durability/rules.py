@@ -94,9 +94,9 @@ def device_of(path: str) -> int:
 
 
 class Node:
-    __slots__ = ("ino", "kind", "entries", "pentries", "ver", "size", "pver", "psize")
+    __slots__ = ("entries", "ino", "kind", "pentries", "psize", "pver", "size", "ver")
 
-    def __init__(self, ino: int, kind: str, durable: bool = False) -> None:
+    def __init__(self, ino: int, kind: str) -> None:
         self.ino = ino
         self.kind = kind
         self.entries: dict[str, Node] = {}

@@ -69,15 +69,6 @@ class Event:
     label: str = ""
     tid: int = 0
 
-    def __str__(self) -> str:
-        bits = [self.kind]
-        if self.fd is not None:
-            bits.append(f"fd={self.fd}")
-        bits += [p for p in (self.path, self.path2) if p is not None]
-        if self.label:
-            bits.append(self.label)
-        return " ".join(bits)
-
 
 def mark(label: str) -> None:
     """Mark a point in the trace (the recorder sees an ``os.stat`` of a marker path)."""
@@ -97,8 +88,8 @@ def strace_problem() -> str | None:
     """Why strace cannot record here (not installed, ptrace refused), or None when it can."""
     if not os.path.exists(STRACE) and shutil.which("strace") is None:
         return "strace is not installed (Debian: apt-get install -y strace)"
-    probe = subprocess.run([strace_binary(), "-f", "-qq", "-o", os.devnull, "true"], capture_output=True,
-                           text=True, timeout=60)
+    probe = subprocess.run([strace_binary(), "-f", "-qq", "-o", os.devnull, "true"], check=False,
+                           capture_output=True, text=True, timeout=60)
     if probe.returncode != 0:
         return f"strace cannot trace here (ptrace not permitted?): {probe.stderr.strip()[:300]}"
     return None
@@ -144,9 +135,7 @@ class _Arg:
 def _clean_fd_path(path: str) -> str | None:
     if not path.startswith("/"):
         return None  # socket:[…], pipe:[…], anon_inode:…
-    if path.endswith(" (deleted)"):
-        path = path[: -len(" (deleted)")]
-    return os.path.normpath(path)
+    return os.path.normpath(path.removesuffix(" (deleted)"))
 
 
 def _unescape(text: str) -> str:
