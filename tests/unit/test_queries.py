@@ -25,8 +25,9 @@ from tenure.projects.records import Kind, LifecycleType, PodStatus
 from tenure.states import READABLE_SNAPSHOT_STATES, LeaseState, ProjectStatus, SessionState, SnapshotState, \
     WorkspaceState
 from tenure.store import open_store
-from tenure.store.connector import translate
-from tenure.store.queries import DIALECTS, STORE, QueryFileError, UnknownQueryError, load, parse, state_params
+from tenure.store.connector import bind, translate
+from tenure.store.queries import DIALECTS, STORE, Queries, QueryFileError, UnknownQueryError, load, parse, \
+    state_params
 
 SRC = Path(tenure.__file__).parent
 OBJECTS = "tenure.objects"
@@ -216,10 +217,24 @@ def test_files_parse_with_unique_names() -> None:
 
 
 def test_a_dialect_block_overrides_the_portable_one() -> None:
-    queries = load(STORE)
-    assert "json_each" in queries.sql("sqlite", "sessions_unbind")
-    assert "ANY(:ids)" in queries.sql("postgres", "sessions_unbind")
-    assert queries.sql("sqlite", "store_now") == queries.sql("postgres", "store_now")
+    queries = Queries("example", parse("-- name: ids\nSELECT id FROM t WHERE id IN (:ids)\n"
+                                       "-- name: both\nSELECT 1\n", "queries.sql"),
+                      {"postgres": parse("-- name: ids\nSELECT id FROM t WHERE id = ANY(:ids)\n"
+                                         "-- name: lock\nSELECT 1 FOR UPDATE\n", "postgres/queries.sql")})
+    assert queries.sql("sqlite", "ids") == "SELECT id FROM t WHERE id IN (:ids)"
+    assert queries.sql("postgres", "ids") == "SELECT id FROM t WHERE id = ANY(:ids)"
+    assert queries.sql("sqlite", "both") == queries.sql("postgres", "both") == "SELECT 1"
+    assert queries.sql("postgres", "lock") == "SELECT 1 FOR UPDATE"
+    with pytest.raises(UnknownQueryError):
+        queries.sql("sqlite", "lock")
+    assert queries.names() == {"ids", "both", "lock"}
+
+
+def test_list_parameters_are_bound_per_dialect() -> None:
+    assert bind("sqlite", {"ids": ["a", "b"], "n": 1}) == {"ids": '["a", "b"]', "n": 1}
+    assert bind("postgres", {"ids": ("a", "b"), "n": 1}) == {"ids": ["a", "b"], "n": 1}
+    assert translate("postgres", "SELECT 1 WHERE a = :a AND b::text LIKE '%' AND t < {now}").startswith(
+        "SELECT 1 WHERE a = %(a)s AND b::text LIKE '%%' AND t < extract(epoch")
 
 
 def test_an_unknown_name_is_a_clear_key_error() -> None:
