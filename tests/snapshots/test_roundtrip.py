@@ -127,7 +127,8 @@ def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
     assert built.root in built.objects
     assert tree_closure(built.root, store) == built.objects
     dest = os.path.join(base, "dest")
-    restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False)
+    restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False,
+                            keep_special_bits=True)
     assert restored.complete and restored.files == built.files
     after = describe(dest)
     assert after.entries == before.entries

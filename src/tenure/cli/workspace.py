@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from tenure.cli.context import services
 from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
@@ -55,20 +56,32 @@ def checkpoint(ctx: click.Context, name: str, folder: str, key: str | None) -> N
 @click.option("--to", "dest", required=True, type=click.Path(file_okay=False), help="Empty or new folder.")
 @click.option("--snapshot", metavar="ID", help="Restore this snapshot instead of the head.")
 @click.option("--partial", is_flag=True, help="Restore intact files of a damaged snapshot and list the lost ones.")
+@click.option("--allow-deleting", is_flag=True,
+              help="Read a DELETING snapshot anyway (its objects last until the next GC).")
+@click.option("--keep-setuid", "keep_setuid", is_flag=True,
+              help="Restore setuid, setgid and sticky bits as stored (by default setuid and setgid are dropped, and sticky on files).")
 @json_option
 @click.pass_context
-def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, partial: bool) -> None:
+def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, partial: bool, allow_deleting: bool,
+            keep_setuid: bool) -> None:
     """Restore workspace NAME (its head, or --snapshot) into DEST."""
     with progress_bar(ctx, "restore") as progress:
         snap, result = services(ctx).workspaces.restore(name, dest, snapshot=snapshot, partial=partial,
+                                                        allow_deleting=allow_deleting, keep_special_bits=keep_setuid,
                                                         progress=progress)
-    lost = list(getattr(result, "lost_paths", ()) or ())
-    data = {"snapshot": snap.to_dict(), "dest": dest, "files": getattr(result, "files", None), "lost_paths": lost}
+    lost = list(result.lost_paths)
+    dropped = list(result.special_bits_dropped)
+    data = {"snapshot": snap.to_dict(), "dest": dest, "files": result.files, "lost_paths": lost,
+            "special_bits_dropped": dropped}
 
     def human() -> None:
         console.print(f"restored snapshot [bold]{snap.id}[/] into {dest}")
         for path in lost:
-            console.print(f"  lost: {path}")
+            console.print(f"  lost: {escape(path)}")
+        if dropped:
+            shown = ", ".join(escape(p) for p in dropped[:5]) + (" ..." if len(dropped) > 5 else "")
+            console.print(f"  setuid/setgid bits not restored on {len(dropped)} paths (--keep-setuid keeps them):"
+                          f" {shown}")
 
     emit(ctx, data, human)
 

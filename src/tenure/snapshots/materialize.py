@@ -8,12 +8,19 @@ mode and mtime once all are written. Each fetched object is decoded (hash
 checked) once, then its slices are written in groups on the pool, so file
 creation, the costly part, runs on every core. At most ``workers`` objects
 are fetched ahead and ``2 × workers`` write groups are queued.
+
+Modes are applied through :class:`ModeFilter`: by default ``S_ISUID`` and
+``S_ISGID`` are dropped from files and folders and the sticky bit from
+files (it stays on folders), so tenant content restored by root never
+becomes a root-owned setuid program; ``keep_special_bits`` applies every
+stored bit.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +37,24 @@ from tenure.snapshots.treeformat import FileItem, Ref, SymlinkItem, Tree
 from tenure.snapshots.walk import Listing
 
 GROUP = 128
+SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+
+
+class ModeFilter:
+    """The mode bits restore applies: all of them, or all but the special bits (sticky kept on folders)."""
+
+    __slots__ = ("file_bits", "dir_bits")
+
+    def __init__(self, keep_special_bits: bool) -> None:
+        self.file_bits = 0o7777 if keep_special_bits else 0o7777 & ~SPECIAL_BITS
+        self.dir_bits = 0o7777 if keep_special_bits else 0o7777 & ~(stat.S_ISUID | stat.S_ISGID)
+
+    def dropped(self, listing: Listing) -> list[str]:
+        """Relative paths whose stored mode has bits this filter drops."""
+        out = [os.fsdecode(rel) for rel, tree in listing.dirs if tree.mode & ~self.dir_bits]
+        out += [os.fsdecode(rel) for rel, item in listing.files if item.mode & ~self.file_bits]
+        return out
+
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REOPEN = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -117,8 +142,9 @@ class Materializer:
     """Creates the folders, symlinks and files of a plan below ``temp``."""
 
     def __init__(self, temp: bytes, objects: ObjectStore, workers: int,
-                 progress: Callable[[int, int], None] | None, want_index: bool) -> None:
+                 progress: Callable[[int, int], None] | None, want_index: bool, modes: ModeFilter) -> None:
         self.temp = temp
+        self.modes = modes
         self.objects = objects
         self.workers = workers
         self.progress = progress
@@ -173,9 +199,10 @@ class Materializer:
 
     def finish_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
         """Folder modes and mtimes, deepest first, after all content."""
+        bits = self.modes.dir_bits
         for rel, tree in reversed(dirs):
             path = self.path(rel)
-            os.chmod(path, tree.mode)
+            os.chmod(path, tree.mode & bits)
             os.utime(path, ns=(tree.mtime_ns, tree.mtime_ns))
 
     # ----------------------------------------------------------------- files
@@ -253,13 +280,14 @@ class Materializer:
     def _write_whole(self, i: int, path: bytes, data: memoryview, item: FileItem
                      ) -> tuple[int, StatKey | None, bytes]:
         """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
-        direct = not item.mode & self._masked  # the mode survives creation as is: no fchmod needed
-        fd = os.open(path, _CREATE, item.mode if direct else 0o600)
+        mode = item.mode & self.modes.file_bits
+        direct = not mode & self._masked  # the mode survives creation as is: no fchmod needed
+        fd = os.open(path, _CREATE, mode if direct else 0o600)
         try:
             if data:
                 _write_all(fd, data[os.write(fd, data):])
             if not direct:
-                os.fchmod(fd, item.mode)
+                os.fchmod(fd, mode)
             os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
             key = stat_key(os.fstat(fd)) if self.want_index else None
         finally:
@@ -277,7 +305,7 @@ class Materializer:
             if i in lost:
                 _unlink_quietly(self.path(rel))
                 continue
-            os.chmod(self.path(rel), item.mode)
+            os.chmod(self.path(rel), item.mode & self.modes.file_bits)
             os.utime(self.path(rel), ns=(item.mtime_ns, item.mtime_ns))
             self._finished[i] = (None, b"")
         restored = {plan.files[i][0]: i for i in range(len(plan.files)) if i not in lost}

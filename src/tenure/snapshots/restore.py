@@ -15,6 +15,11 @@ Sequence of :func:`restore_tree`:
    memory does not grow with the tree.
 5. Link hard-link groups, give multi-object files their mode and mtime,
    then each folder its mode and mtime, deepest first (the root last).
+   ``S_ISUID`` and ``S_ISGID`` are dropped (from files and folders), and the
+   sticky bit from files, unless ``keep_special_bits``: a restore run by
+   root must not turn tenant content into root-owned setuid programs (as
+   GNU tar does for a user who is not root). Folders keep the sticky bit.
+   ``RestoreResult.special_bits_dropped`` lists the paths affected.
 6. Write the index for the restored files (if asked), flush the file system
    with one ``syncfs`` (``durable=True``, the default; no per-file fsync),
    ``restore.after_materialize``, rename the temporary folder onto the
@@ -42,7 +47,7 @@ from tenure.snapshots.errors import RestoreTargetNotEmptyError
 from tenure.fsio import fsync_dir
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.index import save_index
-from tenure.snapshots.materialize import Materializer, Plan
+from tenure.snapshots.materialize import Materializer, ModeFilter, Plan
 from tenure.snapshots.results import RestoreResult
 from tenure.snapshots.walk import Listing, damaged_error, load_listing
 
@@ -59,14 +64,17 @@ Progress = Callable[[int, int], None]
 
 def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = False,
                  progress: Progress | None = None, index_path: str | None = None,
-                 workers: int | None = None, durable: bool = True) -> RestoreResult:
+                 workers: int | None = None, durable: bool = True, keep_special_bits: bool = False
+                 ) -> RestoreResult:
     """Materialize tree ``root`` as folder ``dest`` (see the module docstring).
 
     Missing or corrupt objects raise :class:`SnapshotDamagedError` naming the lost
     paths and leave no trace; with ``partial=True`` every intact file is
     restored and the lost paths are returned instead. ``index_path`` receives
     an index of the restored folder, so checking it in right away reads
-    nothing. ``durable=False`` skips the final ``syncfs``.
+    nothing. ``durable=False`` skips the final ``syncfs``. ``keep_special_bits``
+    restores setuid, setgid and sticky bits as stored (by default setuid and
+    setgid are dropped everywhere, sticky from files).
     """
     dest = os.path.abspath(dest)
     _check_target(dest)
@@ -78,10 +86,11 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
     missing = plan.data_oids() - objects.has_many(plan.data_oids())
     if (missing or listing.damaged) and not partial:
         raise damaged_error(listing, missing, lost_files=plan.paths_using(missing))
+    modes = ModeFilter(keep_special_bits)
     temp = _temp_folder(dest)
     try:
         done = _materialize(temp, objects, listing, plan, missing, partial, progress, workers,
-                            index_path is not None)
+                            index_path is not None, modes)
         if index_path is not None:
             save_index(index_path, done.entries)
         if durable:
@@ -97,7 +106,8 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
     return RestoreResult(root=root, dest=dest, files=done.files, bytes_written=done.bytes_written,
                          lost_paths=tuple(sorted(listing.lost_folders() + done.lost)),
                          missing=frozenset(done.missing | listing.tree_problems()[0]),
-                         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]))
+                         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]),
+                         special_bits_dropped=tuple(sorted(_dropped(modes, listing, done.lost))))
 
 
 class _Done(NamedTuple):
@@ -109,9 +119,15 @@ class _Done(NamedTuple):
     entries: dict[bytes, tuple[object, ...]]
 
 
+def _dropped(modes: ModeFilter, listing: Listing, lost: list[str]) -> set[str]:
+    """Restored paths whose stored special bits were not applied."""
+    return set(modes.dropped(listing)) - set(lost)
+
+
 def _materialize(temp: str, objects: ObjectStore, listing: Listing, plan: Plan, missing: frozenset[str],
-                 partial: bool, progress: Progress | None, workers: int, want_index: bool) -> _Done:
-    m = Materializer(os.fsencode(temp), objects, workers, progress, want_index)
+                 partial: bool, progress: Progress | None, workers: int, want_index: bool, modes: ModeFilter
+                 ) -> _Done:
+    m = Materializer(os.fsencode(temp), objects, workers, progress, want_index, modes)
     try:
         m.make_folders(listing.dirs)
         m.make_symlinks(listing.symlinks)

@@ -28,6 +28,7 @@ class RestoreResult:
     lost_paths: tuple[str, ...] = ()        # partial restore only: paths left out (folders end with "/")
     missing: frozenset[str] = frozenset()   # object ids not in the store
     corrupt: frozenset[str] = frozenset()   # object ids whose content does not match
+    special_bits_dropped: tuple[str, ...] = ()  # paths restored without their stored setuid/setgid/sticky bits
 
     @property
     def complete(self) -> bool:

@@ -183,8 +183,20 @@ class WorkspaceService:
     # ------------------------------------------------------------------ restore
 
     def restore(self, name: str, dest: str, *, snapshot: str | None = None, partial: bool = False,
+                allow_deleting: bool = False, keep_special_bits: bool = False,
                 progress: Progress | None = None) -> tuple[Snapshot, RestoreResult]:
-        """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs."""
+        """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs.
+
+        Only a READY snapshot restores without a word (S-16). A DEGRADED one is
+        refused with ``snapshot-degraded`` naming the lost paths (a full verify
+        finds them), even if its objects have come back since: ``tenure
+        snapshot verify`` makes it READY again. ``partial`` restores the intact
+        files of a DEGRADED snapshot and returns the rest as lost. A DELETING
+        one is refused with ``snapshot-deleting`` unless ``allow_deleting``: its
+        objects stay until GC (S-19), so it can still be read on purpose.
+        ``keep_special_bits`` restores setuid and setgid bits as stored (by
+        default they are dropped; see ``restore_tree``).
+        """
         ws = self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
         if ref is None:
@@ -195,8 +207,25 @@ class WorkspaceService:
                                                            SnapshotState.DELETING):
                 raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
                                " restored", code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
+            if snap.state is SnapshotState.DELETING and not allow_deleting:
+                raise ConflictError(f"snapshot {snap.id} is DELETING: it is being deleted and its objects go at"
+                                    " the next GC", code="snapshot-deleting", snapshot=snap.id,
+                                    hint="pass --allow-deleting to read it anyway before GC reclaims it, or restore"
+                                         " a READY snapshot (tenure snapshot list)")
+            if snap.state is SnapshotState.DEGRADED and not partial:
+                report = verify_tree(snap.root_oid, self.objects)
+                lost = sorted(report.lost_paths)
+                shown = ", ".join(repr(p) for p in lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10
+                                                                 else "")
+                raise IntegrityError(
+                    f"snapshot {snap.id} is DEGRADED: {len(lost)} paths cannot be restored: {shown}" if lost else
+                    f"snapshot {snap.id} is DEGRADED ({snap.error or 'objects were missing or corrupt'}), though"
+                    " every object verifies now", code="snapshot-degraded", snapshot=snap.id, lost_paths=lost,
+                    missing=sorted(report.missing), corrupt=sorted(report.corrupt),
+                    hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot"
+                         " list)" if lost else f"run `tenure snapshot verify {snap.id}` to make it READY again")
             result = restore_tree(snap.root_oid, self.objects, dest, partial=partial, progress=progress,
-                                  index_path=self.index_path(ws.id, dest))
+                                  index_path=self.index_path(ws.id, dest), keep_special_bits=keep_special_bits)
         return snap, result
 
     # ------------------------------------------------------------------ verify, retention, gc
