@@ -174,3 +174,62 @@ def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: i
             call()
         assert caught.value.context["lost_paths"] == ["./"]
     assert verify_tree(built.root, store).lost_paths == ("./",)
+
+
+# --------------------------------------------------------------------------- forgeries of the same length
+
+def _replace(store: LocalObjectStore, oid: str, payload: bytes) -> None:
+    path = store._path(oid)
+    assert os.path.getsize(path) == len(payload), "the forgery has exactly the stored length"
+    os.chmod(path, 0o644)
+    with open(path, "wb") as fh:
+        fh.write(payload)
+
+
+def _same_length_garbage(payload: bytes) -> bytes:
+    """Other bytes of the same length: every byte changed, so not even the zstd header survives."""
+    return bytes(b ^ 0x5A for b in payload)
+
+
+def _same_length_frame(plain: bytes, payload: bytes) -> bytes:
+    """A valid zstd frame of other plain content (one byte changed) whose length equals ``payload``'s."""
+    for position in range(len(plain) - 1, -1, -1):
+        for delta in (1, 2, 3, 0x20, 0x80):
+            forged = bytearray(plain)
+            forged[position] ^= delta
+            _, candidate = encode(bytes(forged))
+            if len(candidate) == len(payload) and candidate != payload:
+                assert decode(encode(bytes(forged))[0], candidate) == bytes(forged)
+                return candidate
+    raise AssertionError("no same-length frame found")
+
+
+def _victims(store: LocalObjectStore, built) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    root = decode_root(built.root, decode(built.root, store.get(built.root)))
+    return {"data": oid_of(store, built.root, "big.bin"), "packed": oid_of(store, built.root, "src/main.py"),
+            "tree-chunk": root.chunks[0].oid, "root": built.root}
+
+
+@pytest.mark.parametrize("forgery", ["garbage", "zstd-frame"])
+@pytest.mark.parametrize("victim", ["data", "packed", "tree-chunk", "root"])
+def test_same_length_corruption_is_refused_by_restore_and_reported_by_verify(tmp_path, sample, victim: str,
+                                                                            forgery: str) -> None:  # type: ignore[no-untyped-def]
+    _, store, built = sample
+    oid = _victims(store, built)[victim]
+    payload = store.get(oid)
+    forged = _same_length_garbage(payload) if forgery == "garbage" \
+        else _same_length_frame(decode(oid, payload), payload)
+    _replace(store, oid, forged)
+
+    with pytest.raises(SnapshotDamagedError) as caught:
+        restore_tree(built.root, store, str(tmp_path / "dest"))
+    assert isinstance(caught.value, IntegrityError) and oid in caught.value.context["corrupt"]
+    assert caught.value.context["lost_paths"]
+    if victim in ("tree-chunk", "root"):
+        assert "./" in caught.value.context["lost_paths"]
+    assert not os.path.exists(tmp_path / "dest")
+    assert not [n for n in os.listdir(tmp_path) if "tenure-restore" in n]
+
+    report = verify_tree(built.root, store)
+    assert not report.ok and oid in report.corrupt and not report.missing
+    assert set(report.lost_paths) == set(caught.value.context["lost_paths"])
