@@ -216,3 +216,41 @@ def test_many_files_in_one_folder_and_progress_is_reported(tmp_path) -> None:  #
     restore_tree(built.root, store, str(tmp_path / "dest"), progress=lambda d, t: restored.append((d, t)))
     assert restored[-1][0] == restored[-1][1] == built.bytes_read
     assert describe(str(tmp_path / "dest")) == describe(str(src))
+
+
+RESTORE_AND_REPORT = """
+import json, os, stat, sys
+from tenure.objects.local import LocalObjectStore
+from tenure.snapshots import restore_tree
+restore_tree(sys.argv[1], LocalObjectStore(sys.argv[2]), sys.argv[3])
+print(json.dumps({"ok": True}))
+"""
+
+
+def test_a_tree_whose_folders_cannot_be_read_restores_without_root_powers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Folders of mode 0o311 and 0o000 (the top one included) restore durably, also for a user who is not root."""
+    src = tmp_path / "src"
+    (src / "locked").mkdir(parents=True)
+    write_file(str(src / "top.txt"), b"top", mode=0o000)
+    write_file(str(src / "locked" / "inner.txt"), b"inner")
+    os.chmod(src / "locked", 0o000)
+    os.chmod(src, 0o311)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    os.chmod(tmp_path / "objects", 0o755)
+    built = build_tree(str(src), store) if os.geteuid() == 0 else None
+    os.chmod(src, 0o755)
+    os.chmod(src / "locked", 0o755)
+    if built is None:
+        pytest.skip("only root can check in a folder it cannot read")
+    dest = tmp_path / "dest"
+    try:
+        child = subprocess.run([sys.executable, "-c", RESTORE_AND_REPORT, built.root, str(tmp_path / "objects"),
+                                str(dest)], capture_output=True, text=True, cwd=ROOT,
+                               preexec_fn=_drop_file_permission_override, timeout=120)
+    except subprocess.SubprocessError as exc:
+        pytest.skip(f"cannot drop CAP_DAC_OVERRIDE in a child process here: {exc}")
+    assert child.returncode == 0, child.stderr
+    assert stat.S_IMODE(os.lstat(dest).st_mode) == 0o311
+    assert stat.S_IMODE(os.lstat(dest / "locked").st_mode) == 0o000
+    assert stat.S_IMODE(os.lstat(dest / "top.txt").st_mode) == 0o000
+    assert (dest / "locked" / "inner.txt").read_bytes() == b"inner"

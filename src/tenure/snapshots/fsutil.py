@@ -89,7 +89,10 @@ def _open_up(top: str) -> None:
 
 
 def sync_filesystem(path: str) -> None:
-    """Flush every dirty page of the file system holding ``path`` (``syncfs``; ``sync`` elsewhere)."""
+    """Flush every dirty page of the file system holding ``path`` (``syncfs``; ``sync`` elsewhere).
+
+    ``path`` must be a folder the caller may read.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         libc = ctypes.CDLL(None, use_errno=True)

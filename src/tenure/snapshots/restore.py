@@ -94,7 +94,7 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
         if index_path is not None:
             save_index(index_path, done.entries)
         if durable:
-            sync_filesystem(temp)
+            sync_filesystem(os.path.dirname(temp))  # same file system; temp may have lost its read bit
     except BaseException:
         force_rmtree(temp)
         raise
