@@ -13,13 +13,24 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
+from hypothesis import settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_URL = os.environ.get("TENURE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# Hypothesis: under CI the same examples every run (derandomized, nothing read from or written to the
+# example database) and a deadline per example, generous enough for tests that build and restore real
+# folders; elsewhere random exploration without a deadline. HYPOTHESIS_PROFILE=ci|dev picks one by hand.
+# A test's own @settings still wins for the values it sets.
+settings.register_profile("ci", derandomize=True, database=None, deadline=timedelta(seconds=30), print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if IN_CI else "dev"))
+
 _pg_state: dict[str, object] = {}
 
 

@@ -1,4 +1,12 @@
-"""Build → restore gives back exactly the folder: bytes, modes, mtimes, symlinks, hard links, empty folders."""
+"""Build → restore gives back exactly the folder: bytes, modes, mtimes, symlinks, hard links, empty folders.
+
+The random trees use names up to 255 bytes, every kind of mode (0o000 files
+and folders when running as root, which can still read them; setuid, setgid
+and sticky bits), mtimes from 1901 to 2262 (before 1970 and after 2038, to
+the nanosecond) and hard links across folders. Example counts stay modest;
+under ``CI=true`` the ``ci`` profile of ``tests/conftest.py`` makes them
+derandomized and gives each example a deadline.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tenure.objects.local import LocalObjectStore
@@ -24,12 +32,22 @@ def _clean(name: bytes) -> bytes:
     return b"dot" + name if name in (b".", b"..") else name
 
 
+AS_ROOT = os.geteuid() == 0
+LONG_NAMES = st.builds(lambda n, unit: (unit * 255)[:n], st.integers(240, 255),
+                       st.sampled_from([b"n", "é".encode(), "日".encode(), b"x-y"]))  # may end mid-character
 NAMES = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).map(os.fsencode),
     st.binary(min_size=1, max_size=12),
     st.sampled_from(ODD_NAMES),
+    LONG_NAMES,
 ).map(_clean)
-MTIMES = st.one_of(st.integers(10**18, 1_700_000_000 * 10**9), st.just(PAST_NS))
+EPOCH_2038 = 2**31 * 10**9
+MTIMES = st.one_of(
+    st.integers(10**18, 1_700_000_000 * 10**9), st.just(PAST_NS),
+    st.integers(-EPOCH_2038, -1),                     # 1901-12-13 .. 1969-12-31T23:59:59.999999999
+    st.integers(EPOCH_2038, 2**63 - 1),               # 2038-01-19 .. 2262-04-11 (the i64 limit)
+    st.sampled_from([-1, 0, EPOCH_2038 - 1, EPOCH_2038, -EPOCH_2038]),
+)
 BIG_SIZES = [(1 << 20) - 1, 1 << 20, (2 << 20) + 12345, 5 << 20]
 SIZES = st.one_of(*[st.integers(0, 3000)] * 6, st.sampled_from([0, 65536]), st.sampled_from(BIG_SIZES))
 
@@ -55,10 +73,10 @@ class DirSpec:
     mtime: int
 
 
-FILES = st.builds(FileSpec, SIZES, st.integers(0, 2**32), st.sampled_from([0o644, 0o755, 0o600, 0o444, 0o4755]),
-                  MTIMES)
+FILE_MODES = [0o644, 0o755, 0o600, 0o444, 0o4755, 0o2711, 0o1644, 0o7777] + ([0o000, 0o200] if AS_ROOT else [])
+FILES = st.builds(FileSpec, SIZES, st.integers(0, 2**32), st.sampled_from(FILE_MODES), MTIMES)
 LINKS = st.builds(LinkSpec, st.one_of(NAMES, st.sampled_from([b"../up", b"/etc/passwd", b"a/b/c", b"."])), MTIMES)
-DIR_MODES = st.sampled_from([0o755, 0o700, 0o555, 0o1777])
+DIR_MODES = st.sampled_from([0o755, 0o700, 0o555, 0o1777, 0o2775, 0o7777] + ([0o000, 0o311] if AS_ROOT else []))
 
 
 def _dirs(children: st.SearchStrategy, min_size: int = 0) -> st.SearchStrategy:  # type: ignore[type-arg]
@@ -113,11 +131,19 @@ def _make(base: str, spec: DirSpec, links: list[tuple[int, int, bytes]]) -> byte
         if not files:
             break
         target = files[source % len(files)]
-        new = os.path.join(os.path.dirname(files[folder_of % len(files)]), b"hl-" + name)
+        new = os.path.join(os.path.dirname(files[folder_of % len(files)]), (b"hl-" + name)[:255])
         if not os.path.lexists(new):
             os.link(target, new)
     finish_dirs(spec, src)
     return src
+
+
+def longest_path(spec: DirSpec) -> int:
+    """An upper bound of the relative paths ``spec`` creates, in bytes (a hard link may add 255 anywhere)."""
+    longest = 255
+    for name, entry in spec.entries.items():
+        longest = max(longest, len(name) + (1 + longest_path(entry) if isinstance(entry, DirSpec) else 0))
+    return longest
 
 
 def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
@@ -129,7 +155,7 @@ def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
     dest = os.path.join(base, "dest")
     restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False,
                             keep_special_bits=True)
-    assert restored.complete and restored.files == built.files
+    assert restored.complete and restored.files == built.files and restored.special_bits_dropped == ()
     after = describe(dest)
     assert after.entries == before.entries
     assert after.inode_groups == before.inode_groups
@@ -137,13 +163,30 @@ def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
     assert again.root == built.root, "checking in a fresh restore gives the same root"
     assert verify_tree(built.root, store).ok
 
+    plain = os.path.join(base, "plain")  # the default restore: everything but setuid, setgid, sticky on files
+    restore_tree(built.root, store, plain, durable=False)
+    assert describe(plain).entries == {rel: _without_special_bits(e) for rel, e in before.entries.items()}
+    force_rmtree(plain)
 
-@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(spec=TREES, links=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99), NAMES), max_size=3))
+
+def _without_special_bits(entry: tuple[object, ...]) -> tuple[object, ...]:
+    kind, mode, *rest = entry
+    if kind in ("file", "dir"):
+        assert isinstance(mode, int)
+        return (kind, mode & (0o777 if kind == "file" else 0o1777), *rest)
+    return entry
+
+
+ROUND_TRIP_SETTINGS = settings(max_examples=30, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@ROUND_TRIP_SETTINGS
+@given(spec=TREES, links=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99), NAMES), max_size=10))
 def test_random_trees_round_trip(tmp_path, spec: DirSpec, links: list[tuple[int, int, bytes]]) -> None:  # type: ignore[no-untyped-def]
-    store = LocalObjectStore(str(tmp_path / "objects"))
     base = str(tmp_path / uuid.uuid4().hex)
+    assume(len(base) + 64 + longest_path(spec) < 4000)  # the test builds the folder by path (PATH_MAX)
+    store = LocalObjectStore(str(tmp_path / "objects"))
     os.mkdir(base)
     try:
         check_round_trip(store, base, _make(base, spec, links))
@@ -151,7 +194,7 @@ def test_random_trees_round_trip(tmp_path, spec: DirSpec, links: list[tuple[int,
         force_rmtree(base)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(ROUND_TRIP_SETTINGS, max_examples=5)
 @given(spec=DEEP)
 def test_deep_nesting_round_trips(tmp_path, spec: DirSpec) -> None:  # type: ignore[no-untyped-def]
     store = LocalObjectStore(str(tmp_path / "objects"))
