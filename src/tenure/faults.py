@@ -11,18 +11,29 @@ subprocess with the variable set, then check that the next call completes.
 in the middle of a loop).
 
 Every point is registered in :data:`POINTS`, so a test can iterate them all.
+
+A test in the same process can also *interleave* at a point: :func:`at`
+runs a callable when the point is reached (for example another transaction
+on a second connection, committed while the first one is open), which makes
+a race deterministic. No point does anything unless an environment variable
+or a test asks for it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-__all__ = ["crash_point", "POINTS", "register"]
+__all__ = ["crash_point", "POINTS", "register", "at"]
 
 #: Every named point, with a sentence saying what has happened when it fires.
 POINTS: dict[str, str] = {}
 _hits: dict[str, int] = {}
+_hooks: dict[str, Callable[[], None]] = {}
+_hook_lock = threading.Lock()
 
 
 def register(name: str, description: str) -> str:
@@ -30,8 +41,33 @@ def register(name: str, description: str) -> str:
     return name
 
 
+@contextmanager
+def at(name: str, action: Callable[[], None], *, times: int = 1) -> Iterator[None]:
+    """While the block runs, call ``action`` the first ``times`` times point ``name`` is reached."""
+    if name not in POINTS:
+        raise KeyError(f"no fault point named {name!r}")
+    left = [times]
+
+    def fire() -> None:
+        if left[0] > 0:
+            left[0] -= 1
+            action()
+
+    with _hook_lock:
+        _hooks[name] = fire
+    try:
+        yield
+    finally:
+        with _hook_lock:
+            _hooks.pop(name, None)
+
+
 def crash_point(name: str) -> None:
-    """Die here with SIGKILL if ``TENURE_CRASH_AT`` names this point."""
+    """Run a test's action at this point, if any; die here with SIGKILL if ``TENURE_CRASH_AT`` names it."""
+    if _hooks:
+        hook = _hooks.get(name)
+        if hook is not None:
+            hook()
     wanted = os.environ.get("TENURE_CRASH_AT")
     if not wanted or name not in wanted.split(","):
         return

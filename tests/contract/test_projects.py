@@ -875,14 +875,13 @@ def test_p42_unbind_sessions_is_idempotent_and_scoped_to_the_projects(store: Sto
     s1, s2, s3 = ps.create_session(p), ps.create_session(p), ps.create_session(q)
     ps.bind_session(s1.id, "c1", "pod", p.generation)
     ps.bind_session(s3.id, "c3", "pod", q.generation)
-    assert ps.unbind_sessions([p.id]) == 1
-    assert ps.unbind_sessions([p.id]) == 0
-    assert ps.unbind_sessions([]) == 0
+    assert ps.unbind_sessions(p) == 1
+    assert ps.unbind_sessions(p) == 0
     assert [s.bound_connection_id for s in ps.sessions(p)] == [None, None]
     assert ps.session(s3.id).bound_connection_id == "c3"
     assert ps.session(s2.id).bound_pod_id is None
     assert ps.bind_session(s1.id, "c9", "pod", p.generation).bound_connection_id == "c9"
-    assert ps.unbind_sessions([p.id, q.id]) == 2
+    assert ps.unbind_sessions(p) == 1 and ps.unbind_sessions(q) == 1
 
 
 def test_p34_a_session_bind_is_fenced_by_the_project_generation(store: Store) -> None:

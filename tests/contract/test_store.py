@@ -71,7 +71,7 @@ def test_a_live_lease_of_another_holder_is_refused_with_the_holder(store: Store)
     assert info.value.context["holder"] == "pod-a"
 
 
-def test_takeover_revokes_the_old_lease_and_fails_its_checkpoint(store: Store) -> None:
+def test_takeover_revokes_the_old_lease_and_fences_its_checkpoint(store: Store) -> None:
     store.workspaces.create("w")
     old = store.workspaces.acquire("w", "pod-a", 30)
     ticket = store.workspaces.begin_checkpoint(old, "k")
@@ -80,9 +80,39 @@ def test_takeover_revokes_the_old_lease_and_fails_its_checkpoint(store: Store) -
     ws = store.workspaces.workspace("w")
     assert ws.state is WorkspaceState.MOUNTED and ws.writer_generation == new.generation == 2
     assert store.workspaces.lease(ws.id, 1).state is LeaseState.REVOKED  # type: ignore[union-attr]
-    assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.FAILED
+    # kept for a retry under its key (S-33), but the former writer can no longer touch it
+    assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.UPLOADING
     with pytest.raises(StaleGenerationError):
         store.workspaces.mark_uploaded(ticket, "r" * 64, 1, 1, 1, [])
+
+
+def test_s33_a_retry_under_the_same_key_after_a_takeover_completes_that_checkpoint_once(store: Store) -> None:
+    store.workspaces.create("w")
+    old = store.workspaces.acquire("w", "pod-a", 30)
+    first = store.workspaces.begin_checkpoint(old, "k")
+    store.workspaces.mark_uploaded(first, "a" * 64, 1, 1, 1, [])  # crashed after the upload, before publish
+    new = store.workspaces.acquire("w", "pod-b", 30, takeover=True)
+    retry = store.workspaces.begin_checkpoint(new, "k")
+    assert retry.snapshot_id == first.snapshot_id and retry.resumed and retry.generation == new.generation
+    assert store.workspaces.workspace("w").state is WorkspaceState.CHECKPOINTING
+    store.workspaces.mark_uploaded(retry, "b" * 64, 2, 2, 2, [])  # the folder as it is now
+    published = store.workspaces.publish(new, retry)
+    assert published.id == first.snapshot_id and published.root_oid == "b" * 64
+    assert published.state is SnapshotState.READY and published.generation == new.generation
+    again = store.workspaces.begin_checkpoint(new, "k")
+    assert again.already_published is not None and again.already_published.id == published.id
+    assert store.workspaces.workspace("w").head_snapshot_id == published.id
+
+
+def test_a_new_key_after_a_takeover_fails_the_former_writers_unfinished_checkpoint(store: Store) -> None:
+    store.workspaces.create("w")
+    old = store.workspaces.acquire("w", "pod-a", 30)
+    first = store.workspaces.begin_checkpoint(old, "k")
+    new = store.workspaces.acquire("w", "pod-b", 30, takeover=True)
+    store.workspaces.begin_checkpoint(new, "other")
+    assert store.snapshots.get(first.snapshot_id).state is SnapshotState.FAILED
+    with pytest.raises(IdempotencyConflictError):
+        store.workspaces.begin_checkpoint(new, "k")
 
 
 def test_expired_lease_can_be_taken_and_becomes_expired(store: Store) -> None:

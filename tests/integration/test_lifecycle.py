@@ -383,7 +383,7 @@ def test_p42_step_1a_unbinds_every_session_and_is_idempotent(world: World) -> No
     a.service.bring(T, "p")
     assert "unbind" not in world.audit.log()
     assert [s.bound_connection_id for s in world.projects.sessions(project)] == [None, None, None]
-    assert world.projects.unbind_sessions([project.id]) == 0
+    assert world.projects.unbind_sessions(world.get()) == 0
 
 
 def test_p46_p48_repeated_bring_on_the_owner_only_renews_the_lease(world: World) -> None:

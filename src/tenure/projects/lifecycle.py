@@ -164,7 +164,7 @@ class LifecycleService:
             self._deactivate(project)  # engines from an older lease, or a re-bring: stop them first
         project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
         crash_point("bring.after_claim")
-        self.projects.unbind_sessions([project.id])
+        self.projects.unbind_sessions(project)
         crash_point("bring.after_unbind")
         if project.status is not S.RECOVERING:
             project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
@@ -271,7 +271,7 @@ class LifecycleService:
         if project.kind is Kind.SYSTEM:
             raise SystemProjectError(f"project {project.ref} is a SYSTEM project", project=project.ref)
         if not self.workspaces.is_disposed(project.workspace_id):
-            project = self.projects.fence(project, self.pod.pod_id)
+            project = self.ownership.fence(project, self.pod.pod_id, self.pod.node_name)
             crash_point("close.after_fence")
             self.workspaces.dispose(project.workspace_id, project.generation)
         self.workspaces.discard_folder(self.folder(project))

@@ -90,6 +90,24 @@ class Ownership:
             rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
             return Project.from_row(rows[0])
 
+    def fence(self, project: Project, pod_id: str, node_name: str) -> Project:
+        """Close's fence: a new generation (new writer lease, older ones revoked), held by the closing pod.
+
+        The lease goes to the closer in the same statement, so a former owner
+        that is still alive is refused as "held" by its next claim instead of
+        adopting the new generation as a renewal of its own lease.
+        """
+        with self.db.transaction() as tx:
+            lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S,
+                                                  takeover=True, tx=tx)
+            fenced = tx.count("project_fence", {"g": lease.generation, "pod": pod_id, "node": node_name,
+                                                "id": project.id, **_CLOSED})
+            row = tx.one("project_by_name", {"t": project.tenant, "n": project.name})
+            assert row is not None
+            if not fenced:
+                raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
+            return Project.from_row(row)
+
     @staticmethod
     def _why_not(tx: Tx, tenant: str, name: str) -> None:
         """A claim matched nothing: raise for a missing, CLOSED or HOMELESS project (else it is held)."""

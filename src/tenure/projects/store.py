@@ -128,17 +128,10 @@ class ProjectStore:
 
     def record_error(self, project: Project, error: str | None) -> None:
         with self.db.transaction() as tx:
-            tx.execute("project_record_error", {"e": error, "id": project.id, "g": project.generation})
-
-    def fence(self, project: Project, holder: str) -> Project:
-        """Raise the generation (new writer lease, older ones revoked) without claiming ownership."""
-        from tenure.projects.ownership import PROJECT_WRITER_TTL_S
-
-        with self.db.transaction() as tx:
-            lease = self.store.workspaces.acquire(project.workspace_id, holder, PROJECT_WRITER_TTL_S,
-                                                  takeover=True, tx=tx)
-            tx.execute("project_fence", {"g": lease.generation, "id": project.id, **_CLOSED})
-            return self._get(tx, project.tenant, project.name)
+            if tx.count("project_record_error", {"e": error, "id": project.id, "g": project.generation}) != 1:
+                raise StaleGenerationError(f"project {project.ref}: generation {project.generation} is fenced;"
+                                           " the error was not recorded", generation=project.generation,
+                                           project=project.ref)
 
     def close(self, tenant: str, name: str, closed_group_id: str, generation: int) -> Project:
         """status = CLOSED and the archive group; refuses SYSTEM projects (checked first)."""
@@ -257,9 +250,19 @@ class ProjectStore:
         raise AlreadyBoundError(f"session {session_id} is bound to connection {row['bound_connection_id']}",
                            connection=row["bound_connection_id"])
 
-    def unbind_sessions(self, project_ids: builtins.list[str]) -> int:
-        """Step 1a: unbind every session of these projects (idempotent)."""
-        if not project_ids:
-            return 0
+    def unbind_sessions(self, project: Project) -> int:
+        """Step 1a: unbind every session of ``project``, fenced by its generation (idempotent).
+
+        A former owner that resumes inside bring after a newer claim changes
+        nothing: the generation is compared in the same statement.
+        """
         with self.db.transaction() as tx:
-            return tx.count("sessions_unbind", {"ids": list(project_ids)})
+            unbound = tx.count("sessions_unbind", {"p": project.id, "g": project.generation})
+            if unbound == 0:
+                current = self._get(tx, project.tenant, project.name)
+                if current.generation != project.generation:
+                    raise StaleGenerationError(
+                        f"project {project.ref}: generation {project.generation} is fenced,"
+                        f" {current.generation} is current", generation=project.generation,
+                        current_generation=current.generation, project=project.ref)
+            return unbound

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tenure.errors import ConflictError, NotFoundError, VersionConflictError
+from tenure.faults import crash_point, register
 from tenure.states import READABLE_SNAPSHOT_STATES, SNAPSHOT, SnapshotState, WorkspaceState
 from tenure.store.connector import Connector, Tx
 from tenure.store.queries import state_params
@@ -40,6 +41,9 @@ def lock_gc_shared(tx: Tx) -> None:
     """Hold the GC lock row shared until the transaction ends (SQLite: the write lock does it)."""
     if tx.dialect == "postgres":
         tx.execute("gc_lock_shared")
+
+
+register("snapshot_delete.after_update", "a snapshot is DELETING, not yet committed")
 
 
 class SnapshotStore:
@@ -90,10 +94,13 @@ class SnapshotStore:
         """Logical deletion (→ DELETING). Refuses heads and keep-pinned snapshots."""
         with self.db.transaction() as tx:
             snap = self.get(ref, tx)
+            tx.execute("snapshot_for_update", {"id": snap.id})  # a fork of it waits, or has committed (ADR 0012)
+            snap = self.get(snap.id, tx)
             SNAPSHOT.check(snap.state, SnapshotState.DELETING)
             rows = tx.execute("snapshot_delete", {"id": snap.id, "s": snap.state.value, "keep": KEEP,
                                                   **state_params(SnapshotState.DELETING, WorkspaceState.DELETED)})
             if rows:
+                crash_point("snapshot_delete.after_update")
                 return Snapshot.from_row(rows[0])
             head = tx.one("snapshot_head_of", {"id": snap.id, **state_params(WorkspaceState.DELETED)})
             if head is not None:

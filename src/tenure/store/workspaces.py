@@ -43,6 +43,10 @@ from tenure.store.connector import Connector, Tx
 from tenure.store.queries import state_params
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 
+register("dispose.after_read", "dispose read the workspace row; nothing written yet")
+register("acquire.after_read", "a new writer read the workspace row; nothing written yet")
+register("begin_checkpoint.after_read", "begin_checkpoint read the workspace row; nothing written yet")
+register("workspace_create.after_insert", "a fork's workspace row is inserted, not yet committed")
 register("checkpoint.after_begin", "workspace is CHECKPOINTING, snapshot record UPLOADING")
 register("checkpoint.after_validating", "snapshot record VALIDATING, closure not yet verified")
 register("publish.after_head_update", "inside the publish transaction, before the snapshot goes READY")
@@ -114,6 +118,14 @@ class WorkspaceStore:
                            hint="list workspaces with `tenure workspace list`", workspace=ref)
         return Workspace.from_row(row)
 
+    def _locked(self, tx: Tx, ref: str) -> Workspace:
+        """The workspace row, held until ``tx`` ends: a decision read that cannot go stale (ADR 0012)."""
+        row = tx.one("workspace_for_update", {"r": ref})
+        if row is None:
+            raise NotFoundError(f"no workspace named {ref!r}", code="workspace-not-found",
+                                hint="list workspaces with `tenure workspace list`", workspace=ref)
+        return Workspace.from_row(row)
+
     def workspaces(self) -> list[Workspace]:
         with self.db.transaction(write=False) as tx:
             return [Workspace.from_row(r) for r in tx.execute("workspaces_all")]
@@ -157,6 +169,7 @@ class WorkspaceStore:
                                    **state_params(_S.READY)})
             if not inserted:
                 self._refuse_base(tx, base_snapshot_id)
+            crash_point("workspace_create.after_insert")
         self._move(tx, wid, WorkspaceState.CREATING, WorkspaceState.IDLE)
         return self.workspace(wid, tx)
 
@@ -231,13 +244,16 @@ class WorkspaceStore:
         harmless.
         """
         with self.db.transaction() as tx:
-            ws = self.workspace(ref, tx)
+            ws = self._locked(tx, ref)
+            crash_point("dispose.after_read")
             if ws.writer_generation != generation:
                 raise StaleGenerationError(f"workspace {ws.name!r}: generation {generation} is fenced",
                                       generation=generation, current_generation=ws.writer_generation)
             if ws.state is not WorkspaceState.DELETED:
                 WORKSPACE.force(ws.state, WorkspaceState.DELETED, ForcePath.TAKEOVER)
-                tx.execute("workspace_dispose", {"id": ws.id, "g": generation, **state_params(_W.DELETED)})
+                if tx.count("workspace_dispose", {"id": ws.id, "g": generation, **state_params(_W.DELETED)}) != 1:
+                    raise StaleGenerationError(f"workspace {ws.name!r}: generation {generation} is fenced",
+                                               generation=generation)
             tx.execute("writer_leases_revoke_all", {"w": ws.id, **state_params(_L.REVOKED), **_OPEN_LEASE})
             tx.execute("snapshots_fail_unfinished", {"w": ws.id, **state_params(_S.FAILED), **_UNPUBLISHED})
             tx.execute("snapshots_delete_of_workspace",
@@ -259,7 +275,8 @@ class WorkspaceStore:
         if tx is None:
             with self.db.transaction() as own:
                 return self.acquire(ref, holder, ttl_s, takeover=takeover, tx=own)
-        ws = self.workspace(ref, tx)
+        ws = self._locked(tx, ref)
+        crash_point("acquire.after_read")
         now = float(tx.execute("store_now")[0]["now"])
         current = self.lease(ws.id, ws.writer_generation, tx)
         if (current is not None and current.state.value in LIVE + (LeaseState.ISSUED.value,) and current.expires_at > now
@@ -279,10 +296,8 @@ class WorkspaceStore:
                             {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
         if not bumped:
             raise VersionConflictError(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
-        if ws.pending_snapshot_id is not None:
-            tx.execute("snapshot_fail_unpublished",
-                       {"s": ws.pending_snapshot_id, "e": f"superseded by writer generation {generation}",
-                        **state_params(_S.FAILED), **_UNPUBLISHED})
+        # An unfinished checkpoint of the former writer is kept: a retry under its key adopts it
+        # (S-33); the new writer's first checkpoint under another key fails it.
         tx.execute("writer_leases_retire_older",
                    {"w": ws.id, "g": generation, **state_params(_L.EXPIRED, _L.REVOKED), **_OPEN_LEASE})
         lid = new_id("l-")
@@ -378,8 +393,9 @@ class WorkspaceStore:
         (same snapshot record, same expected version).
         """
         with self.db.transaction() as tx:
+            ws = self._locked(tx, lease.workspace_id)
+            crash_point("begin_checkpoint.after_read")
             existing = tx.one("snapshot_by_key", {"w": lease.workspace_id, "k": key})
-            ws = self.workspace(lease.workspace_id, tx)
             if existing is not None:
                 snap = Snapshot.from_row(existing)
                 if snap.state in (SnapshotState.READY, SnapshotState.DEGRADED):
@@ -391,6 +407,9 @@ class WorkspaceStore:
                     assert ws.pending_version is not None
                     return CheckpointTicket(ws.id, snap.id, key, ws.pending_version, snap.parent_id,
                                             lease.generation, resumed=True)
+                if (snap.state in (SnapshotState.UPLOADING, SnapshotState.VALIDATING)
+                        and snap.generation < lease.generation and ws.state is WorkspaceState.MOUNTED):
+                    return self._adopt(tx, ws, lease, snap, key)
                 raise IdempotencyConflictError(
                     f"idempotency key {key!r} belongs to snapshot {snap.id}, which is {snap.state.value}",
                     snapshot=snap.id, state=snap.state.value,
@@ -409,10 +428,33 @@ class WorkspaceStore:
                 self._diagnose(tx, lease, WorkspaceState.MOUNTED)
                 raise AssertionError("unreachable")
             version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
+            tx.execute("snapshots_fail_superseded",
+                       {"w": ws.id, "g": lease.generation, "e": f"superseded by writer generation {lease.generation}",
+                        **state_params(_S.FAILED), **_UNPUBLISHED})
             tx.execute("snapshot_insert", {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key,
                                            **state_params(_S.UPLOADING)})
         crash_point("checkpoint.after_begin")
         return CheckpointTicket(ws.id, sid, key, version, head, lease.generation, resumed=False)
+
+    def _adopt(self, tx: Tx, ws: Workspace, lease: WriterLease, snap: Snapshot, key: str) -> CheckpointTicket:
+        """Retry of a former writer's unfinished checkpoint under its key: it becomes this writer's (S-33).
+
+        The workspace goes MOUNTED → CHECKPOINTING with that snapshot pending,
+        fenced like any begin; the record is re-parented on the current head
+        and takes this writer's generation. The build then runs on the folder
+        as it is now, reusing every object already uploaded, and publishes once.
+        """
+        WORKSPACE.check(ws.state, WorkspaceState.CHECKPOINTING)
+        rows = tx.execute("workspace_begin_checkpoint",
+                          {"s": snap.id, "k": key, "w": ws.id, "g": lease.generation,
+                           **state_params(_W.CHECKPOINTING, _W.MOUNTED), **_LIVE_LEASE})
+        if not rows:
+            self._diagnose(tx, lease, WorkspaceState.MOUNTED)
+        version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
+        if not tx.execute("snapshot_adopt", {"s": snap.id, "w": ws.id, "g": lease.generation, "p": head,
+                                             **_UNPUBLISHED}):
+            raise VersionConflictError(f"snapshot {snap.id} changed concurrently", snapshot=snap.id)
+        return CheckpointTicket(ws.id, snap.id, key, version, head, lease.generation, resumed=True)
 
     def mark_uploaded(self, ticket: CheckpointTicket, root: str, files: int, bytes_read: int, bytes_new: int,
                       skipped: list[tuple[str, str]]) -> None:
@@ -425,25 +467,28 @@ class WorkspaceStore:
             row = tx.one("snapshot_with_writer_generation", {"s": ticket.snapshot_id})
             if row is None:
                 raise NotFoundError(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
-            if int(row["writer_generation"]) != ticket.generation:
-                raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
-                                      f" {row['writer_generation']}", generation=ticket.generation,
-                                      current_generation=int(row["writer_generation"]))
             state = SnapshotState(row["state"])
             if state is SnapshotState.VALIDATING and row["root_oid"] == root:
-                return
+                return  # a resumed checkpoint of an unchanged folder: nothing to write
             expected = SnapshotState.UPLOADING
             if state is SnapshotState.VALIDATING:  # resumed with a changed folder: re-validate
                 expected = SnapshotState.VALIDATING
-            else:
+            elif state is not SnapshotState.UPLOADING:
                 SNAPSHOT.check(state, SnapshotState.VALIDATING)
+            # the statement is the fence: the snapshot's generation must still be the workspace's
             rows = tx.execute("snapshot_mark_validating",
                               {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
                                "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id,
                                **state_params(_S.VALIDATING)})
             if not rows:
-                raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by a newer writer",
-                                      generation=ticket.generation)
+                current = tx.one("snapshot_with_writer_generation", {"s": ticket.snapshot_id})
+                now_gen = None if current is None else int(current["writer_generation"])
+                if now_gen != ticket.generation:
+                    raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
+                                               f" {now_gen}", generation=ticket.generation,
+                                               current_generation=now_gen)
+                raise VersionConflictError(f"snapshot {ticket.snapshot_id} changed concurrently",
+                                           snapshot=ticket.snapshot_id)
         crash_point("checkpoint.after_validating")
 
     def fail_snapshot(self, snapshot_id: str, error: str) -> None:

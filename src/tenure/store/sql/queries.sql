@@ -42,6 +42,12 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, {now})
 -- A workspace by name or id.
 SELECT * FROM workspaces WHERE name = :r OR id = :r;
 
+-- name: workspace_for_update
+-- A workspace by name or id, the row held until the transaction ends (PostgreSQL: FOR UPDATE;
+-- SQLite's write transaction already holds the database). Read first by every path that decides
+-- from the row before it writes (ADR 0012).
+SELECT * FROM workspaces WHERE name = :r OR id = :r;
+
 -- name: workspaces_all
 -- Every workspace, by name.
 SELECT * FROM workspaces ORDER BY name;
@@ -240,6 +246,19 @@ WHERE id = :s AND state = :st;
 UPDATE snapshots SET state = :failed, error = :e, updated_at = {now}
 WHERE id = :s AND state IN (:uploading, :validating);
 
+-- name: snapshot_adopt
+-- An unfinished checkpoint of an older writer, retried under its key by writer :g: it becomes
+-- that writer's, on top of head :p (S-33).
+UPDATE snapshots SET generation = :g, parent_id = :p, updated_at = {now}
+WHERE id = :s AND workspace_id = :w AND state IN (:uploading, :validating) AND generation < :g
+RETURNING id;
+
+-- name: snapshots_fail_superseded
+-- Unfinished checkpoints of writers older than :g that were not retried: FAILED once writer :g
+-- begins a checkpoint under another key (their objects become reclaimable).
+UPDATE snapshots SET state = :failed, error = :e, updated_at = {now}
+WHERE workspace_id = :w AND generation < :g AND state IN (:uploading, :validating);
+
 -- name: snapshot_delete_unpublished
 -- Remove an UPLOADING or VALIDATING record (a checkpoint with nothing to publish).
 DELETE FROM snapshots WHERE id = :s AND state IN (:uploading, :validating);
@@ -256,6 +275,10 @@ WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed);
 
 
 -- ==================================================================== snapshots
+
+-- name: snapshot_for_update
+-- Snapshot :id, the row held until the transaction ends (PostgreSQL: FOR UPDATE; ADR 0012).
+SELECT id FROM snapshots WHERE id = :id;
 
 -- name: snapshot_by_id
 -- A snapshot by id.
@@ -403,9 +426,17 @@ WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;
 -- Record error :e, fenced by generation :g.
 UPDATE projects SET error = :e, updated_at = {now} WHERE id = :id AND generation = :g;
 
+-- name: sessions_unbind
+-- Step 1a: unbind every bound session of project :p, fenced by generation :g.
+UPDATE sessions SET bound_connection_id = NULL, bound_pod_id = NULL, updated_at = {now}
+WHERE project_id = :p AND bound_connection_id IS NOT NULL
+  AND EXISTS (SELECT 1 FROM projects p WHERE p.id = :p AND p.generation = :g);
+
 -- name: project_fence
--- Raise the generation to :g, unless the project is CLOSED.
-UPDATE projects SET generation = :g, updated_at = {now} WHERE id = :id AND status <> :closed;
+-- Close fences: generation :g and the lease to closer :pod, unless the project is CLOSED.
+UPDATE projects SET generation = :g, home_pod_id = :pod, home_node = :node, claimed_at = {now},
+    updated_at = {now}
+WHERE id = :id AND status <> :closed;
 
 -- name: project_close
 -- → CLOSED in archive group :grp; never a SYSTEM project; fenced by generation :g.

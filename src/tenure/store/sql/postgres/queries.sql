@@ -14,7 +14,18 @@ SELECT id FROM gc_lock WHERE id = 1 FOR SHARE;
 -- Hold the GC lock row exclusively until the transaction ends (a GC mark or sweep batch).
 SELECT id FROM gc_lock WHERE id = 1 FOR UPDATE;
 
--- name: sessions_unbind
--- Unbind every bound session of the projects in list :ids (an array).
-UPDATE sessions SET bound_connection_id = NULL, bound_pod_id = NULL, updated_at = {now}
-WHERE project_id = ANY(:ids) AND bound_connection_id IS NOT NULL;
+-- name: workspace_for_update
+-- A workspace by name or id, the row locked until the transaction ends (ADR 0012).
+SELECT * FROM workspaces WHERE name = :r OR id = :r FOR UPDATE;
+
+-- name: snapshot_for_update
+-- Snapshot :id, the row locked until the transaction ends (ADR 0012).
+SELECT id FROM snapshots WHERE id = :id FOR UPDATE;
+
+-- name: workspace_insert_from_snapshot
+-- A new workspace whose head and base is snapshot :b, only while that snapshot is READY; the
+-- snapshot row is share-locked, so a concurrent delete waits and then sees the new head (ADR 0012).
+WITH base AS (SELECT id FROM snapshots WHERE id = :b AND state = :ready FOR SHARE)
+INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at, updated_at)
+SELECT :id, :n, :s, base.id, base.id, {now}, {now} FROM base
+RETURNING id;
