@@ -17,7 +17,16 @@ from __future__ import annotations
 import os
 import uuid
 
-__all__ = ["TMP_PREFIX", "atomic_write", "fsync_dir", "fsync_file", "make_dirs_durable", "tmp_name", "write_all"]
+__all__ = [
+    "TMP_PREFIX",
+    "atomic_write",
+    "fsync_dir",
+    "fsync_file",
+    "make_dirs_durable",
+    "sync_filesystem",
+    "tmp_name",
+    "write_all",
+]
 
 TMP_PREFIX = ".tmp-"
 
@@ -41,6 +50,20 @@ def fsync_dir(folder: PathLike) -> None:
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_filesystem(path: PathLike) -> None:
+    """Flush every dirty page of the file system holding ``path`` (``syncfs``; ``sync`` where it is missing)."""
+    import ctypes
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = getattr(libc, "syncfs", None)
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
     finally:
         os.close(fd)
 

@@ -250,6 +250,18 @@ def _no_object_folder_fsync() -> None:
     _patch("tenure.objects.local", "fsync_dir", fsync_dir)
 
 
+def _no_object_folder_fsync_nor_sync() -> None:
+    """Without the folder fsync only the checkpoint's object-store sync would still cover the objects."""
+    _no_object_folder_fsync()
+    _no_object_store_sync()
+
+
+def _no_object_store_sync() -> None:
+    from tenure.objects.local import LocalObjectStore
+
+    LocalObjectStore.sync = lambda self: None  # type: ignore[method-assign]
+
+
 def _no_restore_syncfs() -> None:
     _patch("tenure.snapshots.restore", "sync_filesystem", lambda path: None)
 
@@ -292,7 +304,8 @@ MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
     "put-object-root-not-durable": ("put", _object_root_not_durable),
     "restore-no-parent-fsync": ("restore", _no_restore_parent_fsync),
     "delete-no-folder-fsync": ("gc-delete", _no_delete_folder_fsync),
-    "checkpoint-no-object-folder-fsync": ("checkpoint", _no_object_folder_fsync),
+    "checkpoint-no-object-folder-fsync": ("checkpoint", _no_object_folder_fsync_nor_sync),
+    "checkpoint-trusts-found-objects": ("checkpoint-existing", _no_object_store_sync),
 }
 
 

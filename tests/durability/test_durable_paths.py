@@ -80,8 +80,6 @@ def test_restore_flushes_with_one_syncfs_not_per_file(recorder: str, tmp_path) -
         "one fsync of the parent after the rename, none per file"
 
 
-@pytest.mark.xfail(strict=True, reason="a checkpoint skips the objects has_many finds (snapshots/build.py, "
-                   "snapshots/pipeline.py) and never syncs them, so a crashed writer's unsynced objects are published")
 def test_checkpoint_makes_objects_a_crashed_writer_left_durable_before_publishing(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     run = run_scenario("checkpoint-existing", recorder, str(tmp_path))
     assert run.facts["state"] == "READY"

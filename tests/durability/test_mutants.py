@@ -24,6 +24,7 @@ RULES = {
     "restore-no-parent-fsync": ("(b)",),             # the restored folder's rename not synced
     "delete-no-folder-fsync": ("(d)",),              # unlinks acknowledged before the folder fsync
     "checkpoint-no-object-folder-fsync": ("(b)",),   # objects not durable at the publish commit
+    "checkpoint-trusts-found-objects": ("(b)",),     # a crashed writer's unsynced objects published as found
 }
 CRASHES = {"put", "put-existing", "gc-delete", "atomic-write"}
 

@@ -10,6 +10,9 @@
   incremental checkpoint asks once, not per object.
 * ``list_ids`` yields every stored oid with its creation time (for GC).
 * ``delete_many`` removes objects; missing ones are ignored.
+* ``sync`` makes every stored object durable, including objects a crashed
+  writer left behind without syncing them, which ``has_many`` reports as
+  stored all the same; a checkpoint calls it once before it publishes.
 
 Backends do not decompress or hash: :mod:`tenure.objects.codec` does that.
 """
@@ -47,15 +50,19 @@ class ObjectStore(Protocol):
 
     def delete_many(self, oids: Iterable[str]) -> int: ...
 
+    def sync(self) -> None:
+        """Make every stored object durable (see the module docstring)."""
+        ...
+
     def close(self) -> None: ...
 
 
 def open_object_store(url: str) -> ObjectStore:
     """Open a backend from its URL (``file://…`` or ``postgresql://…``)."""
     if url.startswith("file://"):
-        from tenure.objects.local import LocalObjectStore
+        from tenure.objects.local import LocalObjectStore, local_root
 
-        return LocalObjectStore(url[len("file://"):])
+        return LocalObjectStore(local_root(url))
     if url.startswith(("postgresql://", "postgres://")):
         from tenure.objects.postgres import PostgresObjectStore
 

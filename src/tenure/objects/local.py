@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from tenure.errors import ObjectStoreError
-from tenure.fsio import fsync_dir, fsync_file, make_dirs_durable, write_all
+from tenure.fsio import fsync_dir, fsync_file, make_dirs_durable, sync_filesystem, write_all
 from tenure.objects.base import ObjectMissingError
 
 
@@ -128,6 +128,13 @@ class LocalObjectStore:
                     os.unlink(entry.path)
                     removed += 1
         return removed
+
+    def sync(self) -> None:
+        """One ``syncfs`` of the object folder's file system: objects another writer left unsynced become durable."""
+        try:
+            sync_filesystem(self.root)
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot sync the object folder {self.root}: {exc}", path=self.root) from exc
 
     def close(self) -> None:
         pass

@@ -90,5 +90,8 @@ class PostgresObjectStore:
         with self._failing("delete objects"), self.db.transaction() as tx:
             return tx.count("objects_delete", {"oids": wanted})
 
+    def sync(self) -> None:
+        """Nothing to do: a committed row is durable."""
+
     def close(self) -> None:
         self.db.close()

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 
-from tenure.fsio import atomic_write
+from tenure.fsio import atomic_write, fsync_dir, make_dirs_durable
 
 #: What :meth:`LocalFolders.read_base` returns when the base file is missing or unreadable.
 UNKNOWN_BASE = "unknown"
@@ -48,6 +48,8 @@ class Trash:
             return
         target = os.path.join(self.root, uuid.uuid4().hex)
         os.rename(path, target)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        fsync_dir(self.root)
         self._spawn([target])
 
     def sweep(self) -> None:
@@ -95,21 +97,24 @@ class LocalFolders:
         return value if value is None or isinstance(value, str) else UNKNOWN_BASE
 
     def write_base(self, folder: str, snapshot_id: str | None) -> None:
-        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        make_dirs_durable(os.path.dirname(folder))
         atomic_write(self.base_file(folder), json.dumps({"snapshot": snapshot_id}).encode("utf-8"))
 
     def forget_base(self, folder: str) -> None:
         try:
             os.unlink(self.base_file(folder))
         except FileNotFoundError:
-            pass
+            return
+        fsync_dir(os.path.dirname(os.path.abspath(folder)))
 
     def preserve(self, folder: str) -> str:
         """Move ``folder`` aside as a preserved delta; return where it went."""
         target = os.path.join(self.data_dir, "preserved",
                               f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        make_dirs_durable(os.path.dirname(target))
         os.rename(folder, target)
+        fsync_dir(os.path.dirname(target))  # the folder is in preserved/ for good ...
+        fsync_dir(os.path.dirname(os.path.abspath(folder)))  # ... before its old place is reused
         return target
 
     def discard(self, folder: str) -> None:

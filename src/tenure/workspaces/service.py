@@ -156,6 +156,7 @@ class WorkspaceService:
             ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new,
                                    list(built.skipped))
             self._verify_closure(ticket.snapshot_id, built.objects)
+            self.objects.sync()  # objects found already stored may be a crashed writer's, never synced
             snap = ws_store.publish(lease, ticket)
             return CheckpointResult(snap, unchanged=False, resumed=ticket.resumed, skipped=built.skipped)
         except Exception as exc:
