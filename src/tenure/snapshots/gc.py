@@ -20,15 +20,23 @@ finishes the job. A damaged snapshot (a tree object missing or corrupt) does
 not stop the run: whatever of its closure can still be read is kept, its
 root is reported in :attr:`GcResult.damaged`, and the rest is reclaimed. See docs/adr/0004-gc-pins.md for why pins, not only the
 grace period, protect in-flight uploads and restores.
+
+Batch size: the sweep deletes at most 1,000 candidates per batch (one
+transaction holding the GC lock each). The environment variable
+``TENURE_GC_BATCH`` (a positive integer) sets another size; tests use a small
+one so that a crash at ``gc.mid_sweep`` lands between two batches of a small
+tree. A value that is not a positive integer is refused with
+``bad-gc-batch``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.errors import IntegrityError
+from tenure.errors import ConfigurationError, IntegrityError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.store import Store
@@ -37,6 +45,23 @@ register("gc.after_mark", "DELETING snapshots are DELETED, no object removed yet
 register("gc.mid_sweep", "some unreachable objects removed, others not yet")
 
 BATCH = 1000
+#: The environment variable that overrides :data:`BATCH` (see the module docstring).
+BATCH_ENV = "TENURE_GC_BATCH"
+
+
+def batch_size() -> int:
+    """Candidates deleted per sweep batch: ``TENURE_GC_BATCH`` if set, else :data:`BATCH`."""
+    raw = os.environ.get(BATCH_ENV)
+    if raw is None or raw.strip() == "":
+        return BATCH
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ConfigurationError(f"{BATCH_ENV}={raw!r} is not a positive integer", code="bad-gc-batch",
+                                 hint=f"unset {BATCH_ENV} (default {BATCH}) or set it to a whole number above 0")
+    return size
 
 
 @dataclass(frozen=True)
@@ -56,6 +81,7 @@ class GcResult:
 def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
             progress: Callable[[int, int], None] | None = None) -> GcResult:
     """Run one GC pass; see the module docstring for the phases."""
+    step = batch_size()
     mark_time, roots = store.snapshots.mark()
     crash_point("gc.after_mark")
     reachable: set[str] = set()
@@ -70,8 +96,8 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
             candidates.append(oid)
     removed = spared = 0
     traced = set(roots)
-    for start in range(0, len(candidates), BATCH):
-        batch = candidates[start:start + BATCH]
+    for start in range(0, len(candidates), step):
+        batch = candidates[start:start + step]
         with store.snapshots.sweep_lock(mark_time) as (pinned, new_roots):
             for root in new_roots - traced:
                 reachable |= _closure(root, objects, damaged)
@@ -80,7 +106,7 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
             spared += len(batch) - len(doomed)
             removed += objects.delete_many(doomed)
         if progress is not None:
-            progress(min(start + BATCH, len(candidates)), len(candidates))
+            progress(min(start + step, len(candidates)), len(candidates))
         crash_point("gc.mid_sweep")
     return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared, tuple(sorted(damaged)))
 
