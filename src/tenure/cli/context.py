@@ -25,15 +25,48 @@ class Config:
     @classmethod
     def resolve(cls, data: str | None, db: str | None, objects: str | None) -> Config:
         data_dir = os.path.abspath(data or os.environ.get("TENURE_DATA") or ".tenure")
+        check_urls(db or os.environ.get("TENURE_DB"), objects or os.environ.get("TENURE_OBJECTS"))
         try:
             os.makedirs(data_dir, exist_ok=True)
         except OSError as exc:
             raise ConfigurationError(f"cannot create data folder {data_dir}: {exc}", code="bad-data-dir") from exc
+        usable(data_dir)
         return cls(
             data_dir=data_dir,
             db_url=db or os.environ.get("TENURE_DB") or f"sqlite:///{data_dir}/tenure.db",
             objects_url=objects or os.environ.get("TENURE_OBJECTS") or f"file://{data_dir}/objects",
         )
+
+
+def check_urls(db_url: str | None, objects_url: str | None) -> None:
+    """Refuse, before anything is opened or created, a store or object URL that names no usable place.
+
+    ``sqlite:///`` and ``sqlite:///:memory:`` would be a throw-away database;
+    ``file://`` with an empty or relative path would put objects in the
+    current folder (``bad-store-url`` / ``bad-objects-url``).
+    """
+    if db_url and db_url.startswith("sqlite:///"):
+        from tenure.store.connector import sqlite_path
+
+        sqlite_path(db_url)
+    if objects_url and objects_url.startswith("file://"):
+        from tenure.objects.local import local_root
+
+        local_root(objects_url)
+
+
+def usable(data_dir: str) -> None:
+    """Refuse a data folder that exists but is not a folder this user can list and enter."""
+    if not os.path.exists(data_dir):
+        return
+    if not os.path.isdir(data_dir):
+        raise ConfigurationError(f"data folder {data_dir} is not a folder", code="data-dir-unusable",
+                                 path=data_dir, hint="point --data / TENURE_DATA at a folder")
+    if not os.access(data_dir, os.R_OK | os.X_OK):
+        raise ConfigurationError(f"data folder {data_dir} cannot be read by this user", code="data-dir-unusable",
+                                 path=data_dir,
+                                 hint="give this user read and search (r-x) permission on the data folder,"
+                                      " or run tenure as its owner")
 
 
 @dataclass

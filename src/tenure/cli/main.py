@@ -31,6 +31,24 @@ def root(ctx: click.Context, data: str | None, db: str | None, objects: str | No
     """tenure: durable, fenced, deduplicated workspaces."""
     ctx.ensure_object(dict)
     ctx.obj.update({"data": data, "db": db, "objects": objects, "json": json_, "debug": debug})
+    if not debug:
+        quiet_drivers()
+
+
+def quiet_drivers() -> None:
+    """Keep the drivers' own log lines and warnings (psycopg, its pool) off stderr; ``--debug`` shows them.
+
+    Every failure reaches the user as tenure's one-line error (or JSON
+    document); a successful command prints nothing on stderr.
+    """
+    import logging
+    import warnings
+
+    for name in ("psycopg", "psycopg_pool"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+    warnings.filterwarnings("ignore", module=r"psycopg")
 
 
 _COMMANDS = {

@@ -3,7 +3,10 @@
 Human output goes to stdout as rich tables; ``--json`` prints one JSON
 document per command (stable keys, documented in docs/cli.md). Errors print
 one line, ``error[<code>]: <message> (<hint>)``, on stderr and exit with the
-family's exit code; ``--debug`` adds the traceback.
+family's exit code (:data:`EXIT_CODES`, the one mapping of families to exit
+codes); under ``--json`` every error — an unexpected one (``internal``) and
+an interrupt too — is instead one JSON document on stderr, and stdout stays
+empty. ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from tenure.errors import TenureError
+from tenure.errors import (ConfigurationError, ConflictError, IntakeError, IntegrityError, InvalidInputError,
+                           NotFoundError, ObjectStoreError, StoreError, TenureError)
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
@@ -70,31 +74,63 @@ def progress_bar(ctx: click.Context, label: str) -> Iterator[Callable[[int, int]
         yield update
 
 
+#: Each error family's exit code (docs/operations.md#exit-codes); an error belongs to the first family in
+#: its class's method resolution order. 70 is an unexpected error (a bug), 130 an interrupt.
+EXIT_CODES: dict[type[TenureError], int] = {
+    ConfigurationError: 2,
+    InvalidInputError: 2,
+    NotFoundError: 3,
+    ConflictError: 4,
+    StoreError: 5,
+    ObjectStoreError: 5,
+    IntegrityError: 6,
+    IntakeError: 7,
+}
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+def exit_code(exc: TenureError) -> int:
+    """The exit code of ``exc``'s family (an error outside every family keeps its own ``exit_code``)."""
+    for cls in type(exc).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return exc.exit_code
+
+
+def _fail(ctx: click.Context, document: dict[str, Any], line: str, code: int) -> NoReturn:
+    """Report an error on stderr (one line, or one JSON document under --json) and exit with ``code``."""
+    root = ctx.find_root().obj or {}
+    if root.get("json"):
+        click.echo(json.dumps({"error": document}, indent=2, sort_keys=True, default=str), err=True)
+    else:
+        click.echo(line, err=True)
+    sys.exit(code)
+
+
 def run_guarded(ctx: click.Context, fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; turn a TenureError into one line and an exit code."""
+    """Run ``fn``; turn any error into one line (or one JSON document) and an exit code."""
     def debug() -> bool:
-        return bool(ctx.find_root().obj.get("debug"))
+        return bool((ctx.find_root().obj or {}).get("debug"))
 
     try:
         return fn()
     except TenureError as exc:
         if debug():
             traceback.print_exc()
-        if ctx.find_root().obj.get("json"):
-            click.echo(json.dumps({"error": exc.to_dict()}, indent=2, sort_keys=True), err=True)
-        else:
-            click.echo(f"error[{exc.code}]: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(ctx, exc.to_dict(), f"error[{exc.code}]: {exc}", exit_code(exc))
     except (click.exceptions.Exit, click.ClickException, click.Abort):
         raise
     except KeyboardInterrupt:
-        click.echo("error[interrupted]: interrupted", err=True)
-        sys.exit(130)
+        _fail(ctx, {"code": "interrupted", "message": "interrupted", "hint": "", "retryable": True, "context": {}},
+              "error[interrupted]: interrupted", EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the one place unknown errors become one line
         if debug():
             traceback.print_exc()
-        click.echo(f"error[internal]: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
-        sys.exit(70)
+        hint = "rerun with --debug for a traceback"
+        _fail(ctx, {"code": "internal", "message": f"{type(exc).__name__}: {exc}",
+                    "hint": f"{hint} and report it", "retryable": False, "context": {}},
+              f"error[internal]: {type(exc).__name__}: {exc} ({hint})", EXIT_INTERNAL)
 
 
 def json_option(fn: Any) -> Any:

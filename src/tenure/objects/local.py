@@ -5,7 +5,15 @@ Write sequence per batch (restic's): write each payload to a temp file in
 that received an entry, once, and the root. Only then does ``put_many``
 return, so an acknowledged object survives power loss. A crash leaves at most
 stray temp files, which :meth:`LocalObjectStore.clean_temp` removes. The
-root and ``tmp`` are created with their parents synced.
+root and ``tmp`` are created with their parents synced, by the first write:
+opening and reading need no write access, so a read-only copy of an object
+folder (without ``tmp``) can be restored from.
+
+The URL names an absolute folder (``file:///srv/objects``); an empty or
+relative path, which would quietly resolve against the current folder, is
+refused with ``bad-objects-url``. Operating-system errors become
+``object-store-read-only`` (a read-only or foreign folder), ``disk-full``
+(no space, quota or file-size limit) or ``object-store-unavailable``.
 
 An object whose final file already exists is not trusted to be durable: a
 writer that crashed after its rename, before its folder fsync, leaves a file
@@ -18,14 +26,63 @@ content, is what is in doubt (``snapshot verify`` re-hashes content).
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
-from tenure.errors import ObjectStoreError
-from tenure.fsio import fsync_dir, fsync_file, make_dirs_durable, sync_filesystem, write_all
+from tenure.errors import ConfigurationError, ObjectStoreError
+from tenure.fsio import (
+    fsync_dir,
+    fsync_file,
+    make_dirs_durable,
+    sync_filesystem,
+    write_all,
+)
 from tenure.objects.base import ObjectMissingError
+
+
+class ObjectStoreReadOnlyError(ObjectStoreError):
+    """The object folder refuses writes (permissions, a read-only mount)."""
+
+    code = "object-store-read-only"
+    retryable = False
+    default_hint = "give this user write access to the object folder, or run only commands that read"
+
+
+class ObjectStoreFullError(ObjectStoreError):
+    """No space (or quota, or file-size limit) is left for objects."""
+
+    code = "disk-full"
+    default_hint = ("free space on the file system that holds the object folder (or raise the quota or `ulimit -f`"
+                    " that stopped the write), then retry")
+
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def os_error(exc: OSError, what: str, path: str) -> ObjectStoreError:
+    """The one translation of an operating-system error of the object folder into tenure's errors."""
+    if exc.errno in _READ_ONLY:
+        return ObjectStoreReadOnlyError(f"cannot {what}: {exc}", path=path)
+    if exc.errno in _FULL:
+        return ObjectStoreFullError(f"cannot {what}: {exc}", path=path)
+    return ObjectStoreError(f"cannot {what}: {exc}", path=path)
+
+
+def local_root(url: str) -> str:
+    """The folder of a ``file:///ABSOLUTE/PATH`` (or ``file://localhost/ABSOLUTE/PATH``) URL."""
+    path = url[len("file://"):]
+    if path.startswith("localhost/"):
+        path = path[len("localhost"):]
+    if not path.startswith("/") or os.path.normpath(path) == "/":
+        raise ConfigurationError(
+            f"object store URL {url!r} does not name an absolute folder other than / (an empty or relative"
+            " path would resolve against the current folder)",
+            hint="use file:///absolute/path/to/objects", code="bad-objects-url")
+    return path
 
 
 class LocalObjectStore:
@@ -35,10 +92,16 @@ class LocalObjectStore:
         self.root = os.path.abspath(root)
         self.url = f"file://{self.root}"
         self._tmp = os.path.join(self.root, "tmp")
-        try:
+        self._writable = False
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise ConfigurationError(f"object store {self.root} is not a folder", code="bad-objects-url",
+                                     hint="point --objects at a folder", path=self.root)
+
+    def _make_writable(self) -> None:
+        """Create the root and ``tmp`` (parents synced) before the first write."""
+        if not self._writable:
             make_dirs_durable(self._tmp)
-        except OSError as exc:
-            raise ObjectStoreError(f"cannot create object folder {self.root}: {exc}", path=self.root) from exc
+            self._writable = True
 
     def _path(self, oid: str) -> str:
         return os.path.join(self.root, oid[:2], oid)
@@ -48,6 +111,7 @@ class LocalObjectStore:
         seen: set[str] = set()
         dirs: set[str] = set()
         try:
+            self._make_writable()
             for oid, payload in items:
                 if oid in seen:
                     continue
@@ -78,7 +142,7 @@ class LocalObjectStore:
             for tmp, _ in staged:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-            raise ObjectStoreError(f"cannot write objects under {self.root}: {exc}", path=self.root) from exc
+            raise os_error(exc, f"write objects under {self.root}", self.root) from exc
         return len(staged)
 
     def get(self, oid: str) -> bytes:
@@ -88,33 +152,45 @@ class LocalObjectStore:
         except FileNotFoundError:
             raise ObjectMissingError(f"object {oid} is missing from {self.url}", oid=oid) from None
         except OSError as exc:
-            raise ObjectStoreError(f"cannot read object {oid}: {exc}", oid=oid) from exc
+            raise ObjectStoreError(f"cannot read object {oid}: {exc}", oid=oid, path=self.root) from exc
 
     def has_many(self, oids: Iterable[str]) -> set[str]:
         return {oid for oid in oids if os.path.exists(self._path(oid))}
 
     def list_ids(self) -> Iterator[tuple[str, datetime]]:
-        for prefix in sorted(os.listdir(self.root)):
+        try:
+            prefixes = sorted(os.listdir(self.root))
+        except FileNotFoundError:
+            return  # nothing was ever written
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot list objects under {self.root}: {exc}", path=self.root) from exc
+        for prefix in prefixes:
             if len(prefix) != 2:
                 continue
             folder = os.path.join(self.root, prefix)
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    mtime = entry.stat().st_mtime
-                    yield entry.name, datetime.fromtimestamp(mtime, timezone.utc)
+            try:
+                with os.scandir(folder) as entries:
+                    found = [(entry.name, entry.stat().st_mtime) for entry in entries]
+            except OSError as exc:
+                raise ObjectStoreError(f"cannot list objects under {folder}: {exc}", path=folder) from exc
+            for name, mtime in found:
+                yield name, datetime.fromtimestamp(mtime, timezone.utc)
 
     def delete_many(self, oids: Iterable[str]) -> int:
         removed = 0
         dirs = set()
-        for oid in oids:
-            try:
-                os.unlink(self._path(oid))
-            except FileNotFoundError:
-                continue
-            removed += 1
-            dirs.add(os.path.dirname(self._path(oid)))
-        for parent in dirs:
-            fsync_dir(parent)
+        try:
+            for oid in oids:
+                try:
+                    os.unlink(self._path(oid))
+                except FileNotFoundError:
+                    continue
+                removed += 1
+                dirs.add(os.path.dirname(self._path(oid)))
+            for parent in dirs:
+                fsync_dir(parent)
+        except OSError as exc:
+            raise os_error(exc, f"delete objects under {self.root}", self.root) from exc
         return removed
 
     def clean_temp(self, older_than: float = 3600.0) -> int:
@@ -122,6 +198,8 @@ class LocalObjectStore:
         import time
 
         removed = 0
+        if not os.path.isdir(self._tmp):
+            return 0
         with os.scandir(self._tmp) as entries:
             for entry in entries:
                 if time.time() - entry.stat().st_mtime > older_than:

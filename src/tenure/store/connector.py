@@ -12,10 +12,15 @@ array (``= ANY(:ids)``), SQLite a JSON array
 (``IN (SELECT value FROM json_each(:ids))``).
 
 The drivers live in :mod:`tenure.store.sqlite` and :mod:`tenure.store.postgres`,
-the only modules that touch ``sqlite3`` or ``psycopg``; each maps driver errors
-to :class:`~tenure.errors.StoreError` (retryable) or
-:class:`~tenure.errors.VersionConflictError` (a unique or serialization
-failure) at that boundary.
+the only modules that touch ``sqlite3`` or ``psycopg``; each maps every driver
+and operating-system error at that boundary — opening and the connection
+settings included — to one of tenure's errors: a busy or lost connection to
+:class:`~tenure.errors.StoreError` (retryable), a unique or serialization
+failure to :class:`~tenure.errors.VersionConflictError`, and the faults a user
+must fix to the classes below (``store-corrupt``, ``store-read-only``,
+``disk-full``) or to a :class:`~tenure.errors.ConfigurationError`
+(``bad-store-url``, ``store-auth``, ``store-not-found``). No driver exception
+leaves a connector (docs/errors.md).
 
 SQL text as written runs only through :meth:`Connector.sql_transaction`
 (``SqlTx.execute_sql``): the migrator uses it for migration files, tests and
@@ -31,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tenure.errors import ConfigurationError
+from tenure.errors import ConfigurationError, StoreError
 from tenure.store.queries import STORE, Queries, load
 
 if TYPE_CHECKING:
@@ -43,6 +48,32 @@ _PARAM = re.compile(r"(?<!:):([a-zA-Z_][a-zA-Z0-9_]*)")
 
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 POSTGRES_NOW = "extract(epoch from clock_timestamp())::double precision"
+
+
+class StoreCorruptError(StoreError):
+    """The store's file is not a database, or its pages are damaged."""
+
+    code = "store-corrupt"
+    retryable = False
+    default_hint = ("restore the database file from a backup (`sqlite3 FILE 'PRAGMA integrity_check'` shows"
+                    " the damage); tenure does not repair it")
+
+
+class StoreReadOnlyError(StoreError):
+    """The store refuses writes: a read-only file, folder, mount or database."""
+
+    code = "store-read-only"
+    retryable = False
+    default_hint = ("give this user write access to the database file and its folder (SQLite creates FILE-wal"
+                    " and FILE-shm beside it), or use a writable copy")
+
+
+class StoreFullError(StoreError):
+    """The disk (or quota, or file-size limit) under the store is full."""
+
+    code = "disk-full"
+    default_hint = ("free space on the file system that holds the store (or raise the quota or `ulimit -f` that"
+                    " stopped the write), then retry")
 
 
 class Tx(Protocol):
@@ -152,13 +183,28 @@ class BaseTx:
         raise NotImplementedError
 
 
+#: SQLite file names that are not files: each gives a throw-away database that vanishes on close.
+_THROWAWAY = ("", ":memory:")
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL; a URL naming no file (a throw-away database) is refused."""
+    path = url[len("sqlite:///"):]
+    if path.strip() in _THROWAWAY:
+        raise ConfigurationError(
+            f"store URL {url!r} names no database file (SQLite would keep a throw-away database that vanishes"
+            " when the command ends)",
+            hint="name a file: sqlite:///relative/path.db or sqlite:////absolute/path.db", code="bad-store-url")
+    return path
+
+
 def open_connector(url: str, queries: Queries | None = None) -> SqliteConnector | PostgresConnector:
     """A connector for ``url`` whose transactions run the named blocks of ``queries`` (default: the store's)."""
     chosen = queries if queries is not None else load(STORE)
     if url.startswith("sqlite:///"):
         from tenure.store.sqlite import SqliteConnector
 
-        return SqliteConnector(url[len("sqlite:///"):], queries=chosen)
+        return SqliteConnector(sqlite_path(url), queries=chosen)
     if url.startswith(("postgresql://", "postgres://")):
         from tenure.store.postgres import PostgresConnector
 

@@ -4,6 +4,16 @@ Connections run in autocommit mode and each transaction is an explicit
 ``BEGIN … COMMIT`` (``conn.transaction()``), so a transaction that returns
 is committed. The control-plane store and the PostgreSQL object store each
 open their own connector, over their own query files.
+
+Opening checks the URL and makes one direct connection before the pool
+starts, so a URL that can never work fails at once with the server's own
+words instead of the pool retrying it until its timeout: a malformed URL is
+``bad-store-url``, a missing database ``store-not-found``, an unknown role
+or a refused login ``store-auth`` (all configuration, exit 2); a server that
+cannot be reached is ``store-unreachable`` (exit 5, retryable). libpq
+reports connection failures without a SQLSTATE, so they are told apart by
+the server's (English) message; a server that answers in another language
+still gets its message shown, under ``store-unreachable``.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from tenure.errors import InvalidInputError, StoreError, VersionConflictError
+from tenure.errors import ConfigurationError, InvalidInputError, StoreError, TenureError, VersionConflictError
 from tenure.store.connector import BaseTx, Row, Statements
 from tenure.store.queries import STORE, Queries, load
 
@@ -69,6 +79,50 @@ def _map_postgres(exc: Exception) -> Exception:
     return StoreError(f"PostgreSQL error: {exc}".strip(), code="store-error")
 
 
+#: Seconds a connection attempt may take when the URL sets no ``connect_timeout``.
+CONNECT_TIMEOUT_S = 10
+
+_NOT_FOUND = re.compile(r'database "[^"]*" does not exist')
+_AUTH = re.compile(r'role "[^"]*" does not exist|password authentication failed|authentication failed'
+                   r'|no pg_hba\.conf entry|no password supplied|permission denied for database'
+                   r'|is not permitted to log in')
+_BAD_URL = re.compile(r"invalid (?:port number|integer value|connection option|sslmode value|URI)"
+                      r'|invalid value for parameter|unrecognized configuration parameter|missing "="')
+
+
+def _connect_error(exc: Exception, url: str) -> TenureError:
+    """A failed first connection → tenure's error, with the server's (or libpq's) own reason."""
+    import psycopg
+
+    reason = " ".join(str(exc).split())
+    where = _redact(url)
+    if isinstance(exc, psycopg.ProgrammingError) or _BAD_URL.search(reason):
+        return ConfigurationError(f"invalid PostgreSQL URL {where}: {reason}", code="bad-store-url",
+                                  hint="write it as postgresql://USER@HOST:PORT/DATABASE[?option=value…]")
+    if _NOT_FOUND.search(reason):
+        return ConfigurationError(f"PostgreSQL at {where} has no such database: {reason}", code="store-not-found",
+                                  hint="create the database (createdb NAME) or fix its name in the URL")
+    if _AUTH.search(reason):
+        return ConfigurationError(f"PostgreSQL at {where} refused the login: {reason}", code="store-auth",
+                                  hint="check the user and password in the URL (or PGPASSWORD, ~/.pgpass)"
+                                       " and the server's pg_hba.conf")
+    return StoreError(f"cannot connect to PostgreSQL at {where}: {reason}", code="store-unreachable",
+                      hint="check that the server runs and accepts connections at that host and port, then retry")
+
+
+def _probe(url: str) -> None:
+    """One direct connection: raises tenure's error for a URL that cannot work."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        options = conninfo_to_dict(url)
+        timeout = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT_S}
+        psycopg.connect(url, autocommit=True, **timeout).close()  # type: ignore[arg-type]
+    except psycopg.Error as exc:
+        raise _connect_error(exc, url) from exc
+
+
 class PostgresConnector:
     """A psycopg 3 connection pool."""
 
@@ -81,13 +135,18 @@ class PostgresConnector:
         self.url = url
         self.queries = queries if queries is not None else load(STORE)
         self._statements = Statements(self.queries, self.dialect)
+        _probe(url)
+        pool = None
         try:
-            self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True,
-                                       kwargs={"autocommit": True}, timeout=10)
-            self.pool.wait(timeout=10)
+            pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True,
+                                  kwargs={"autocommit": True}, timeout=10, name="tenure")
+            pool.wait(timeout=10)
         except (psycopg.Error, Exception) as exc:
+            if pool is not None:
+                pool.close()
             raise StoreError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}",
                              code="store-unreachable") from exc
+        self.pool = pool
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[PostgresTx]:

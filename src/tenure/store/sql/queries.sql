@@ -24,16 +24,16 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 );
 
 -- name: migrations_applied
--- Versions of every applied migration.
-SELECT version FROM schema_migrations;
-
--- name: migration_is_applied
--- A row when migration :v is applied.
-SELECT 1 AS x FROM schema_migrations WHERE version = :v;
+-- Every applied migration: version, name, applied_at and (from migration 4 on) checksum.
+SELECT * FROM schema_migrations ORDER BY version;
 
 -- name: migration_record
 -- Record migration :v (:n) as applied.
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, {now});
+
+-- name: migration_set_checksum
+-- The checksum :c of applied migration :v, where none is recorded yet.
+UPDATE schema_migrations SET checksum = :c WHERE version = :v AND checksum IS NULL;
 
 
 -- ==================================================================== workspaces

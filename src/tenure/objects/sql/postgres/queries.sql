@@ -18,17 +18,21 @@ CREATE TABLE IF NOT EXISTS tenure_objects_migrations (
     applied_at DOUBLE PRECISION NOT NULL
 );
 
--- name: migrations_applied
--- Versions of every applied migration.
-SELECT version FROM tenure_objects_migrations;
+-- name: migrations_table_exists
+-- A row when the bookkeeping table of the object store's applied migrations exists (on the search path).
+SELECT 1 AS x WHERE to_regclass('tenure_objects_migrations') IS NOT NULL;
 
--- name: migration_is_applied
--- A row when migration :v is applied.
-SELECT 1 AS x FROM tenure_objects_migrations WHERE version = :v;
+-- name: migrations_applied
+-- Every applied migration: version, name, applied_at and (from migration 2 on) checksum.
+SELECT * FROM tenure_objects_migrations ORDER BY version;
 
 -- name: migration_record
 -- Record migration :v (:n) as applied.
 INSERT INTO tenure_objects_migrations (version, name, applied_at) VALUES (:v, :n, {now});
+
+-- name: migration_set_checksum
+-- The checksum :c of applied migration :v, where none is recorded yet.
+UPDATE tenure_objects_migrations SET checksum = :c WHERE version = :v AND checksum IS NULL;
 
 
 -- ==================================================================== objects

@@ -6,6 +6,10 @@
 -- Serialize concurrent migrators until the transaction ends.
 SELECT pg_advisory_xact_lock(7346201118);
 
+-- name: migrations_table_exists
+-- A row when the bookkeeping table of applied migrations exists (on the search path).
+SELECT 1 AS x WHERE to_regclass('schema_migrations') IS NOT NULL;
+
 -- name: gc_lock_shared
 -- Hold the GC lock row shared until the transaction ends (pins and new roots, ADR 0004).
 SELECT id FROM gc_lock WHERE id = 1 FOR SHARE;
