@@ -1,9 +1,22 @@
-"""Missing and corrupt objects: restore refuses (naming lost paths), partial restore keeps the rest, verify reports."""
+"""Missing and corrupt objects: restore refuses (naming lost paths), partial restore keeps the rest, verify reports.
+
+The expected lost paths come from the tree each test built, never from the
+reader under test: the test wrote every file, so it knows which content each
+path holds, and docs/snapshots-format.md says where content goes (files under
+1 MiB are packed whole into one pack until it reaches 4 MiB; bigger files are
+cut into chunks; a lost folder record loses the folder with its subtree,
+reported as its path ending in ``/``, the root as ``./``). A victim object is
+found by its content (decoded with the codec, checked against its hash), not
+by listing the tree.
+"""
 
 from __future__ import annotations
 
 import os
 import random
+import stat
+import struct
+from dataclasses import dataclass
 
 import pytest
 
@@ -13,19 +26,52 @@ from tenure.objects.local import LocalObjectStore
 from tenure.snapshots import SnapshotDamagedError, build_tree, restore_tree, tree_closure, verify_tree
 from tenure.snapshots import build as build_module
 from tenure.snapshots.treeformat import decode_root
-from tenure.snapshots.walk import load_listing
 from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, random_bytes, write_file
 
-
-def oid_of(store: LocalObjectStore, root: str, path: str) -> str:
-    """The first data object holding ``path``'s content."""
-    listing = load_listing(root, store)
-    return next(item.refs[0][0] for rel, item in listing.files if os.fsdecode(rel) == path)
+MIB = 1 << 20
 
 
-def users_of(store: LocalObjectStore, root: str, oid: str) -> set[str]:
-    listing = load_listing(root, store)
-    return {os.fsdecode(rel) for rel, item in listing.files if any(r[0] == oid for r in item.refs)}
+def file_contents(src: str) -> dict[str, bytes]:
+    """Every regular file below ``src`` (hard links included, symlinks not): relative path → bytes."""
+    out = {}
+    for folder, _, names in os.walk(src):
+        for name in names:
+            path = os.path.join(folder, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, src)] = fh.read()
+    return out
+
+
+def stored_plain(store: LocalObjectStore) -> dict[str, bytes]:
+    """Every stored object's plain content (decode checks it against its id)."""
+    return {oid: decode(oid, store.get(oid)) for oid, _ in store.list_ids()}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the sample tree's content went, found by content."""
+
+    root: str
+    pack: str
+    big_chunks: tuple[str, ...]   # big.bin's chunks, in file order
+    tree_chunks: frozenset[str]
+    packed: frozenset[str]        # every path whose content is in the pack
+
+
+def layout(store: LocalObjectStore, src: str) -> Layout:
+    files = file_contents(src)
+    small = {path: data for path, data in files.items() if 0 < len(data) < MIB}
+    big = files["big.bin"]
+    plain = stored_plain(store)
+    roots = [oid for oid, p in plain.items() if p.startswith(b"TNTR")]
+    packs = [oid for oid, p in plain.items() if all(data in p for data in small.values())]
+    chunks = sorted((big.find(p), oid) for oid, p in plain.items() if len(p) > 1024 and big.find(p) >= 0)
+    assert len(roots) == 1 and len(packs) == 1, "one root object, one pack holds every small file"
+    assert b"".join(plain[oid] for _, oid in chunks) == big, "big.bin's chunks tile it"
+    trees = set(plain) - set(roots) - set(packs) - {oid for _, oid in chunks}
+    assert any(plain[t].startswith(_record_header("")) for t in trees), "the stream starts with the root's record"
+    return Layout(roots[0], packs[0], tuple(oid for _, oid in chunks), frozenset(trees), frozenset(small))
 
 
 def corrupt(store: LocalObjectStore, oid: str) -> None:
@@ -43,15 +89,18 @@ def sample(tmp_path):  # type: ignore[no-untyped-def]
     for i in range(20):
         write_file(os.path.join(src, f"other-{i}.txt"), b"other file %d" % i)
     store = LocalObjectStore(str(tmp_path / "objects"))
-    return src, store, build_tree(src, store)
+    built = build_tree(src, store)
+    found = layout(store, src)
+    assert found.root == built.root
+    return src, store, built, found
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_restore_of_a_damaged_tree_fails_naming_the_lost_paths(tmp_path, sample, damage: str) -> None:  # type: ignore[no-untyped-def]
-    src, store, built = sample
-    oid = oid_of(store, built.root, "src/main.py")
-    lost = users_of(store, built.root, oid) | {"hard-main"}
-    assert "src/main.py" in lost
+    src, store, built, found = sample
+    oid = found.pack
+    lost = set(found.packed)
+    assert {"src/main.py", "hard-main", "src/pkg/data.txt", "other-0.txt"} <= lost
     store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
 
     with pytest.raises(SnapshotDamagedError) as caught:
@@ -67,10 +116,9 @@ def test_restore_of_a_damaged_tree_fails_naming_the_lost_paths(tmp_path, sample,
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_partial_restore_restores_every_intact_file(tmp_path, sample, damage: str) -> None:  # type: ignore[no-untyped-def]
-    src, store, built = sample
-    oid = oid_of(store, built.root, "big.bin")
-    lost = users_of(store, built.root, oid)
-    assert lost == {"big.bin"}
+    src, store, built, found = sample
+    oid = found.big_chunks[0]
+    lost = {"big.bin"}
     store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
 
     dest = str(tmp_path / "dest")
@@ -85,58 +133,73 @@ def test_partial_restore_restores_every_intact_file(tmp_path, sample, damage: st
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_verify_reports_missing_and_corrupt_objects_and_lost_paths(sample, damage: str) -> None:  # type: ignore[no-untyped-def]
-    _, store, built = sample
+    _, store, built, found = sample
+    stored = {oid for oid, _ in store.list_ids()}
     assert verify_tree(built.root, store).ok
-    oid = oid_of(store, built.root, "src/pkg/data.txt")
-    lost = users_of(store, built.root, oid)
+    oid = found.pack  # holds src/pkg/data.txt, with every other small file
     store.delete_many([oid]) if damage == "missing" else corrupt(store, oid)
     result = verify_tree(built.root, store)
     assert not result.ok
     assert (result.missing, result.corrupt) == (({oid}, set()) if damage == "missing" else (set(), {oid}))
-    assert set(result.lost_paths) == lost
-    assert result.checked == len(built.objects) - (1 if damage == "missing" else 0)
+    assert set(result.lost_paths) == set(found.packed)
+    assert result.checked == len(stored) - (1 if damage == "missing" else 0)
 
 
 def test_sampled_verify_reads_a_repeatable_fraction_but_always_sees_missing(sample) -> None:  # type: ignore[no-untyped-def]
-    _, store, built = sample
+    _, store, built, found = sample
     full = verify_tree(built.root, store)
     half = verify_tree(built.root, store, sample=0.3, seed=4)
     assert half.checked < full.checked
     assert half == verify_tree(built.root, store, sample=0.3, seed=4)
-    oid = oid_of(store, built.root, "big.bin")
+    oid = found.big_chunks[0]
     store.delete_many([oid])
     assert oid in verify_tree(built.root, store, sample=0.0).missing
+
+
+def _record_header(folder: str) -> bytes:
+    """The start of a folder's record in the tree stream (docs/snapshots-format.md: "R" path_len:u32 path)."""
+    path = folder.encode()
+    return b"R" + struct.pack("<I", len(path)) + path
 
 
 def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"
     rng = random.Random(5)
-    for d in range(40):
-        folder = src / f"folder-{d:02d}"
+    folders = [f"folder-{d:02d}" for d in range(40)]
+    for name in folders:
+        folder = src / name
         folder.mkdir(parents=True)
         for _ in range(50):
-            name = rng.randbytes(60).hex()  # varied names, sizes and times: a stream with cut points
-            write_file(str(folder / name), rng.randbytes(rng.randrange(300)), mtime_ns=PAST_NS + rng.randrange(10**15))
+            file_name = rng.randbytes(60).hex()  # varied names, sizes and times: a stream with cut points
+            write_file(str(folder / file_name), rng.randbytes(rng.randrange(300)),
+                       mtime_ns=PAST_NS + rng.randrange(10**15))
     store = LocalObjectStore(str(tmp_path / "objects"))
     built = build_tree(str(src), store)
-    chunks = decode_root(built.root, decode(built.root, store.get(built.root))).chunks
-    assert len(chunks) >= 3, "the tree stream spans several chunks"
-    victim = chunks[1].oid
+    plain = stored_plain(store)
+    holding = {name: [oid for oid, p in plain.items() if _record_header(name) in p] for name in folders}
+    assert all(len(oids) == 1 for oids in holding.values()), "each folder record starts in one tree chunk"
+    victim = holding["folder-20"][0]
+    in_victim = [name for name in folders if holding[name] == [victim]]
+    # a lost chunk loses the records that start in it, and the one that runs into it from the chunk before
+    first = folders.index(in_victim[0])
+    starts_clean = plain[victim].startswith(_record_header(in_victim[0]))
+    lost_folders = {f"{name}/" for name in in_victim} | (set() if starts_clean else {f"{folders[first - 1]}/"})
+    assert 0 < len(lost_folders) < 40 and first > 0
     store.delete_many([victim])
 
     closure = tree_closure(built.root, store)
     assert closure == built.objects and victim not in store.has_many(closure), "the closure check finds it"
     report = verify_tree(built.root, store)
     assert victim in report.missing
-    lost_folders = {p for p in report.lost_paths if p.endswith("/")}
-    assert lost_folders and len(lost_folders) < 40
+    assert {p for p in report.lost_paths if p.endswith("/")} == lost_folders
+    assert set(report.lost_paths) == lost_folders
     with pytest.raises(SnapshotDamagedError) as caught:
         restore_tree(built.root, store, str(tmp_path / "refused"))
     assert set(caught.value.context["lost_paths"]) == lost_folders
 
     result = restore_tree(built.root, store, str(tmp_path / "dest"), partial=True)
     restored = set(os.listdir(tmp_path / "dest"))
-    assert {f"{name}/" for name in restored} | lost_folders == {f"folder-{d:02d}/" for d in range(40)}
+    assert {f"{name}/" for name in restored} == {f"{name}/" for name in folders} - lost_folders
     assert set(result.lost_paths) == lost_folders
     for name in restored:
         assert describe(str(tmp_path / "dest" / name)) == describe(str(src / name))
@@ -152,9 +215,9 @@ def test_many_data_objects_are_listed_in_id_chunks(tmp_path, monkeypatch) -> Non
     built = build_tree(str(src), store)
     root = decode_root(built.root, decode(built.root, store.get(built.root)))
     assert root.ids == [] and root.id_chunks, "more ids than fit inline go to id chunks"
-    listing = load_listing(built.root, store)
-    parsed = {built.root} | set(listing.trees) | listing.data_oids() | {c.oid for c in root.id_chunks}
-    assert tree_closure(built.root, store) == built.objects == parsed
+    stored = {oid for oid, _ in store.list_ids()}  # a fresh store holds exactly this tree's objects
+    assert {c.oid for c in root.id_chunks} <= stored
+    assert tree_closure(built.root, store) == built.objects == stored
     assert verify_tree(built.root, store).ok
 
     store.delete_many([root.id_chunks[0].oid])
@@ -166,7 +229,7 @@ def test_many_data_objects_are_listed_in_id_chunks(tmp_path, monkeypatch) -> Non
 
 
 def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: ignore[no-untyped-def]
-    _, store, built = sample
+    _, store, built, _ = sample
     store.delete_many([built.root])
     for call in (lambda: tree_closure(built.root, store),
                  lambda: restore_tree(built.root, store, str(tmp_path / "d1"), partial=True)):
@@ -204,18 +267,19 @@ def _same_length_frame(plain: bytes, payload: bytes) -> bytes:
     raise AssertionError("no same-length frame found")
 
 
-def _victims(store: LocalObjectStore, built) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    root = decode_root(built.root, decode(built.root, store.get(built.root)))
-    return {"data": oid_of(store, built.root, "big.bin"), "packed": oid_of(store, built.root, "src/main.py"),
-            "tree-chunk": root.chunks[0].oid, "root": built.root}
+def _victims(found: Layout) -> dict[str, tuple[str, set[str]]]:
+    """Each victim object with the paths it loses: a big.bin chunk, the pack, the (only) tree chunk, the root."""
+    assert len(found.tree_chunks) == 1, "the sample's tree stream fits one chunk: losing it loses the root record"
+    return {"data": (found.big_chunks[0], {"big.bin"}), "packed": (found.pack, set(found.packed)),
+            "tree-chunk": (next(iter(found.tree_chunks)), {"./"}), "root": (found.root, {"./"})}
 
 
 @pytest.mark.parametrize("forgery", ["garbage", "zstd-frame"])
 @pytest.mark.parametrize("victim", ["data", "packed", "tree-chunk", "root"])
 def test_same_length_corruption_is_refused_by_restore_and_reported_by_verify(tmp_path, sample, victim: str,
                                                                             forgery: str) -> None:  # type: ignore[no-untyped-def]
-    _, store, built = sample
-    oid = _victims(store, built)[victim]
+    _, store, built, found = sample
+    oid, lost = _victims(found)[victim]
     payload = store.get(oid)
     forged = _same_length_garbage(payload) if forgery == "garbage" \
         else _same_length_frame(decode(oid, payload), payload)
@@ -224,12 +288,10 @@ def test_same_length_corruption_is_refused_by_restore_and_reported_by_verify(tmp
     with pytest.raises(SnapshotDamagedError) as caught:
         restore_tree(built.root, store, str(tmp_path / "dest"))
     assert isinstance(caught.value, IntegrityError) and oid in caught.value.context["corrupt"]
-    assert caught.value.context["lost_paths"]
-    if victim in ("tree-chunk", "root"):
-        assert "./" in caught.value.context["lost_paths"]
+    assert set(caught.value.context["lost_paths"]) == lost
     assert not os.path.exists(tmp_path / "dest")
     assert not [n for n in os.listdir(tmp_path) if "tenure-restore" in n]
 
     report = verify_tree(built.root, store)
     assert not report.ok and oid in report.corrupt and not report.missing
-    assert set(report.lost_paths) == set(caught.value.context["lost_paths"])
+    assert set(report.lost_paths) == lost
