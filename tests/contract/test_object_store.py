@@ -75,12 +75,19 @@ def test_decode_detects_corruption() -> None:
     assert decode(other_oid, other) == b"other"
 
 
-def test_local_objects_are_durable_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_local_object_lives_at_its_content_address_read_only_with_no_temp_file_left(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The folder layout of docs/snapshots-format.md. Durability (the object file and its folder fsynced
+    before put_many returns) is not visible in the files afterwards; tests/durability/ records the system
+    calls of a put and checks it, and fails with each of those fsyncs removed (tests/durability/test_mutants.py)."""
+    import stat
+
     store = open_object_store(f"file://{tmp_path}/o")
     oid, payload = encode(b"x" * 100)
-    store.put_many([(oid, payload)])
+    assert store.put_many([(oid, payload)]) == 1
     path = tmp_path / "o" / oid[:2] / oid
     assert path.read_bytes() == payload
+    assert stat.S_IMODE(path.stat().st_mode) & 0o222 == 0, "objects are immutable: no write bit"
+    assert sorted(os.listdir(tmp_path / "o")) == sorted([oid[:2], "tmp"])
     assert not os.listdir(tmp_path / "o" / "tmp"), "no temp files remain after an acknowledged write"
 
 

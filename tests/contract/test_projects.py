@@ -15,7 +15,14 @@ from collections.abc import Callable
 
 import pytest
 
-from tenure.errors import IllegalTransitionError, InvalidInputError, NotFoundError, StaleGenerationError
+from tenure.errors import (
+    ConflictError,
+    IllegalTransitionError,
+    InvalidInputError,
+    NotFoundError,
+    StaleGenerationError,
+    TenureError,
+)
 from tenure.projects import (
     AlreadyBoundError,
     Kind,
@@ -95,19 +102,42 @@ def names(projects: list[Project]) -> set[str]:
 # --------------------------------------------------------------------------- P-93, P-03, P-04, P-16
 
 
-SECTION_9 = {
-    Ownership: ["claim", "renew_leases", "release_leases", "release_lease", "find_running_by_home_pod_id",
-                "find_by_home_pod_id", "sum_score_by_home_pod_id", "find_projects_needing_owner",
-                "find_pending_placement"],
-    ProjectStore: ["transition_status", "close", "mark_pending_placement", "set_owner_required",
-                   "find_owner_required", "set_lifecycle_type", "set_placement"],
+#: project-lifecycle.md §9, method by method, in tenure's names (SPEC §2): the class holding the counterpart
+#: and its positional parameters. Differences from the reference, each decided in SPEC: no ``now`` (the
+#: store's clock decides, P-132), and ``generation`` on the writes that must be fenced (SPEC §3.3, P-34).
+SECTION_9: dict[str, tuple[type, list[str]]] = {
+    "claim": (Ownership, ["tenant", "name", "pod_id", "node_name", "address", "lease_ttl"]),
+    "renew_leases": (Ownership, ["pod_id"]),
+    "release_leases": (Ownership, ["pod_id"]),
+    "release_lease": (Ownership, ["tenant", "name", "pod_id"]),
+    "transition_status": (ProjectStore, ["tenant", "name", "expected", "target", "generation"]),
+    "close": (ProjectStore, ["tenant", "name", "closed_group_id", "generation"]),
+    "find_running_by_home_pod_id": (Ownership, ["pod_id"]),
+    "find_by_home_pod_id": (Ownership, ["pod_id"]),
+    "sum_score_by_home_pod_id": (Ownership, ["pod_id"]),
+    "find_projects_needing_owner": (Ownership, ["lease_ttl", "limit", "skip"]),
+    "find_pending_placement": (Ownership, ["lease_ttl", "pending_ttl"]),
+    "mark_pending_placement": (ProjectStore, ["tenant", "name"]),
+    "set_owner_required": (ProjectStore, ["tenant", "name", "value"]),
+    "find_owner_required": (ProjectStore, []),
+    "set_lifecycle_type": (ProjectStore, ["tenant", "name", "value"]),
+    "set_placement": (ProjectStore, ["tenant", "name", "selector", "score"]),
 }
 
 
 def test_p93_every_section_9_operation_has_a_store_counterpart() -> None:
-    missing = [f"{cls.__name__}.{op}" for cls, ops in SECTION_9.items() for op in ops
-               if not callable(getattr(cls, op, None))]
-    assert not missing
+    import inspect
+
+    assert len(SECTION_9) == 16, "project-lifecycle.md §9 lists sixteen operations"
+    for op, (cls, expected) in SECTION_9.items():
+        assert op in vars(cls), f"{cls.__name__}.{op} is missing"
+        params = list(inspect.signature(vars(cls)[op]).parameters.values())[1:]  # without self
+        positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        assert positional == expected, f"{cls.__name__}.{op}{positional}: §9 gives {expected}"
+        assert all(p.default is not inspect.Parameter.empty for p in params
+                   if p.kind is inspect.Parameter.KEYWORD_ONLY), f"{op}: extra keyword parameters are optional"
+    skip = inspect.signature(Ownership.find_projects_needing_owner).parameters["skip"]
+    assert skip.default == 0, "skip is optional in §9 (limit[, skip])"
 
 
 def test_p04_a_new_project_is_init_unowned_auto_and_generation_zero(store: Store) -> None:
@@ -125,9 +155,9 @@ def test_p04_a_new_project_is_init_unowned_auto_and_generation_zero(store: Store
 def test_create_twice_is_refused_and_unknown_projects_are_not_found(store: Store) -> None:
     ps, own = stores(store)
     first = ps.create(T, "p")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(ConflictError) as info:
         ps.create(T, "p")
-    assert getattr(info.value, "code", None) == "project-exists"
+    assert info.value.code == "project-exists"
     assert ps.list() == [first] and len(store.workspaces.workspaces()) == 1
     with pytest.raises(NotFoundError) as missing:
         ps.get(T, "nope")
@@ -137,12 +167,28 @@ def test_create_twice_is_refused_and_unknown_projects_are_not_found(store: Store
 
 
 def test_p03_the_status_column_accepts_only_the_six_statuses(store: Store) -> None:
+    import sqlite3
+
+    import psycopg
+
     ps, _ = stores(store)
     project = ps.create(T, "p")
-    with pytest.raises(Exception):
-        with store.db.sql_transaction() as tx:
-            tx.execute_sql("UPDATE projects SET status = 'ARCHIVED' WHERE id = :id", {"id": project.id})
-    assert ps.get(T, "p").status is S.INIT
+    update = "UPDATE projects SET status = :s WHERE id = :id"
+    for status in ("INIT", "RECOVERING", "RUNNING", "SUSPENDING", "SUSPENDED", "CLOSED", "INIT"):
+        with store.db.sql_transaction() as tx:  # the same statement with each of the six values is accepted
+            tx.execute_sql(update, {"s": status, "id": project.id})
+    for other in ("ARCHIVED", "PENDING", "ACTIVE", "running", ""):
+        with pytest.raises(TenureError) as info:
+            with store.db.sql_transaction() as tx:
+                tx.execute_sql(update, {"s": other, "id": project.id})
+        cause = info.value.__cause__
+        if store.db.dialect == "sqlite":
+            assert isinstance(cause, sqlite3.IntegrityError) and "CHECK constraint failed" in str(cause), cause
+            assert "status IN (" in str(cause), cause
+        else:
+            assert isinstance(cause, psycopg.errors.CheckViolation), cause
+            assert cause.diag.constraint_name == "projects_status_check", cause
+        assert ps.get(T, "p").status is S.INIT
 
 
 def test_p16_writing_one_axis_never_changes_the_others(store: Store) -> None:
