@@ -321,16 +321,16 @@ def test_p12_p74_crash_during_close_then_close(point: str, tmp_path) -> None:  #
     data = str(tmp_path / "data")
     running, _, _ = running_with_uncommitted_changes(data)
     folder = running["workspace_folder"]
-    crash(data, "close", REF, point=point)
+    crash(data, "close", REF, "--yes", point=point)
     after = show(data)
     assert after["status"] == STATUS_AFTER_CRASH[point]
     assert after["generation"] > running["generation"], "close fenced first"
     if point != "close.after_fence":
         assert not os.path.exists(folder), "dispose took the folder off disk"
 
-    closed = ok(data, "close", REF)
+    closed = ok(data, "close", REF, "--yes")
     assert (closed["status"], closed["project_group"]) == ("CLOSED", "closed")
-    assert ok(data, "close", REF)["status"] == "CLOSED", "close on CLOSED is an idempotent no-op"
+    assert ok(data, "close", REF, "--yes")["status"] == "CLOSED", "close on CLOSED is an idempotent no-op"
     assert not os.path.exists(folder)
     assert_nothing_left_over(data)
 

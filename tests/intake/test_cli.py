@@ -71,6 +71,7 @@ def test_json_documents_keep_their_documented_keys(tmp_path: Path) -> None:
 
 
 def test_global_json_flag_before_the_group(tmp_path: Path) -> None:
+    Workspace(tmp_path / "svc")
     code, out, _ = invoke("poll", str(tmp_path / "svc"), options=("--json",))
     assert code == 0 and json.loads(out) == {"results": []}
 
@@ -130,6 +131,7 @@ def test_error_is_one_line_with_code(tmp_path: Path) -> None:
 
 
 def test_missing_case_and_bad_option_errors(tmp_path: Path) -> None:
+    Workspace(tmp_path / "svc")
     code, _, err = invoke("resume", str(tmp_path / "svc"), "nope", "nope", "--step-id", "x")
     assert code == 3 and err.startswith("error[case-not-found]: ")  # a NotFoundError
     code, _, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
@@ -139,6 +141,7 @@ def test_missing_case_and_bad_option_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("where", ["global", "after the subcommand"])
 def test_json_error_is_one_document_on_stderr(tmp_path: Path, where: str) -> None:
+    Workspace(tmp_path / "svc")
     args = ("resume", str(tmp_path / "svc"), "nope", "nope", "--step-id", "x")
     if where == "global":
         code, out, err = invoke(*args, options=("--json",))
@@ -179,6 +182,7 @@ def test_unexpected_exception_is_one_internal_line_exit_70(tmp_path: Path,
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(InboxProcessor, "poll", broken)
+    Workspace(tmp_path / "svc")
     code, out, err = invoke("poll", str(tmp_path / "svc"))
     assert code == 70 and out == ""
     lines = err.strip().splitlines()

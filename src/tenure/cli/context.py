@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tenure.errors import ConfigurationError
+from tenure.errors import ConfigurationError, NotFoundError
 
 if TYPE_CHECKING:  # imported lazily at run time so that `tenure --help` stays fast
     from tenure.objects import ObjectStore
@@ -23,19 +23,28 @@ class Config:
     objects_url: str
 
     @classmethod
-    def resolve(cls, data: str | None, db: str | None, objects: str | None) -> Config:
+    def resolve(cls, data: str | None, db: str | None, objects: str | None, create: bool = True) -> Config:
+        """The configuration; ``create`` False (commands that only use existing data) creates nothing.
+
+        Without ``create``, a SQLite store that does not exist is refused with
+        ``no-tenure-data`` instead of being created empty.
+        """
         data_dir = os.path.abspath(data or os.environ.get("TENURE_DATA") or ".tenure")
         check_urls(db or os.environ.get("TENURE_DB"), objects or os.environ.get("TENURE_OBJECTS"))
-        try:
-            os.makedirs(data_dir, exist_ok=True)
-        except OSError as exc:
-            raise ConfigurationError(f"cannot create data folder {data_dir}: {exc}", code="bad-data-dir") from exc
+        if create:
+            try:
+                os.makedirs(data_dir, exist_ok=True)
+            except OSError as exc:
+                raise ConfigurationError(f"cannot create data folder {data_dir}: {exc}", code="bad-data-dir") from exc
         usable(data_dir)
-        return cls(
+        config = cls(
             data_dir=data_dir,
             db_url=db or os.environ.get("TENURE_DB") or f"sqlite:///{data_dir}/tenure.db",
             objects_url=objects or os.environ.get("TENURE_OBJECTS") or f"file://{data_dir}/objects",
         )
+        if not create:
+            no_tenure_data(config)
+        return config
 
 
 def check_urls(db_url: str | None, objects_url: str | None) -> None:
@@ -67,6 +76,22 @@ def usable(data_dir: str) -> None:
                                  path=data_dir,
                                  hint="give this user read and search (r-x) permission on the data folder,"
                                       " or run tenure as its owner")
+
+
+def no_tenure_data(config: Config) -> None:
+    """Refuse a SQLite store that does not exist: a mistyped path must not become a fresh, empty store."""
+    if not config.db_url.startswith("sqlite:///"):
+        return
+    path = config.db_url[len("sqlite:///"):]
+    if os.path.isfile(path):
+        return
+    default = path == os.path.join(config.data_dir, "tenure.db")
+    where = f"data folder {config.data_dir}" if default else f"store {path}"
+    raise NotFoundError(
+        f"no tenure data here: the {where} does not exist", code="no-tenure-data", path=path,
+        data_dir=config.data_dir,
+        hint="start with `tenure workspace create NAME` (or `tenure project create TENANT/NAME`), run from the"
+             " folder that holds .tenure, or point --data / TENURE_DATA at an existing data folder")
 
 
 @dataclass
@@ -108,9 +133,16 @@ class Services:
             self._objects.close()
 
 
-def services(ctx: click.Context) -> Services:
+def services(ctx: click.Context, create: bool | None = None) -> Services:
+    """The command's services, opened once: the first call decides ``create`` (default True).
+
+    Commands that only read or change existing data pass ``create=False``
+    first: on a path with no tenure data they fail with ``no-tenure-data``
+    and leave nothing behind.
+    """
     root = ctx.find_root().obj
     if "services" not in root:
-        root["services"] = Services(Config.resolve(root.get("data"), root.get("db"), root.get("objects")))
+        config = Config.resolve(root.get("data"), root.get("db"), root.get("objects"), create=create is not False)
+        root["services"] = Services(config)
         ctx.find_root().call_on_close(root["services"].close)
     return root["services"]  # type: ignore[no-any-return]

@@ -57,7 +57,7 @@ def intake() -> None:
 @click.pass_context
 def init_command(ctx: click.Context, directory: Path) -> None:
     """Create the intake layout in DIRECTORY (inbox/, quarantine/, cases/, ...)."""
-    workspace = Workspace(directory)
+    workspace = Workspace(directory, create=True)
     emit(ctx, {"root": str(workspace.root)},
          lambda: table(None, ["folder", "path"], [[name, getattr(workspace, name)] for name in _FOLDERS]))
 
@@ -70,7 +70,7 @@ def init_command(ctx: click.Context, directory: Path) -> None:
 @click.pass_context
 def poll_command(ctx: click.Context, directory: Path, max_jobs: int) -> None:
     """Run one pass over the inbox and the blocked cases."""
-    results = InboxProcessor(Workspace(directory)).poll(max_jobs=max_jobs)
+    results = InboxProcessor(Workspace(directory, create=False)).poll(max_jobs=max_jobs)
     emit(ctx, {"results": [r.to_dict() for r in results]}, lambda: _results_table(results))
 
 
@@ -82,7 +82,7 @@ def poll_command(ctx: click.Context, directory: Path, max_jobs: int) -> None:
 @click.pass_context
 def show_command(ctx: click.Context, directory: Path, case: str | None, package_id: str | None) -> None:
     """List stored packages (all, or CASE's); with --package, its checkpoint chain."""
-    store = CheckpointStore(Workspace(directory))
+    store = CheckpointStore(Workspace(directory, create=False))
     if case is not None and package_id is not None:
         package = store.current(case, package_id)
         chain = [{"generation": c.generation, "state": c.state, "step_id": c.step_id,
@@ -160,7 +160,7 @@ def advance_command(ctx: click.Context, directory: Path, case: str, package: str
                     pointers: tuple[str, ...]) -> None:
     """Advance CASE/PACKAGE to STATE as one checkpointed step."""
     files = {path: _read_artifact(path, source) for path, source in _pairs(artifacts, "--artifact").items()}
-    result = CheckpointStore(Workspace(directory)).advance(
+    result = CheckpointStore(Workspace(directory, create=False)).advance(
         case, package, state.upper(), step_id=step_id, details=_details(details),
         artifacts=files, artifact_pointers=_pairs(pointers, "--pointer"))
     _finish(ctx, result)
@@ -178,7 +178,7 @@ def block_command(ctx: click.Context, directory: Path, case: str, package: str, 
     except ValueError:
         raise InvalidInputError(f"--retry-at {retry_at!r} is not an ISO 8601 time",
                                 hint="use e.g. 2030-01-01T00:00:00+00:00") from None
-    result = CheckpointStore(Workspace(directory)).block(
+    result = CheckpointStore(Workspace(directory, create=False)).block(
         case, package, step_id=step_id, reason=reason, retry_at=moment, details=_details(details))
     _finish(ctx, result)
 
@@ -188,7 +188,7 @@ def block_command(ctx: click.Context, directory: Path, case: str, package: str, 
 def resume_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
                    details: str | None) -> None:
     """Resume a BLOCKED CASE/PACKAGE to the state it interrupted."""
-    result = CheckpointStore(Workspace(directory)).resume(case, package, step_id=step_id,
+    result = CheckpointStore(Workspace(directory, create=False)).resume(case, package, step_id=step_id,
                                                           details=_details(details))
     _finish(ctx, result)
 
@@ -198,7 +198,7 @@ def resume_command(ctx: click.Context, directory: Path, case: str, package: str,
 def reopen_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
                    details: str | None) -> None:
     """Reopen a HANDED_OFF or FAILED_TO_ANALYZE CASE/PACKAGE (revision + 1)."""
-    result = CheckpointStore(Workspace(directory)).reopen(case, package, step_id=step_id,
+    result = CheckpointStore(Workspace(directory, create=False)).reopen(case, package, step_id=step_id,
                                                           details=_details(details))
     _finish(ctx, result)
 
@@ -208,7 +208,7 @@ def reopen_command(ctx: click.Context, directory: Path, case: str, package: str,
 def fail_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
                  details: str | None) -> None:
     """Mark CASE/PACKAGE as FAILED_TO_ANALYZE."""
-    result = CheckpointStore(Workspace(directory)).fail(case, package, step_id=step_id,
+    result = CheckpointStore(Workspace(directory, create=False)).fail(case, package, step_id=step_id,
                                                         details=_details(details))
     _finish(ctx, result)
 

@@ -8,14 +8,16 @@ release their leases and stop the pod row on exit.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.markup import escape
 
 from tenure.cli.context import services
-from tenure.cli.output import console, emit, err_console, json_option, table
+from tenure.cli.output import console, emit, err_console, json_option, progress_bar, table
 from tenure.errors import InvalidInputError
 from tenure.states import ProjectStatus
 
@@ -87,10 +89,10 @@ def project(ctx: click.Context, lease_ttl: float | None) -> None:
 @click.pass_context
 def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -> None:
     """Create project TENANT/NAME (status INIT)."""
-    from tenure.projects import Kind, LifecycleType
+    from tenure.projects import Kind, LifecycleType, ProjectStore
 
     tenant, name = _ref(ref)
-    p = _projects(ctx).create(tenant, name, kind=Kind.SYSTEM if system else Kind.USER,
+    p = ProjectStore(services(ctx, create=True).store).create(tenant, name, kind=Kind.SYSTEM if system else Kind.USER,
                               lifecycle_type=LifecycleType(type_), group=group)
     emit(ctx, p.to_dict(), lambda: console.print(f"created project [bold]{p.ref}[/] ({p.id}), status {p.status.value}"))
 
@@ -101,6 +103,7 @@ def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -
 @click.pass_context
 def list_(ctx: click.Context, status: str | None) -> None:
     """List projects."""
+    services(ctx, create=False)
     rows = _projects(ctx).list(ProjectStatus(status) if status else None)
     emit(ctx, [p.to_dict() for p in rows], lambda: table(
         None, ["project", "status", "type", "kind", "generation", "node"],
@@ -118,7 +121,7 @@ def show(ctx: click.Context, ref: str) -> None:
     from tenure.projects.lifecycle import project_folder
 
     tenant, name = _ref(ref)
-    svc = services(ctx)
+    svc = services(ctx, create=False)
     p = _projects(ctx).get(tenant, name)
     owner = Ownership(svc.store).owner(p.id, _lease_ttl(ctx))
     folder = project_folder(svc.config.data_dir, p)
@@ -135,7 +138,9 @@ def show(ctx: click.Context, ref: str) -> None:
 def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
     """Bring TENANT/NAME to RUNNING on this (short-lived) pod."""
     tenant, name = _ref(ref)
-    with short_lived_pod(ctx) as lifecycle:
+    services(ctx, create=False)
+    with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "restore") as progress:
+        lifecycle.workspaces.progress = progress
         p = lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
         folder = lifecycle.folder(p)
     _show(ctx, p, {"workspace_folder": folder})
@@ -148,7 +153,9 @@ def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
 def suspend(ctx: click.Context, ref: str) -> None:
     """Suspend TENANT/NAME: engines stopped, checkpoint published, folder removed."""
     tenant, name = _ref(ref)
-    with short_lived_pod(ctx) as lifecycle:
+    services(ctx, create=False)
+    with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "checkpoint") as progress:
+        lifecycle.workspaces.progress = progress
         p = lifecycle.suspend(tenant, name)
     _show(ctx, p)
 
@@ -156,14 +163,55 @@ def suspend(ctx: click.Context, ref: str) -> None:
 @project.command("close")
 @click.argument("ref")
 @click.option("--group", "group", default="closed", show_default=True, help="Archive group for the closed project.")
+@click.option("--yes", "-y", "yes", is_flag=True, help="Close without asking (required without a terminal).")
 @json_option
 @click.pass_context
-def close(ctx: click.Context, ref: str, group: str) -> None:
-    """Close TENANT/NAME for good: its workspace and snapshots are disposed."""
+def close(ctx: click.Context, ref: str, group: str, yes: bool) -> None:
+    """Close TENANT/NAME for good: its workspace and snapshots are disposed.
+
+    Close cannot be undone. On a terminal it shows what it disposes of and
+    asks first; without a terminal (scripts) it needs --yes and otherwise
+    refuses with confirmation-required, changing nothing.
+    """
     tenant, name = _ref(ref)
+    services(ctx, create=False)
+    if not yes:
+        _confirm_close(ctx, tenant, name)
     with short_lived_pod(ctx) as lifecycle:
         p = lifecycle.close(tenant, name, group)
     _show(ctx, p)
+
+
+def _confirm_close(ctx: click.Context, tenant: str, name: str) -> None:
+    """Name what close disposes of and ask; refuse without a terminal. Nothing is written before the answer."""
+    from tenure.projects import Kind
+    from tenure.projects.lifecycle import project_folder
+    from tenure.states import SnapshotState
+
+    svc = services(ctx)
+    p = _projects(ctx).get(tenant, name)
+    if p.status is ProjectStatus.CLOSED or p.kind is Kind.SYSTEM:
+        return  # a no-op, or refused before anything happens: nothing to dispose of
+    folder = project_folder(svc.config.data_dir, p)
+    here = folder if os.path.isdir(folder) else None
+    published = (SnapshotState.READY, SnapshotState.DEGRADED)
+    snapshots = [s for s in svc.store.snapshots.list(p.workspace_id) if s.state in published] if p.workspace_id else []
+    disposed = f"{len(snapshots)} snapshot{'' if len(snapshots) == 1 else 's'}"
+    if here is not None:
+        disposed = f"the workspace folder {here} and {disposed}"
+    if not sys.stdin.isatty():
+        raise InvalidInputError(
+            f"closing {p.ref} ({p.status.value}) cannot be undone and disposes of {disposed}; nothing was changed",
+            code="confirmation-required", project=p.ref, status=p.status.value, workspace_folder=here,
+            snapshots=len(snapshots),
+            hint=f"run it on a terminal to confirm, or pass --yes: tenure project close {p.ref} --yes")
+    err_console.print(f"Closing [bold]{escape(p.ref)}[/] ({p.status.value}) cannot be undone. It disposes of:")
+    if here is not None:
+        err_console.print(f"  - the workspace folder {escape(here)} (uncommitted changes included)")
+    err_console.print(f"  - {len(snapshots)} snapshot{'' if len(snapshots) == 1 else 's'} (reclaimed by `tenure gc`)")
+    if not click.confirm(f"Close {p.ref}?", default=False, err=True):
+        err_console.print("not closed; nothing was changed")
+        ctx.exit(1)
 
 
 @project.command("claim")
@@ -176,6 +224,7 @@ def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
     from tenure.projects import OwnershipFacade, PodIdentity
 
     tenant, name = _ref(ref)
+    services(ctx, create=False)
     pid = pod_id if pod_id is not None else _fresh_pod_id()
     pod = PodIdentity(pid, os.environ.get("TENURE_NODE_NAME") or "cli")
     p = OwnershipFacade(services(ctx).store, pod, lease_ttl=_lease_ttl(ctx)).claim_for_local_pod(tenant, name)
@@ -198,6 +247,7 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
     from tenure.projects import LifecycleType
 
     tenant, name = _ref(ref)
+    services(ctx, create=False)
     _show(ctx, _projects(ctx).set_lifecycle_type(tenant, name, LifecycleType(type_)))
 
 
@@ -210,6 +260,7 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
 def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score: float) -> None:
     """Set the placement selector and score."""
     tenant, name = _ref(ref)
+    services(ctx, create=False)
     pairs = {}
     for item in selector:
         key, sep, value = item.partition("=")
@@ -227,7 +278,7 @@ def pods(ctx: click.Context, liveness_ttl: float) -> None:
     """List pods and whether each is live."""
     from tenure.projects import PodRegistry
 
-    rows = PodRegistry(services(ctx).store).list_with_liveness(liveness_ttl)
+    rows = PodRegistry(services(ctx, create=False).store).list_with_liveness(liveness_ttl)
     emit(ctx, [dict(p.to_dict(), live=live) for p, live in rows], lambda: table(
         None, ["pod", "node", "status", "live", "endpoint"],
         [[p.id, p.node_name, p.status, "yes" if live else "no", p.endpoint or "-"] for p, live in rows]))

@@ -25,7 +25,7 @@ def _when(ts: float) -> str:
 @click.pass_context
 def list_(ctx: click.Context, workspace: str) -> None:
     """List the snapshots of WORKSPACE, oldest first."""
-    svc = services(ctx)
+    svc = services(ctx, create=False)
     ws = svc.store.workspaces.workspace(workspace)
     snaps = svc.store.snapshots.list(ws.id)
     pinned = svc.store.snapshots.pinned_ids()
@@ -42,7 +42,7 @@ def list_(ctx: click.Context, workspace: str) -> None:
 @click.pass_context
 def show(ctx: click.Context, snapshot_id: str) -> None:
     """Show one snapshot record."""
-    snap = services(ctx).store.snapshots.get(snapshot_id)
+    snap = services(ctx, create=False).store.snapshots.get(snapshot_id)
     data = snap.to_dict()
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
@@ -55,7 +55,7 @@ def show(ctx: click.Context, snapshot_id: str) -> None:
 @click.pass_context
 def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
     """Re-hash a snapshot's objects; mark it DEGRADED if any is missing or corrupt."""
-    report = services(ctx).workspaces.verify(snapshot_id, sample=sample)
+    report = services(ctx, create=False).workspaces.verify(snapshot_id, sample=sample)
 
     def human() -> None:
         status = "[green]ok[/]" if report.ok else "[red]DAMAGED[/]"
@@ -75,7 +75,7 @@ def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
 @click.pass_context
 def delete(ctx: click.Context, snapshot_id: str) -> None:
     """Logically delete a snapshot (→ DELETING); `tenure gc` reclaims its objects."""
-    snap = services(ctx).store.snapshots.delete(snapshot_id)
+    snap = services(ctx, create=False).store.snapshots.delete(snapshot_id)
     emit(ctx, snap.to_dict(), lambda: console.print(f"snapshot {snap.id} is {snap.state.value}"))
 
 
@@ -86,7 +86,7 @@ def delete(ctx: click.Context, snapshot_id: str) -> None:
 @click.pass_context
 def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
     """Delete all but the newest KEEP_LAST snapshots (the head and pinned ones are always kept)."""
-    svc = services(ctx)
+    svc = services(ctx, create=False)
     doomed = svc.store.snapshots.prune(svc.store.workspaces.workspace(workspace).id, keep_last)
     emit(ctx, {"deleted": [s.id for s in doomed]},
          lambda: console.print(f"{len(doomed)} snapshots marked DELETING; run `tenure gc` to reclaim space"))
@@ -98,7 +98,7 @@ def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
 @click.pass_context
 def pin(ctx: click.Context, snapshot_id: str) -> None:
     """Keep a snapshot: prune and delete will skip it."""
-    svc = services(ctx)
+    svc = services(ctx, create=False)
     pid = svc.store.snapshots.pin_snapshot(snapshot_id, svc.workspaces.holder, kind="keep")
     emit(ctx, {"pin": pid, "snapshot": snapshot_id}, lambda: console.print(f"pinned {snapshot_id}"))
 
@@ -109,7 +109,7 @@ def pin(ctx: click.Context, snapshot_id: str) -> None:
 @click.pass_context
 def unpin(ctx: click.Context, snapshot_id: str) -> None:
     """Remove keep pins from a snapshot."""
-    n = services(ctx).store.snapshots.unpin_snapshot(snapshot_id)
+    n = services(ctx, create=False).store.snapshots.unpin_snapshot(snapshot_id)
     emit(ctx, {"removed": n}, lambda: console.print(f"removed {n} pin(s)"))
 
 
@@ -121,7 +121,7 @@ def unpin(ctx: click.Context, snapshot_id: str) -> None:
 def gc(ctx: click.Context, grace_s: float) -> None:
     """Reclaim objects no readable snapshot references."""
     with progress_bar(ctx, "gc") as progress:
-        result = services(ctx).workspaces.gc(grace_s=grace_s, progress=progress)
+        result = services(ctx, create=False).workspaces.gc(grace_s=grace_s, progress=progress)
     def human() -> None:
         console.print(f"removed {result.removed} of {result.stored} objects ({result.reachable} reachable from"
                       f" {result.roots} snapshots, {result.spared_by_pins} spared by pins)")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from rich.markup import escape
 
 from tenure.cli.context import services
-from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
+from tenure.cli.output import console, emit, err_console, human_bytes, json_option, progress_bar, table
 
 
 @click.group()
@@ -21,7 +23,7 @@ def workspace() -> None:
 @click.pass_context
 def create(ctx: click.Context, name: str, from_snapshot: str | None) -> None:
     """Create workspace NAME (empty, or a fork of a READY snapshot)."""
-    ws = services(ctx).workspaces.create(name, from_snapshot)
+    ws = services(ctx, create=True).workspaces.create(name, from_snapshot)
     emit(ctx, ws.to_dict(), lambda: console.print(
         f"created workspace [bold]{ws.name}[/] ({ws.id})" + (f" from {ws.base_snapshot_id}" if from_snapshot else "")))
 
@@ -31,13 +33,30 @@ def create(ctx: click.Context, name: str, from_snapshot: str | None) -> None:
 @click.option("--from", "folder", required=True, type=click.Path(exists=True, file_okay=False),
               help="Folder to checkpoint.")
 @click.option("--key", metavar="KEY", help="Idempotency key: repeating a checkpoint with it publishes once.")
+@click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
+              help="Leave out paths matching PATTERN (gitignore syntax, like .tenureignore; repeatable).")
+@click.option("--wait", is_flag=True,
+              help="If another writer holds the workspace, wait for it to finish instead of failing.")
 @json_option
 @click.pass_context
-def checkpoint(ctx: click.Context, name: str, folder: str, key: str | None) -> None:
-    """Checkpoint FOLDER as the new head of workspace NAME."""
+def checkpoint(ctx: click.Context, name: str, folder: str, key: str | None, exclude: tuple[str, ...],
+               wait: bool) -> None:
+    """Checkpoint FOLDER as the new head of workspace NAME.
+
+    tenure's own data folder (and a local object folder or SQLite file) is
+    never part of the snapshot, even when it lies inside FOLDER.
+    """
+    svc = services(ctx, create=True)
+
+    def waiting(why: str) -> None:
+        if not ctx.find_root().obj.get("json"):
+            err_console.print(f"waiting: {escape(why)}")
+
     with progress_bar(ctx, "checkpoint") as progress:
-        result = services(ctx).workspaces.checkpoint(name, folder, key=key, progress=progress)
+        result = svc.workspaces.checkpoint(name, folder, key=key, progress=progress, exclude=exclude, wait=wait,
+                                           on_wait=waiting)
     snap = result.snapshot
+    inside = _inside(svc.config.data_dir, folder)
 
     def human() -> None:
         verb = "unchanged, head kept" if result.unchanged else "published"
@@ -47,8 +66,16 @@ def checkpoint(ctx: click.Context, name: str, folder: str, key: str | None) -> N
                 human_bytes(snap.bytes_new if not result.unchanged else 0), len(result.skipped)]])
         for path, kind in result.skipped:
             console.print(f"  skipped {kind}: {path}")
+        if inside is not None:
+            console.print(f"  left out tenure's data folder: {escape(inside)}")
 
     emit(ctx, result.to_dict(), human)
+
+
+def _inside(data_dir: str, folder: str) -> str | None:
+    """``data_dir`` relative to ``folder`` when it lies inside it, else None."""
+    base, data = os.path.realpath(folder), os.path.realpath(data_dir)
+    return os.path.relpath(data, base) if data.startswith(base.rstrip(os.sep) + os.sep) else None
 
 
 @workspace.command("restore")
@@ -66,9 +93,10 @@ def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, part
             keep_setuid: bool) -> None:
     """Restore workspace NAME (its head, or --snapshot) into DEST."""
     with progress_bar(ctx, "restore") as progress:
-        snap, result = services(ctx).workspaces.restore(name, dest, snapshot=snapshot, partial=partial,
-                                                        allow_deleting=allow_deleting, keep_special_bits=keep_setuid,
-                                                        progress=progress)
+        svc = services(ctx, create=False)
+        snap, result = svc.workspaces.restore(name, dest, snapshot=snapshot, partial=partial,
+                                              allow_deleting=allow_deleting, keep_special_bits=keep_setuid,
+                                              progress=progress)
     lost = list(result.lost_paths)
     dropped = list(result.special_bits_dropped)
     data = {"snapshot": snap.to_dict(), "dest": dest, "files": result.files, "lost_paths": lost,
@@ -91,7 +119,7 @@ def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, part
 @click.pass_context
 def list_(ctx: click.Context) -> None:
     """List workspaces."""
-    rows = services(ctx).workspaces.list()
+    rows = services(ctx, create=False).store.workspaces.workspaces()
     emit(ctx, [w.to_dict() for w in rows], lambda: table(
         None, ["name", "state", "head", "version", "generation"],
         [[w.name, w.state.value, w.head_snapshot_id or "-", w.version, w.writer_generation] for w in rows]))

@@ -120,6 +120,7 @@ CODES: dict[str, tuple[str, str]] = {
     "worker-busy": ("busy", "another worker holds the workspace; retry after it finishes"),
     "case-busy": ("busy", "another worker holds this case; retry later"),
     "no-hard-links": ("storage", "put the workspace on a local filesystem that supports hard links"),
+    "no-intake": ("storage", "the path holds no intake (no inbox/); check it, or create one with `tenure intake init DIR`"),
     "unexpected-block-fields": ("request", "reason and retry_at belong to a move to BLOCKED only"),
     "io-error": ("infrastructure", "check permissions and free space of the workspace; the input stays pending"),
     "internal-error": ("infrastructure", "report this bug; the input stays pending"),

@@ -42,11 +42,21 @@ _FOLDERS = ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtim
 
 
 class Workspace:
-    """A service-owned intake folder; creates the layout when opened."""
+    """A service-owned intake folder; creates the layout when opened.
 
-    def __init__(self, root: str | os.PathLike[str], config: IntakeConfig | None = None) -> None:
+    With ``create=False`` it only opens an intake that exists (its
+    ``inbox/`` is a folder; folders missing beside it are completed) and
+    raises ``no-intake`` for any other path, creating nothing there.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], config: IntakeConfig | None = None, *,
+                 create: bool = True) -> None:
         self.root = Path(root).absolute()
         self.config = config or IntakeConfig()
+        if not create and not (self.root / "inbox").is_dir():
+            raise LifecycleError(f"no intake at {self.root}: it has no inbox/ folder", code="no-intake",
+                                 root=str(self.root),
+                                 hint=f"check the path, or create the intake with `tenure intake init {self.root}`")
         for name in _FOLDERS:
             (self.root / name).mkdir(parents=True, exist_ok=True)
         if not self.runtime_file.exists():

@@ -92,11 +92,15 @@ Pin = Callable[[frozenset[str]], None]
 
 
 def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = None, pin: Pin | None = None,
-               progress: Progress | None = None, workers: int | None = None) -> BuildResult:
+               progress: Progress | None = None, workers: int | None = None, exclude: Sequence[str] = (),
+               leave_out: Sequence[str] = ()) -> BuildResult:
     """Store ``folder`` as a tree of objects and return its root id (see the module docstring).
 
     ``index_path`` (a file, best outside the folder; if inside, it is left
-    out of the tree) makes the build incremental. ``pin`` receives each
+    out of the tree) makes the build incremental. ``exclude`` holds
+    gitignore patterns read after ``.tenureignore``'s; ``leave_out`` holds
+    paths (files or folders, typically tenure's own data) left out of the
+    tree when they lie inside the folder. ``pin`` receives each
     upload batch, and then the new tree's closure, before the store is asked
     what it holds, so a concurrent GC spares them. ``progress(bytes_done,
     bytes_total)`` counts the bytes to read; the total grows while the folder
@@ -107,7 +111,7 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
     index = load_index(index_path)
     root_fd = _open_folder(root, folder)
     try:
-        scanner = Scanner(root_fd, load_ignore(root_fd), _excluded(root, index_path))
+        scanner = Scanner(root_fd, load_ignore(root_fd, exclude), _excluded(root, [index_path, *leave_out]))
         build = _Build(root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
         scan = build.run(scanner)
         trees = build.settle(scan)
@@ -149,13 +153,18 @@ def _open_folder(root: bytes, folder: str) -> int:
                                   reason=exc.strerror) from None
 
 
-def _excluded(root: bytes, index_path: str | None) -> frozenset[bytes]:
-    if index_path is None:
-        return frozenset()
-    index = os.fsencode(os.path.abspath(index_path))
-    if not index.startswith(root + b"/"):
-        return frozenset()
-    return frozenset({index[len(root) + 1:]})
+def _excluded(root: bytes, paths: Sequence[str | None]) -> frozenset[bytes]:
+    """The relative paths of those of ``paths`` that lie inside the folder ``root`` (symlinks resolved)."""
+    real_root = os.path.realpath(root)
+    found = set()
+    for path in paths:
+        if path is None:
+            continue
+        for base, candidate in ((root, os.fsencode(os.path.abspath(path))),
+                                (real_root, os.fsencode(os.path.realpath(path)))):
+            if candidate.startswith(base.rstrip(b"/") + b"/"):
+                found.add(candidate[len(base.rstrip(b"/")) + 1:])
+    return frozenset(found)
 
 
 def _data_oids(files: Sequence[FileNode]) -> frozenset[str]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -28,7 +29,7 @@ from tenure.objects import ObjectStore
 from tenure.snapshots import RestoreResult, build_tree, restore_tree, verify_tree
 from tenure.snapshots.gc import GcResult, collect
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
-from tenure.store import CheckpointTicket, LeaseLostError, Snapshot, Store, Workspace, WriterLease
+from tenure.store import CheckpointTicket, LeaseHeldError, LeaseLostError, Snapshot, Store, Workspace, WriterLease
 from tenure.workspaces.folders import LocalFolders
 
 Progress = Callable[[int, int], None]
@@ -72,8 +73,71 @@ class VerifyReport:
 
 
 def default_holder() -> str:
-    """The holder name of a short-lived, in-process writer on this host."""
-    return f"cli@{socket.gethostname()}"
+    """The holder name of a short-lived, in-process writer: ``cli@HOST:PID``.
+
+    The pid tells a writer that is still running on this host (refused, and
+    named) from one that crashed (its lease is taken over at once).
+    """
+    return f"cli@{socket.gethostname()}:{os.getpid()}"
+
+
+def _cli_writer(holder: str) -> tuple[str, int | None] | None:
+    """``(host, pid)`` of a short-lived writer's holder name (``pid`` None in the older ``cli@HOST`` form)."""
+    if not holder.startswith("cli@"):
+        return None
+    host, sep, pid = holder[4:].rpartition(":")
+    if sep and pid.isdigit():
+        return host, int(pid)
+    return holder[4:], None
+
+
+def _crashed_here(holder: str) -> bool:
+    """True for a short-lived writer of this host whose process is gone (killed, crashed, a zombie)."""
+    writer = _cli_writer(holder)
+    if writer is None or writer[0] != socket.gethostname():
+        return False
+    pid = writer[1]
+    if pid is None:
+        return True  # the pid-less form predates this check: its same-host successor always took over
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _busy(name: str, lease: WriterLease, now: float) -> LeaseHeldError:
+    """The refusal of a checkpoint while another writer holds the workspace, naming it."""
+    expires_in = max(0.0, lease.expires_at - now)
+    writer = _cli_writer(lease.holder)
+    if writer is not None and writer[1] is not None:
+        who = f"another tenure process (pid {writer[1]} on {writer[0]}) is checkpointing it"
+    else:
+        who = f"{lease.holder} holds its writer lease"
+    return LeaseHeldError(
+        f"workspace {name!r} is busy: {who} (writer generation {lease.generation}, lease ends in"
+        f" {expires_in:.0f} s unless released sooner)", holder=lease.holder, generation=lease.generation,
+        pid=None if writer is None else writer[1], expires_in=round(expires_in, 3),
+        hint="wait for it to finish and checkpoint again, or pass --wait to wait for it")
+
+
+def _tenure_paths(data_dir: str, store_url: str, objects_url: str) -> list[str]:
+    """tenure's own files on this host: never part of a checkpoint, even when inside the folder."""
+    paths = [data_dir]
+    if objects_url.startswith("file://"):
+        paths.append(objects_url[len("file://"):])
+    if store_url.startswith("sqlite:///"):
+        db = store_url[len("sqlite:///"):]
+        paths += [db, f"{db}-wal", f"{db}-shm", f"{db}-journal"]
+    return paths
 
 
 @dataclass
@@ -85,6 +149,8 @@ class WorkspaceService:
     data_dir: str
     holder: str = field(default_factory=default_holder)
     lease_ttl_s: float = 60.0
+    #: Progress callback for checkpoints and restores that are not given one (bring and suspend in the CLI).
+    progress: Progress | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -112,18 +178,59 @@ class WorkspaceService:
     # ------------------------------------------------------------------ checkpoint
 
     def checkpoint(self, name: str, folder: str, *, key: str | None = None, lease: WriterLease | None = None,
-                   progress: Progress | None = None) -> CheckpointResult:
+                   progress: Progress | None = None, exclude: Sequence[str] = (), wait: bool = False,
+                   on_wait: Callable[[str], None] | None = None) -> CheckpointResult:
         """Checkpoint ``folder`` as the workspace's new head.
 
         Without ``lease`` this call is a short-lived writer: it acquires a
-        writer lease (taking over an unfinished checkpoint of a crashed
-        predecessor with the same holder), and releases it at the end.
+        writer lease and releases it at the end. While another writer holds
+        a live lease it is refused at once with ``lease-held`` naming the
+        holder (and, for another short-lived writer, its pid), before any
+        file is read; with ``wait`` it waits for that lease to end instead
+        (``on_wait`` is told why, once). A lease left by a short-lived
+        writer of this host whose process is gone is taken over, so a
+        retry after a crash resumes under the same key.
+
+        ``exclude`` holds gitignore patterns, read after ``.tenureignore``.
+        tenure's own data (the data folder, a local object folder, a SQLite
+        file) is never part of the tree, even when it lies inside ``folder``.
         """
+        progress = progress if progress is not None else self.progress
+        leave_out = _tenure_paths(self.data_dir, self.store.url, self.objects.url)
         if lease is not None:
-            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress)
-        own = self.store.workspaces.acquire(name, self.holder, self.lease_ttl_s)
+            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress, exclude, leave_out)
+        ws_store = self.store.workspaces
+        delay, told = 0.05, False
+        while True:
+            ws = ws_store.workspace(name)
+            current = ws_store.lease(ws.id, ws.writer_generation)
+            now = ws_store.now()
+            # A crashed short-lived writer of this host: take its lease over now rather than after its TTL.
+            takeover = current is not None and _crashed_here(current.holder)
+            held = (current is not None and current.holder != self.holder and not takeover
+                    and current.state in (LeaseState.ISSUED, LeaseState.ACTIVE, LeaseState.RELEASING)
+                    and current.expires_at > now)
+            if held:
+                assert current is not None
+                busy = _busy(ws.name, current, now)
+            else:
+                try:
+                    own = ws_store.acquire(name, self.holder, self.lease_ttl_s, takeover=takeover)
+                    break
+                except LeaseHeldError as exc:  # another writer came first
+                    latest = ws_store.lease(ws.id, int(exc.context.get("generation", ws.writer_generation)))
+                    if latest is None:
+                        raise
+                    busy = _busy(ws.name, latest, ws_store.now())
+            if not wait:
+                raise busy
+            if on_wait is not None and not told:
+                on_wait(busy.message)
+                told = True
+            time.sleep(delay)  # polling the store: the holder may be on another host
+            delay = min(1.0, delay * 2)
         try:
-            result = self._checkpoint(own, folder, key or uuid.uuid4().hex, progress)
+            result = self._checkpoint(own, folder, key or uuid.uuid4().hex, progress, exclude, leave_out)
         except BaseException:
             self._release_quietly(own)
             raise
@@ -136,7 +243,8 @@ class WorkspaceService:
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
 
-    def _checkpoint(self, lease: WriterLease, folder: str, key: str, progress: Progress | None) -> CheckpointResult:
+    def _checkpoint(self, lease: WriterLease, folder: str, key: str, progress: Progress | None,
+                    exclude: Sequence[str] = (), leave_out: Sequence[str] = ()) -> CheckpointResult:
         ws_store = self.store.workspaces
         ticket = ws_store.begin_checkpoint(lease, key)
         if ticket.already_published is not None:
@@ -148,7 +256,7 @@ class WorkspaceService:
 
         try:
             built = build_tree(folder, self.objects, index_path=self.index_path(lease.workspace_id, folder),
-                               pin=pin, progress=progress)
+                               pin=pin, progress=progress, exclude=exclude, leave_out=leave_out)
             head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
             if head is not None and head.root_oid == built.root and not ticket.resumed:
                 ws_store.abandon_checkpoint(lease, ticket, error=None)
@@ -225,7 +333,8 @@ class WorkspaceService:
                     missing=sorted(report.missing), corrupt=sorted(report.corrupt),
                     hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot"
                          " list)" if lost else f"run `tenure snapshot verify {snap.id}` to make it READY again")
-            result = restore_tree(snap.root_oid, self.objects, dest, partial=partial, progress=progress,
+            result = restore_tree(snap.root_oid, self.objects, dest, partial=partial,
+                                  progress=progress if progress is not None else self.progress,
                                   index_path=self.index_path(ws.id, dest), keep_special_bits=keep_special_bits)
         return snap, result
 
