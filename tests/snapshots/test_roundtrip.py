@@ -11,6 +11,7 @@ derandomized and gives each example a deadline.
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from dataclasses import dataclass
 
@@ -235,3 +236,57 @@ def test_empty_folder_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-
     os.utime(src, ns=(PAST_NS, PAST_NS))
     store = LocalObjectStore(str(tmp_path / "objects"))
     check_round_trip(store, str(tmp_path), os.fsencode(str(src)))
+
+
+def _fd_describe(root: str) -> dict[str, tuple[object, ...]]:
+    """Like ``describe``, through folder descriptors, so paths may exceed PATH_MAX."""
+    out: dict[str, tuple[object, ...]] = {}
+    for folder, _, names, dir_fd in os.fwalk(root):
+        rel = os.path.relpath(folder, root)
+        st = os.stat(dir_fd)
+        out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+        for name in names:
+            st = os.lstat(name, dir_fd=dir_fd)
+            if stat.S_ISLNK(st.st_mode):
+                out[os.path.join(rel, name)] = ("symlink", os.readlink(name, dir_fd=dir_fd), st.st_mtime_ns)
+            else:
+                with os.fdopen(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
+                    out[os.path.join(rel, name)] = ("file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ino,
+                                                    fh.read())
+    inodes = {e[3] for e in out.values() if e[0] == "file"}
+    numbered = {ino: i for i, ino in enumerate(sorted(inodes, key=lambda n: min(
+        k for k, e in out.items() if e[0] == "file" and e[3] == n)))}
+    return {k: (e[:3] + (numbered[e[3]],) + e[4:] if e[0] == "file" else e) for k, e in out.items()}
+
+
+def test_paths_longer_than_path_max_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The build opens nothing by path, so it stores such trees; restore must write them back, not fail."""
+    src = tmp_path / "src"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        for i in range(24):  # 24 × 250 bytes: well past PATH_MAX (4096)
+            name = f"d{i:02d}" + "x" * 247
+            os.mkdir(name, 0o750 if i % 2 else 0o755, dir_fd=fd)
+            if i in (12, 23):
+                w = os.open(f"file-{i}", os.O_WRONLY | os.O_CREAT, 0o640, dir_fd=fd)
+                os.write(w, random_bytes((2 << 20) if i == 23 else 100, i))  # one chunked, one packed
+                os.close(w)
+                os.symlink("../elsewhere", f"link-{i}", dir_fd=fd)
+                os.link(f"file-{i}", f"hard-{i}", src_dir_fd=fd, dst_dir_fd=fd)
+            nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        os.mkdir("empty", dir_fd=fd)
+    finally:
+        os.close(fd)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    built = build_tree(str(src), store)
+    assert built.files == 4
+    dest = tmp_path / "dest"
+    restored = restore_tree(built.root, store, str(dest), index_path=str(tmp_path / "idx"))
+    assert restored.complete and restored.files == 4
+    assert _fd_describe(str(dest)) == _fd_describe(str(src))
+    assert build_tree(str(dest), store, index_path=str(tmp_path / "idx")).root == built.root
+    force_rmtree(str(dest))
+    assert not dest.exists()

@@ -236,7 +236,6 @@ def test_a_tree_whose_folders_cannot_be_read_restores_without_root_powers(tmp_pa
     os.chmod(src / "locked", 0o000)
     os.chmod(src, 0o311)
     store = LocalObjectStore(str(tmp_path / "objects"))
-    os.chmod(tmp_path / "objects", 0o755)
     built = build_tree(str(src), store) if os.geteuid() == 0 else None
     os.chmod(src, 0o755)
     os.chmod(src / "locked", 0o755)

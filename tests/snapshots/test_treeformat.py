@@ -131,6 +131,7 @@ def _raw_record(path: bytes, entries: list[bytes], count: int | None = None) -> 
 
 BAD_NAMES = {
     "empty": b"", "dot": b".", "dot-dot": b"..", "slash": b"a/b", "leading-slash": b"/etc", "nul": b"a\0b",
+    "too-long": b"n" * 256,
 }
 
 

@@ -3,12 +3,14 @@
 :class:`Beneath` opens paths below a folder's descriptor one name at a time,
 each relative to its parent's descriptor and never through a symlink, so no
 path it opens can lead outside the folder, however the folder changes
-meanwhile. Durable writes use :mod:`tenure.fsio`.
+meanwhile. :func:`open_parent` reaches paths too long to name at once
+(``PATH_MAX``) in hops. Durable writes use :mod:`tenure.fsio`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import stat
@@ -67,8 +69,37 @@ class Beneath:
             self._names.pop()
 
 
+#: Paths below a folder longer than this (in bytes) are opened in hops, never named at once (PATH_MAX is 4096).
+PATH_ROOM = 3072
+
+
+def open_parent(base: bytes, rel: bytes) -> tuple[int, bytes]:
+    """``(descriptor of rel's folder, rel's last name)`` for a path below ``base`` of any length.
+
+    The folders are opened in hops of fewer than :data:`PATH_ROOM` bytes, each
+    relative to the previous one. For folders this process created itself
+    (a restore's temporary folder): symlinks on the way are not guarded
+    against. The caller closes the descriptor.
+    """
+    parent, _, name = rel.rpartition(b"/")
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        while parent:
+            cut = len(parent) if len(parent) < PATH_ROOM else parent.rfind(b"/", 0, PATH_ROOM)
+            if cut <= 0:
+                raise OSError(errno.ENAMETOOLONG, "a name in the path is too long", os.fsdecode(rel))
+            hop, parent = parent[:cut], parent[cut + 1:]
+            following = os.open(hop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = following
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, name
+
+
 def force_rmtree(path: str) -> None:
-    """Remove a folder tree even where restored modes forbid it (read-only folders)."""
+    """Remove a folder tree even where restored modes forbid it (read-only folders), however deep."""
     if not os.path.lexists(path):
         return
     if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -77,15 +108,15 @@ def force_rmtree(path: str) -> None:
 
 
 def _open_up(top: str) -> None:
-    """Give the owner ``rwx`` on every folder below ``top`` that lacks it."""
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        mode = stat.S_IMODE(os.lstat(folder).st_mode)
-        if mode & stat.S_IRWXU != stat.S_IRWXU:
-            os.chmod(folder, mode | stat.S_IRWXU)
-        with os.scandir(folder) as entries:
-            stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+    """Give the owner ``rwx`` on every folder below ``top`` that lacks it (through descriptors: any depth)."""
+    mode = stat.S_IMODE(os.lstat(top).st_mode)
+    if mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.chmod(top, mode | stat.S_IRWXU)
+    for _, dirs, _, dir_fd in os.fwalk(top):
+        for name in dirs:  # before fwalk opens them
+            mode = stat.S_IMODE(os.lstat(name, dir_fd=dir_fd).st_mode)
+            if mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.chmod(name, mode | stat.S_IRWXU, dir_fd=dir_fd)
 
 
 def sync_filesystem(path: str) -> None:

@@ -25,18 +25,20 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import blake3
 
 from tenure.errors import IntegrityError
 from tenure.objects import ObjectMissingError, ObjectStore, decode
 from tenure.snapshots.chunking import CHUNKED_FROM
+from tenure.snapshots.fsutil import PATH_ROOM, open_parent
 from tenure.snapshots.index import RACY_MARGIN_NS, StatKey, stat_key
 from tenure.snapshots.treeformat import FileItem, Ref, SymlinkItem, Tree
 from tenure.snapshots.walk import Listing
 
 GROUP = 128
+_T = TypeVar("_T")
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
 
@@ -168,6 +170,22 @@ class Materializer:
     def path(self, rel: bytes) -> bytes:
         return self.temp + b"/" + rel if rel else self.temp
 
+    def at(self, rel: bytes, call: Callable[[bytes, int | None], _T]) -> _T:
+        """``call(path, None)`` for ``temp/rel``; ``call(name, folder_fd)`` when that path is too long to name.
+
+        The build stores paths of any length (it opens nothing by path), so
+        restore must write them too: beyond ``PATH_ROOM`` bytes the folder is
+        reached in hops (:func:`~tenure.snapshots.fsutil.open_parent`).
+        """
+        path = self.path(rel)
+        if len(path) < PATH_ROOM:
+            return call(path, None)
+        fd, name = open_parent(self.temp, rel)
+        try:
+            return call(name, fd)
+        finally:
+            os.close(fd)
+
     # ----------------------------------------------------------------- folders and symlinks
 
     def make_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
@@ -184,7 +202,7 @@ class Materializer:
 
     def _mkdirs(self, rels: Sequence[bytes]) -> None:
         for rel in rels:
-            os.mkdir(self.path(rel), 0o700)
+            self.at(rel, _mkdir)
 
     def make_symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
         futures = [self.pool.submit(self._symlinks, links[i:i + GROUP]) for i in range(0, len(links), GROUP)]
@@ -193,17 +211,13 @@ class Materializer:
 
     def _symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
         for rel, item in links:
-            path = self.path(rel)
-            os.symlink(item.target, path)
-            os.utime(path, ns=(item.mtime_ns, item.mtime_ns), follow_symlinks=False)
+            self.at(rel, lambda path, fd: _symlink(path, fd, item))
 
     def finish_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
         """Folder modes and mtimes, deepest first, after all content."""
         bits = self.modes.dir_bits
         for rel, tree in reversed(dirs):
-            path = self.path(rel)
-            os.chmod(path, tree.mode & bits)
-            os.utime(path, ns=(tree.mtime_ns, tree.mtime_ns))
+            self.at(rel, lambda path, fd: _finish(path, fd, tree.mode & bits, tree.mtime_ns))
 
     # ----------------------------------------------------------------- files
 
@@ -214,7 +228,7 @@ class Materializer:
         self._total = sum(item.size for i, (_, item) in enumerate(plan.files) if i not in skip)
         for i in plan.multi:
             if i not in skip:
-                os.close(os.open(self.path(plan.files[i][0]), _CREATE, 0o600))
+                self.at(plan.files[i][0], _create_empty)
         for start in range(0, len(plan.empty), GROUP):
             self._queue_write(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty[start:start + GROUP]])
         fetches: deque[tuple[str, list[Piece], Future[tuple[bytes | None, bool]]]] = deque()
@@ -266,23 +280,37 @@ class Materializer:
         for p in pieces:
             rel, item = files[p.file]
             data = view[p.offset:p.offset + p.length]
-            if p.whole:
-                finished.append(self._write_whole(p.file, prefix + rel, data, item))
+            path = prefix + rel
+            if len(path) >= PATH_ROOM:  # too long to name at once: through its folder's descriptor
+                finished += self.at(rel, lambda name, dir_fd: self._write_piece(p, name, dir_fd, data, item))
+            elif p.whole:
+                finished.append(self._write_whole(p.file, path, None, data, item))
             else:
-                fd = os.open(prefix + rel, _REOPEN)
-                try:
-                    _write_all(fd, data, p.at)
-                finally:
-                    os.close(fd)
+                self._write_slice(path, None, data, p.at)
             written += p.length
         return written, finished
 
-    def _write_whole(self, i: int, path: bytes, data: memoryview, item: FileItem
+    def _write_piece(self, p: Piece, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
+                     ) -> list[tuple[int, StatKey | None, bytes]]:
+        if p.whole:
+            return [self._write_whole(p.file, path, dir_fd, data, item)]
+        self._write_slice(path, dir_fd, data, p.at)
+        return []
+
+    @staticmethod
+    def _write_slice(path: bytes, dir_fd: int | None, data: memoryview, at: int) -> None:
+        fd = os.open(path, _REOPEN, dir_fd=dir_fd)
+        try:
+            _write_all(fd, data, at)
+        finally:
+            os.close(fd)
+
+    def _write_whole(self, i: int, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
                      ) -> tuple[int, StatKey | None, bytes]:
         """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
         mode = item.mode & self.modes.file_bits
         direct = not mode & self._masked  # the mode survives creation as is: no fchmod needed
-        fd = os.open(path, _CREATE, mode if direct else 0o600)
+        fd = os.open(path, _CREATE, mode if direct else 0o600, dir_fd=dir_fd)
         try:
             if data:
                 _write_all(fd, data[os.write(fd, data):])
@@ -303,16 +331,16 @@ class Materializer:
         for i in plan.multi:
             rel, item = plan.files[i]
             if i in lost:
-                _unlink_quietly(self.path(rel))
+                self.at(rel, _unlink_quietly)
                 continue
-            os.chmod(self.path(rel), item.mode & self.modes.file_bits)
-            os.utime(self.path(rel), ns=(item.mtime_ns, item.mtime_ns))
+            self.at(rel, lambda path, fd: _finish(path, fd, item.mode & self.modes.file_bits, item.mtime_ns))
             self._finished[i] = (None, b"")
         restored = {plan.files[i][0]: i for i in range(len(plan.files)) if i not in lost}
         linked: list[tuple[bytes, int]] = []
         for rel, leader in plan.followers:
             if leader in restored:
-                os.link(self.path(leader), self.path(rel))
+                self.at(leader, lambda src, src_fd: self.at(
+                    rel, lambda dst, dst_fd: os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)))
                 linked.append((rel, restored[leader]))
         self.files = len(restored) + len(linked)
         self.bytes_written = sum(plan.files[i][1].size for i in restored.values())
@@ -324,10 +352,10 @@ class Materializer:
         for rel, i in restored.items():
             key, digest = self._finished[i]
             if key is None or i in relinked:
-                key = stat_key(os.lstat(self.path(rel)))
+                key = stat_key(self.at(rel, _lstat))
             self._index[rel] = key + (digest, plan.files[i][1].refs)
         for rel, i in linked:
-            self._index[rel] = stat_key(os.lstat(self.path(rel))) + (self._finished[i][1], plan.files[i][1].refs)
+            self._index[rel] = stat_key(self.at(rel, _lstat)) + (self._finished[i][1], plan.files[i][1].refs)
 
     def index_entries(self) -> dict[bytes, tuple[object, ...]]:
         return self._index
@@ -350,9 +378,31 @@ def _creation_mask(folder: bytes) -> int:
     return 0o7777
 
 
-def _unlink_quietly(path: bytes) -> None:
+def _mkdir(path: bytes, dir_fd: int | None) -> None:
+    os.mkdir(path, 0o700, dir_fd=dir_fd)
+
+
+def _symlink(path: bytes, dir_fd: int | None, item: SymlinkItem) -> None:
+    os.symlink(item.target, path, dir_fd=dir_fd)
+    os.utime(path, ns=(item.mtime_ns, item.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _finish(path: bytes, dir_fd: int | None, mode: int, mtime_ns: int) -> None:
+    os.chmod(path, mode, dir_fd=dir_fd)
+    os.utime(path, ns=(mtime_ns, mtime_ns), dir_fd=dir_fd)
+
+
+def _create_empty(path: bytes, dir_fd: int | None) -> None:
+    os.close(os.open(path, _CREATE, 0o600, dir_fd=dir_fd))
+
+
+def _lstat(path: bytes, dir_fd: int | None) -> os.stat_result:
+    return os.lstat(path, dir_fd=dir_fd)
+
+
+def _unlink_quietly(path: bytes, dir_fd: int | None) -> None:
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
             raise

@@ -59,6 +59,7 @@ KiB = 1 << 10
 STREAM_MIN, STREAM_AVG, STREAM_MAX = 64 * KiB, 128 * KiB, 512 * KiB
 NO_RECORD = 0xFFFFFFFF
 INLINE_IDS = 2048
+NAME_MAX = 255          # bytes in one name: the limit of every Linux file system
 
 Ref = tuple[str, int, int]
 """``(oid, offset, length)``: a slice of a data object."""
@@ -207,7 +208,7 @@ PROBLEMS = frozenset({
     "bad-root",         # not a root object (magic), or trailing bytes after it
     "bad-version",      # a format version this build does not read
     "bad-kind",         # an unknown record or entry tag
-    "bad-name",         # an empty name, ".", "..", or a name holding "/" or NUL
+    "bad-name",         # an empty name, ".", "..", a name holding "/" or NUL, or longer than NAME_MAX
     "duplicate-name",   # two entries of one folder with the same name
     "unsorted-names",   # entries not in name-byte order
     "bad-path",         # a record path or hard-link path that is not clean and relative
@@ -379,7 +380,7 @@ def _name_at(data: bytes, pos: int, length: int) -> bytes:
     if length > len(data) - pos:
         raise _truncated("a name")
     name = data[pos:pos + length]
-    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name:
+    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name or length > NAME_MAX:
         raise BadTree("bad-name", f"illegal name {name!r}")
     return name
 
@@ -400,7 +401,7 @@ def _hex(raw: bytes) -> str:
 
 def check_name(name: bytes) -> None:
     """Raise :class:`BadTree` (``bad-name``) unless ``name`` is one legal file name."""
-    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name:
+    if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name or len(name) > NAME_MAX:
         raise BadTree("bad-name", f"illegal name {name!r}")
 
 
