@@ -9,11 +9,14 @@ meanwhile. :func:`open_parent` reaches paths too long to name at once
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import shutil
 import stat
+
+from tenure.fsio import sync_filesystem
+
+__all__ = ["DIR_FLAGS", "READ_FLAGS", "Beneath", "force_rmtree", "sync_filesystem"]
 
 #: Opening a folder below another: never through a symlink, never one that became something else.
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -117,18 +120,3 @@ def _open_up(top: str) -> None:
             mode = stat.S_IMODE(os.lstat(name, dir_fd=dir_fd).st_mode)
             if mode & stat.S_IRWXU != stat.S_IRWXU:
                 os.chmod(name, mode | stat.S_IRWXU, dir_fd=dir_fd)
-
-
-def sync_filesystem(path: str) -> None:
-    """Flush every dirty page of the file system holding ``path`` (``syncfs``; ``sync`` elsewhere).
-
-    ``path`` must be a folder the caller may read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        syncfs = getattr(libc, "syncfs", None)
-        if syncfs is None or syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
