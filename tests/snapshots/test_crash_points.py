@@ -77,9 +77,28 @@ def test_crash_during_restore_never_leaves_a_half_written_target(tmp_path, point
         assert len(leftovers) == 1 and leftovers[0].startswith(".dest.tenure-restore-")
         assert describe(str(parent / leftovers[0])) == describe(src), "only the rename was missing"
         assert clean_restore_leftovers(str(parent), "other") == 0
-        assert clean_restore_leftovers(str(parent)) == 1
-        assert os.listdir(parent) == (["dest"] if existing else [])
-        restore_tree(root, store, str(dest))
+        restore_tree(root, store, str(dest))  # the rerun removes the crashed restore's folder: its pid is dead
+        assert sorted(os.listdir(parent)) == ["dest"], "a successful rerun left the crashed restore's folder"
     else:
         assert leftovers == []
     assert describe(str(dest)) == describe(src)
+
+
+def test_a_restore_leftover_of_a_live_process_is_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    parent = tmp_path / "restores"
+    live = parent / f".dest.tenure-restore-{os.getpid()}-{'a' * 32}"
+    dead_pid = _a_dead_pid()
+    dead = parent / f".dest.tenure-restore-{dead_pid}-{'b' * 32}"
+    live.mkdir(parents=True)
+    dead.mkdir()
+    assert clean_restore_leftovers(str(parent), "dest", abandoned_only=True) == 1
+    assert live.exists() and not dead.exists()
+
+
+def _a_dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

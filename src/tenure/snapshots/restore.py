@@ -57,7 +57,7 @@ AFTER_MATERIALIZE = register(
 AFTER_RENAME = register("restore.after_rename", "the restored folder is in place under its final name")
 
 TEMP_MARK = ".tenure-restore-"
-_LEFTOVER = re.compile(r"^\..*\.tenure-restore-[0-9a-f]{32}$", re.DOTALL)
+_LEFTOVER = re.compile(r"^\..*\.tenure-restore-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}$", re.DOTALL)
 
 Progress = Callable[[int, int], None]
 
@@ -158,7 +158,8 @@ def _check_target(dest: str) -> None:
 def _temp_folder(dest: str) -> str:
     parent, name = os.path.split(dest)
     os.makedirs(parent, exist_ok=True)
-    temp = os.path.join(parent, f"{_temp_prefix(name)}{uuid.uuid4().hex}")
+    clean_restore_leftovers(parent, name, abandoned_only=True)  # a crashed earlier restore into dest
+    temp = os.path.join(parent, f"{_temp_prefix(name)}{os.getpid()}-{uuid.uuid4().hex}")
     os.mkdir(temp, 0o700)
     return temp
 
@@ -173,17 +174,33 @@ def _rename_into_place(temp: str, dest: str) -> None:
         raise
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process of this pid runs on this host (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _temp_prefix(name: str) -> str:
     """``.<name>.tenure-restore-`` (a long name is shortened: the whole must fit NAME_MAX)."""
     return f".{name[:64]}{TEMP_MARK}"
 
 
-def clean_restore_leftovers(parent: str, name: str | None = None) -> int:
+def clean_restore_leftovers(parent: str, name: str | None = None, *, abandoned_only: bool = False) -> int:
     """Remove temporary folders that crashed restores left in ``parent``; return how many.
 
-    ``name`` limits this to leftovers of restores into ``parent/name``. Call
-    it only when no restore into that folder is running (e.g. at start-up,
-    or holding the workspace's lease).
+    ``name`` limits this to leftovers of restores into ``parent/name``.
+    ``abandoned_only`` removes only folders provably abandoned: their name
+    carries the pid of the restore that made them, and no process of that
+    pid runs on this host any more (a live pid, even a reused one, keeps
+    its folder). Without it, call this only when no restore into that
+    folder is running (e.g. at start-up, or holding the workspace's lease).
+    Every restore runs it with ``abandoned_only`` for its own target first,
+    so a successful rerun leaves nothing of a crashed one behind.
     """
     try:
         entries = os.listdir(parent)
@@ -192,8 +209,12 @@ def clean_restore_leftovers(parent: str, name: str | None = None) -> int:
     prefix = _temp_prefix(name) if name is not None else None
     removed = 0
     for entry in entries:
-        if _LEFTOVER.match(entry) and (prefix is None or entry.startswith(prefix)):
-            force_rmtree(os.path.join(parent, entry))
-            removed += 1
+        match = _LEFTOVER.match(entry)
+        if match is None or (prefix is not None and not entry.startswith(prefix)):
+            continue
+        if abandoned_only and (match["pid"] is None or _alive(int(match["pid"]))):
+            continue
+        force_rmtree(os.path.join(parent, entry))
+        removed += 1
     return removed
 
