@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -169,6 +169,15 @@ class SnapshotStore:
         snap = self.get(ref)
         with self.db.transaction() as tx:
             return len(tx.execute("pins_delete_of_snapshot", {"s": snap.id, "k": kind}))
+
+    def drop_abandoned_pins(self, abandoned: Callable[[str], bool]) -> int:
+        """Remove every pin whose holder ``abandoned(holder)`` says is gone; return how many."""
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("pins_holders")
+        dropped = [r["id"] for r in rows if abandoned(r["holder"])]
+        for pin_id in dropped:
+            self.unpin(pin_id)
+        return len(dropped)
 
     @contextmanager
     def pinned(self, ref: str, holder: str, ttl_s: float = 3600.0) -> Iterator[Snapshot]:

@@ -31,6 +31,7 @@ from tenure.snapshots.gc import GcResult, collect
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, LeaseHeldError, LeaseLostError, Snapshot, Store, Workspace, WriterLease
 from tenure.workspaces.folders import LocalFolders
+from tenure.workspaces.holders import abandoned, process_holder
 
 Progress = Callable[[int, int], None]
 
@@ -252,7 +253,7 @@ class WorkspaceService:
         pins: list[str] = []
 
         def pin(oids: frozenset[str]) -> None:
-            pins.append(self.store.snapshots.pin_objects(self.holder, oids, PIN_TTL_S))
+            pins.append(self.store.snapshots.pin_objects(process_holder(self.holder), oids, PIN_TTL_S))
 
         try:
             built = build_tree(folder, self.objects, index_path=self.index_path(lease.workspace_id, folder),
@@ -311,7 +312,7 @@ class WorkspaceService:
         if ref is None:
             raise NotFoundError(f"workspace {ws.name!r} has no snapshot yet", code="workspace-empty",
                            hint="checkpoint a folder first with `tenure workspace checkpoint`")
-        with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
+        with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
             if snap.root_oid is None or snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED,
                                                            SnapshotState.DELETING):
                 raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
@@ -342,7 +343,7 @@ class WorkspaceService:
 
     def verify(self, ref: str, *, sample: float = 1.0) -> VerifyReport:
         """Re-hash objects; a damaged READY snapshot becomes DEGRADED, a healed DEGRADED one READY."""
-        with self.store.snapshots.pinned(ref, self.holder, PIN_TTL_S) as snap:
+        with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
             if snap.root_oid is None:
                 raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
                                code="snapshot-not-ready", snapshot=snap.id)
@@ -357,6 +358,8 @@ class WorkspaceService:
         return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost)
 
     def gc(self, *, grace_s: float = 3600.0, progress: Progress | None = None) -> GcResult:
+        """One GC pass; pins of killed processes on this host are dropped first (they hold nothing)."""
+        self.store.snapshots.drop_abandoned_pins(abandoned)
         return collect(self.store, self.objects, grace_s=grace_s, progress=progress)
 
     # ------------------------------------------------------------------ folders on this host

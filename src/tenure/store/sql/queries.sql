@@ -355,6 +355,10 @@ WHERE snapshot_id IS NOT NULL AND (expires_at IS NULL OR expires_at > {now});
 -- The objects of every expired pin.
 DELETE FROM pin_objects WHERE pin_id IN (SELECT id FROM pins WHERE expires_at <= {now});
 
+-- name: pins_holders
+-- Every pin with its holder.
+SELECT id, holder FROM pins;
+
 -- name: pins_delete_expired
 -- Every expired pin.
 DELETE FROM pins WHERE expires_at <= {now};
