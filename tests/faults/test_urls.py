@@ -28,9 +28,10 @@ def test_object_url_file_localhost_names_an_absolute_folder(tmp_path: Path) -> N
     data, objects = str(tmp_path / "data"), tmp_path / "objects"
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.txt").write_text("a")
-    ok_json(tenure(["--data", data, "--objects", f"file://localhost{objects}", "--json", "workspace", "create", "w"]))
-    ok_json(tenure(["--data", data, "--objects", f"file://localhost{objects}", "--json", "workspace", "checkpoint",
-                    "w", "--from", str(tmp_path / "src")]))
+    url, cwd = f"file://localhost{objects}", str(tmp_path)  # read as a relative path, it would land in cwd
+    ok_json(tenure(["--data", data, "--objects", url, "--json", "workspace", "create", "w"], cwd=cwd))
+    ok_json(tenure(["--data", data, "--objects", url, "--json", "workspace", "checkpoint", "w", "--from",
+                    str(tmp_path / "src")], cwd=cwd))
     assert any(len(name) == 2 for name in os.listdir(objects))
 
 
