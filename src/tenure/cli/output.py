@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
 from tenure.errors import (ConfigurationError, ConflictError, IntakeError, IntegrityError, InvalidInputError,
@@ -58,20 +58,70 @@ def human_bytes(n: int) -> str:
 
 
 @contextmanager
-def progress_bar(ctx: click.Context, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A byte progress bar on stderr for long work (hidden under --json or when not a terminal)."""
+def progress_bar(ctx: click.Context, label: str, unit: str = "bytes") -> Iterator[Callable[[int, int], None] | None]:
+    """A progress line on stderr for long work (hidden under --json or when not a terminal).
+
+    The callback counts ``unit`` ("bytes" or "objects") done out of a total.
+    It also takes file counts, ``files(done, total, bytes_total, listed)``
+    (:class:`tenure.snapshots.build.FileProgress`, a checkpoint's): then the
+    line shows files and bytes, and the totals, the rate and the time left
+    only once ``listed`` says they are final; before that the bar pulses.
+    """
+    import threading
+
     root = ctx.find_root().obj
     if root.get("json") or not err_console.is_terminal:
         yield None
         return
-    with Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+    def amount(n: int) -> str:
+        return human_bytes(n) if unit == "bytes" else f"{n:,} {unit}"
 
-        yield update
+    columns = [TextColumn(label), BarColumn(), TextColumn("{task.fields[info]}")]
+    if unit == "bytes":
+        columns.append(TransferSpeedColumn())
+    columns.append(TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(label, total=None, info="")
+
+        class Update:
+            """The callback: ``update(done, total)``; a checkpoint's also calls ``update.files(...)``."""
+
+            def __init__(self) -> None:
+                self.lock = threading.Lock()
+                self.counted: tuple[int, int, bool] | None = None  # files done, files total, listing complete
+                self.done = 0
+                self.total = 0
+
+            def __call__(self, done: int, total: int) -> None:
+                with self.lock:
+                    self.done, self.total = done, total
+                    self.show()
+
+            def files(self, done: int, total: int, bytes_total: int, listed: bool) -> None:
+                with self.lock:
+                    newly_listed = listed and not (self.counted and self.counted[2])
+                    self.counted = (done, total, listed)
+                    self.total = max(self.total, bytes_total)
+                    self.show()
+                if newly_listed:
+                    bar.refresh()
+
+            def show(self) -> None:
+                if self.counted is None:  # a restore or a GC: the total is known from the start
+                    bar.update(task, completed=self.done, total=max(self.total, 1) if self.total else None,
+                               info=f"{amount(self.done)}/{amount(self.total)}")
+                    return
+                files_done, files_total, listed = self.counted
+                if not listed:  # still listing: the totals would grow, so no bar, percentage or time left
+                    bar.update(task, completed=self.done, total=None,
+                               info=f"{files_done:,} files checked, listing… {amount(self.done)} read")
+                    return
+                total = max(self.total, self.done)
+                bar.update(task, completed=self.done if total else 1, total=total or 1,
+                           info=f"{files_done:,}/{files_total:,} files {amount(self.done)}/{amount(total)}")
+
+        yield Update()
 
 
 #: Each error family's exit code (docs/operations.md#exit-codes); an error belongs to the first family in

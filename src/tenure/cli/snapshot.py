@@ -85,11 +85,38 @@ def delete(ctx: click.Context, snapshot_id: str) -> None:
 @json_option
 @click.pass_context
 def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
-    """Delete all but the newest KEEP_LAST snapshots (the head and pinned ones are always kept)."""
+    """Delete all but the newest KEEP_LAST snapshots (the head and pinned ones are always kept).
+
+    Deleted snapshots become DELETING; `tenure gc` reclaims their objects
+    once those are older than its grace period (--grace, 1 hour by default).
+    """
+    from tenure.states import SnapshotState
+
     svc = services(ctx, create=False)
-    doomed = svc.store.snapshots.prune(svc.store.workspaces.workspace(workspace).id, keep_last)
-    emit(ctx, {"deleted": [s.id for s in doomed]},
-         lambda: console.print(f"{len(doomed)} snapshots marked DELETING; run `tenure gc` to reclaim space"))
+    ws = svc.store.workspaces.workspace(workspace)
+    doomed = svc.store.snapshots.prune(ws.id, keep_last)
+    published = [s for s in svc.store.snapshots.list(ws.id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
+    newest = {s.id for s in published[-keep_last:]} if keep_last > 0 else set()
+    pinned = svc.store.snapshots.pinned_ids()
+    fork_heads = {w.head_snapshot_id for w in svc.store.workspaces.workspaces() if w.id != ws.id}
+    kept = []
+    for snap in published:
+        why = (("head", snap.id == ws.head_snapshot_id), ("pinned", snap.id in pinned), ("newest", snap.id in newest),
+               ("fork-head", snap.id in fork_heads))
+        reasons = [reason for reason, applies in why if applies]
+        kept.append({"id": snap.id, "reasons": reasons})
+    data = {"deleted": [s.id for s in doomed], "kept": kept, "keep_last": keep_last}
+
+    def human() -> None:
+        console.print(f"{len(doomed)} snapshot{'' if len(doomed) == 1 else 's'} marked DELETING"
+                      + (f": {', '.join(s.id for s in doomed)}" if doomed else ""))
+        if kept:
+            console.print(f"kept {len(kept)}: " + ", ".join(f"{k['id']} ({', '.join(k['reasons'])})" for k in kept))
+        if doomed:
+            console.print("`tenure gc` reclaims their objects once they are older than its grace period (1 hour by"
+                          " default; `tenure gc --grace 0` reclaims them now, in-flight uploads stay pinned)")
+
+    emit(ctx, data, human)
 
 
 @snapshot.command("pin")
@@ -115,18 +142,42 @@ def unpin(ctx: click.Context, snapshot_id: str) -> None:
 
 @click.command()
 @click.option("--grace", "grace_s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              help="Never remove objects younger than this many seconds.")
+              help="Never remove unreferenced objects younger than this many seconds.")
 @json_option
 @click.pass_context
 def gc(ctx: click.Context, grace_s: float) -> None:
-    """Reclaim objects no readable snapshot references."""
-    with progress_bar(ctx, "gc") as progress:
+    """Reclaim objects no readable snapshot references.
+
+    Objects that a readable snapshot references, that an upload or restore in
+    progress has pinned, or that are younger than the grace period are kept;
+    the output says how many of each.
+    """
+    with progress_bar(ctx, "gc", unit="objects") as progress:
         result = services(ctx, create=False).workspaces.gc(grace_s=grace_s, progress=progress)
+
     def human() -> None:
-        console.print(f"removed {result.removed} of {result.stored} objects ({result.reachable} reachable from"
-                      f" {result.roots} snapshots, {result.spared_by_pins} spared by pins)")
+        kept = result.stored - result.removed
+        console.print(f"removed {result.removed} of {result.stored} objects; kept {kept}:")
+        console.print(f"  {result.referenced} referenced by the {result.roots} snapshots that can still be read")
+        console.print(f"  {result.spared_by_pins} pinned by uploads or restores in progress")
+        line = f"  {result.young} unreferenced but younger than the grace period ({_duration(result.grace_s)})"
+        if result.young and result.young_reclaimable_in is not None:
+            line += (f": reclaimable in {_duration(result.young_reclaimable_in)}, or now with"
+                     f" `tenure gc --grace 0`")
+        console.print(line)
         if result.damaged:
             console.print(f"[yellow]{len(result.damaged)} damaged trees were kept as far as they can be read:"
                           f" {', '.join(result.damaged[:5])}; run `tenure snapshot verify` on their snapshots[/]")
 
     emit(ctx, result.to_dict(), human)
+
+
+def _duration(seconds: float) -> str:
+    """A short human duration: 45 s, 12 min, 1 h 5 min."""
+    s = max(0, round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 3600:
+        return f"{round(s / 60)} min"
+    hours, minutes = divmod(round(s / 60), 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")

@@ -43,6 +43,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, runtime_checkable
 
 import blake3
 
@@ -91,6 +92,22 @@ Progress = Callable[[int, int], None]
 Pin = Callable[[frozenset[str]], None]
 
 
+@runtime_checkable
+class FileProgress(Protocol):
+    """A progress callback that also takes file counts (``tenure workspace checkpoint``'s progress line).
+
+    ``files(done, total, bytes_total, listed)``: files checked (taken from
+    the index or read) out of the files listed so far, and the bytes to read
+    found so far; ``listed`` is True once the whole folder is listed, and
+    from then on both totals are final. It may be called from the listing
+    thread.
+    """
+
+    def __call__(self, done: int, total: int) -> None: ...
+
+    def files(self, done: int, total: int, bytes_total: int, listed: bool) -> None: ...
+
+
 def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = None, pin: Pin | None = None,
                progress: Progress | None = None, workers: int | None = None, exclude: Sequence[str] = (),
                leave_out: Sequence[str] = ()) -> BuildResult:
@@ -104,7 +121,8 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
     upload batch, and then the new tree's closure, before the store is asked
     what it holds, so a concurrent GC spares them. ``progress(bytes_done,
     bytes_total)`` counts the bytes to read; the total grows while the folder
-    is still being listed.
+    is still being listed. A :class:`FileProgress` is also told file counts
+    and when the listing is complete (the totals final).
     ``workers`` threads read and as many encode (default: one per core).
     """
     root = _folder_bytes(folder)
@@ -192,6 +210,10 @@ class _Build:
         self._followers: list[tuple[FileNode, FileNode]] = []
         self._done = self._reported = 0
         self._feed: ReadAhead | None = None
+        # File counts for a FileProgress: each counter has one writer (the listing or the reading thread).
+        self._files_listed = self._files_reused = self._files_read = self._bytes_listed = 0
+        self._listed = self._first_pass = False
+        self._told = 0.0
         self._pack = bytearray()
         self._members: list[FileNode] = []
         self._slices: list[tuple[int, int]] = []
@@ -201,7 +223,9 @@ class _Build:
 
     def run(self, scanner: Scanner) -> Scan:
         """List the folder and give every file its refs: from the index, or by reading it."""
+        self._first_pass = True
         self._read_all(self._to_read(scanner), trust_index=True)
+        self._first_pass = False
         _follow(self._followers)
         return scanner.result()
 
@@ -215,12 +239,25 @@ class _Build:
         for folder in scanner.walk():
             for f in folder.children:
                 if type(f) is FileNode:
+                    self._files_listed += 1
                     if f.inode is not None:
                         linked.append(f)
                     elif not self._reuse(f):
+                        self._bytes_listed += f.size
                         yield f
+                    else:
+                        self._files_reused += 1
+            self._tell_files()
         leaders, self._followers = _link_groups(linked)
-        yield from (f for f in leaders if not self._reuse(f))
+        for f in leaders:
+            if not self._reuse(f):
+                self._bytes_listed += f.size
+                yield f
+            else:
+                self._files_reused += 1
+        self._files_reused += len(self._followers)
+        self._listed = True  # every file to read has been handed out: the byte total is final
+        self._tell_files(force=True)
 
     def _reuse(self, f: FileNode) -> bool:
         content = self.index.content(f.rel, f.key)
@@ -242,7 +279,9 @@ class _Build:
                     pending.append(group[0])
                 else:
                     self._take_batch(group, contents, uploader, trust_index)
-                self._advance(sum(f.size for f in group))
+                    self._advance(sum(f.size for f in group))
+                if self._first_pass:
+                    self._files_read += len(group)
             self._flush_pack(uploader)
             uploader.finish()
         finally:
@@ -313,6 +352,7 @@ class _Build:
             for chunk in iter_chunks(fd, f.size, self._chunker):
                 pending.append((uploader.add_chunk(chunk, probe=probe), 0, len(chunk)))
                 self.bytes_read += len(chunk)
+                self._advance(len(chunk))
         except OSError as exc:
             raise read_error(f.rel, exc) from None
         finally:
@@ -330,7 +370,19 @@ class _Build:
     def _report(self, force: bool = False) -> None:
         if self.progress is not None and self._feed is not None and (force or self._done != self._reported):
             self._reported = self._done
+            self._tell_files(force=True)
             self.progress(self._done, max(self._done, self._feed.total))
+
+    def _tell_files(self, force: bool = False) -> None:
+        """File counts for a :class:`FileProgress` (first pass only; at most ten a second unless ``force``)."""
+        if not self._first_pass or not isinstance(self.progress, FileProgress):
+            return
+        now = time.monotonic()
+        if not force and now - self._told < 0.1:
+            return
+        self._told = now
+        total = self._files_listed
+        self.progress.files(min(total, self._files_reused + self._files_read), total, self._bytes_listed, self._listed)
 
     # ----------------------------------------------------------------- trees and closure
 

@@ -73,6 +73,14 @@ class GcResult:
     removed: int
     spared_by_pins: int
     damaged: tuple[str, ...] = field(default=())
+    #: The grace period of this run, in seconds.
+    grace_s: float = 3600.0
+    #: Stored objects kept because a readable snapshot references them.
+    referenced: int = 0
+    #: Stored objects no snapshot references, kept because they are younger than the grace period.
+    young: int = 0
+    #: Seconds until the last of the ``young`` objects is older than the grace period (None: there are none).
+    young_reclaimable_in: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "damaged": list(self.damaged)}
@@ -88,12 +96,18 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
     damaged: list[str] = []
     for root in roots:
         reachable |= _closure(root, objects, damaged)
-    stored = 0
+    stored = referenced = young = 0
+    youngest = None
     candidates = []
     for oid, created in objects.list_ids():
         stored += 1
-        if oid not in reachable and created.timestamp() < mark_time - grace_s:
+        if oid in reachable:
+            referenced += 1
+        elif created.timestamp() < mark_time - grace_s:
             candidates.append(oid)
+        else:
+            young += 1
+            youngest = created.timestamp() if youngest is None else max(youngest, created.timestamp())
     removed = spared = 0
     traced = set(roots)
     for start in range(0, len(candidates), step):
@@ -108,7 +122,9 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
         if progress is not None:
             progress(min(start + step, len(candidates)), len(candidates))
         crash_point("gc.mid_sweep")
-    return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared, tuple(sorted(damaged)))
+    return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared, tuple(sorted(damaged)),
+                    grace_s=grace_s, referenced=referenced, young=young,
+                    young_reclaimable_in=None if youngest is None else round(youngest + grace_s - mark_time, 3))
 
 
 def _closure(root: str, objects: ObjectStore, damaged: list[str]) -> frozenset[str]:
