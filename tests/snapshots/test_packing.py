@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from tenure.objects.local import LocalObjectStore
-from tenure.snapshots import build_tree, restore_tree
-from tenure.snapshots import chunking
+from tenure.snapshots import build_tree, chunking, restore_tree
 from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, random_bytes, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -18,8 +18,8 @@ from tenure.snapshots.treeformat import (
     VERSION,
     ChunkRef,
     DirItem,
-    Root,
     FileItem,
+    Root,
     SymlinkItem,
     Tree,
     decode_root,
@@ -109,7 +109,7 @@ def test_damaged_bytes_give_a_tree_format_error_or_a_valid_parse(data: st.DataOb
             records = list(iter_records(bytes(stream[:cut]), strict=strict))
         except TreeFormatError:
             continue
-        for path, tree in records:
+        for _, tree in records:
             for item in tree.items:
                 assert item.name and b"/" not in item.name and item.name not in (b".", b"..")
 

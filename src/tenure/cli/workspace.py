@@ -86,7 +86,8 @@ def _inside(data_dir: str, folder: str) -> str | None:
 @click.option("--allow-deleting", is_flag=True,
               help="Read a DELETING snapshot anyway (its objects last until the next GC).")
 @click.option("--keep-setuid", "keep_setuid", is_flag=True,
-              help="Restore setuid, setgid and sticky bits as stored (by default setuid and setgid are dropped, and sticky on files).")
+              help="Restore setuid, setgid and sticky bits as stored (by default setuid and setgid are dropped,"
+                   " and sticky on files).")
 @json_option
 @click.pass_context
 def restore(ctx: click.Context, name: str, dest: str, snapshot: str | None, partial: bool, allow_deleting: bool,

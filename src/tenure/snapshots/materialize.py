@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import blake3
 
@@ -39,6 +39,7 @@ from tenure.snapshots.walk import Listing
 
 GROUP = 128
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
 
@@ -170,8 +171,9 @@ class Materializer:
     def path(self, rel: bytes) -> bytes:
         return self.temp + b"/" + rel if rel else self.temp
 
-    def at(self, rel: bytes, call: Callable[[bytes, int | None], _T]) -> _T:
-        """``call(path, None)`` for ``temp/rel``; ``call(name, folder_fd)`` when that path is too long to name.
+    def at(self, rel: bytes, call: Callable[Concatenate[bytes, int | None, _P], _T], *args: _P.args,
+           **kwargs: _P.kwargs) -> _T:
+        """``call(path, None, ...)`` for ``temp/rel``; ``call(name, folder_fd, ...)`` when that path is too long.
 
         The build stores paths of any length (it opens nothing by path), so
         restore must write them too: beyond ``PATH_ROOM`` bytes the folder is
@@ -179,10 +181,10 @@ class Materializer:
         """
         path = self.path(rel)
         if len(path) < PATH_ROOM:
-            return call(path, None)
+            return call(path, None, *args, **kwargs)
         fd, name = open_parent(self.temp, rel)
         try:
-            return call(name, fd)
+            return call(name, fd, *args, **kwargs)
         finally:
             os.close(fd)
 
@@ -211,13 +213,13 @@ class Materializer:
 
     def _symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
         for rel, item in links:
-            self.at(rel, lambda path, fd: _symlink(path, fd, item))
+            self.at(rel, _symlink, item)
 
     def finish_folders(self, dirs: Sequence[tuple[bytes, Tree]]) -> None:
         """Folder modes and mtimes, deepest first, after all content."""
         bits = self.modes.dir_bits
         for rel, tree in reversed(dirs):
-            self.at(rel, lambda path, fd: _finish(path, fd, tree.mode & bits, tree.mtime_ns))
+            self.at(rel, _finish, tree.mode & bits, tree.mtime_ns)
 
     # ----------------------------------------------------------------- files
 
@@ -282,7 +284,7 @@ class Materializer:
             data = view[p.offset:p.offset + p.length]
             path = prefix + rel
             if len(path) >= PATH_ROOM:  # too long to name at once: through its folder's descriptor
-                finished += self.at(rel, lambda name, dir_fd: self._write_piece(p, name, dir_fd, data, item))
+                finished += self.at(rel, self._write_piece, p, data, item)
             elif p.whole:
                 finished.append(self._write_whole(p.file, path, None, data, item))
             else:
@@ -290,7 +292,7 @@ class Materializer:
             written += p.length
         return written, finished
 
-    def _write_piece(self, p: Piece, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
+    def _write_piece(self, path: bytes, dir_fd: int | None, p: Piece, data: memoryview, item: FileItem
                      ) -> list[tuple[int, StatKey | None, bytes]]:
         if p.whole:
             return [self._write_whole(p.file, path, dir_fd, data, item)]
@@ -333,19 +335,22 @@ class Materializer:
             if i in lost:
                 self.at(rel, _unlink_quietly)
                 continue
-            self.at(rel, lambda path, fd: _finish(path, fd, item.mode & self.modes.file_bits, item.mtime_ns))
+            self.at(rel, _finish, item.mode & self.modes.file_bits, item.mtime_ns)
             self._finished[i] = (None, b"")
         restored = {plan.files[i][0]: i for i in range(len(plan.files)) if i not in lost}
         linked: list[tuple[bytes, int]] = []
         for rel, leader in plan.followers:
             if leader in restored:
-                self.at(leader, lambda src, src_fd: self.at(
-                    rel, lambda dst, dst_fd: os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)))
+                self.at(leader, self._link, rel)
                 linked.append((rel, restored[leader]))
         self.files = len(restored) + len(linked)
         self.bytes_written = sum(plan.files[i][1].size for i in restored.values())
         if self.want_index:
             self._gather_index(plan, restored, linked)
+
+    def _link(self, leader: bytes, leader_fd: int | None, rel: bytes) -> None:
+        """Hard-link ``rel`` to ``leader`` (as :meth:`at` hands it over)."""
+        self.at(rel, _link, leader, leader_fd)
 
     def _gather_index(self, plan: Plan, restored: dict[bytes, int], linked: list[tuple[bytes, int]]) -> None:
         relinked = {i for _, i in linked}
@@ -390,6 +395,10 @@ def _symlink(path: bytes, dir_fd: int | None, item: SymlinkItem) -> None:
 def _finish(path: bytes, dir_fd: int | None, mode: int, mtime_ns: int) -> None:
     os.chmod(path, mode, dir_fd=dir_fd)
     os.utime(path, ns=(mtime_ns, mtime_ns), dir_fd=dir_fd)
+
+
+def _link(path: bytes, dir_fd: int | None, leader: bytes, leader_fd: int | None) -> None:
+    os.link(leader, path, src_dir_fd=leader_fd, dst_dir_fd=dir_fd)
 
 
 def _create_empty(path: bytes, dir_fd: int | None) -> None:

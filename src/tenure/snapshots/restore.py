@@ -42,9 +42,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tenure.faults import crash_point, register
+from tenure.fsio import fsync_dir
 from tenure.objects import ObjectStore
 from tenure.snapshots.errors import RestoreTargetNotEmptyError
-from tenure.fsio import fsync_dir
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.index import save_index
 from tenure.snapshots.materialize import Materializer, ModeFilter, Plan

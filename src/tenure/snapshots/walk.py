@@ -20,15 +20,15 @@ from tenure.objects import ObjectMissingError, ObjectStore, decode
 from tenure.snapshots.errors import SnapshotDamagedError, TreeFormatError
 from tenure.snapshots.treeformat import (
     NO_RECORD,
-    ChunkRef,
-    Root,
     BadTree,
-    decode_ids,
+    ChunkRef,
     FileItem,
+    Root,
     SymlinkItem,
     Tree,
-    decode_root,
     check_name,
+    decode_ids,
+    decode_root,
     format_error,
     iter_records,
 )
