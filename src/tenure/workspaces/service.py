@@ -93,26 +93,13 @@ def _cli_writer(holder: str) -> tuple[str, int | None] | None:
 
 
 def _crashed_here(holder: str) -> bool:
-    """True for a short-lived writer of this host whose process is gone (killed, crashed, a zombie)."""
+    """True for a short-lived writer of this host whose process no longer runs."""
     writer = _cli_writer(holder)
     if writer is None or writer[0] != socket.gethostname():
         return False
-    pid = writer[1]
-    if pid is None:
+    if writer[1] is None:
         return True  # the pid-less form predates this check: its same-host successor always took over
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    return abandoned(holder)
 
 
 def _busy(name: str, lease: WriterLease, now: float) -> LeaseHeldError:
