@@ -59,6 +59,8 @@ class Backend:
         """The ids the object store holds, read from its folder or its table, not through tenure."""
         if self.pg_url is None:
             root = os.path.join(self.data, "objects")
+            if not os.path.isdir(root):
+                return set()  # created by the first write
             return {name for prefix in os.listdir(root) if len(prefix) == 2
                     for name in os.listdir(os.path.join(root, prefix))}
         import psycopg

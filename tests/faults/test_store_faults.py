@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.support import error_of, file_size_limit, one_line, ok_json, tenure, unprivileged
+from tests.faults.support import error_of, file_size_limit, ok_json, one_line, tenure, unprivileged
 from tests.integration.procs import env
 
 

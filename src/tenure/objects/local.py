@@ -98,9 +98,17 @@ class LocalObjectStore:
                                      hint="point --objects at a folder", path=self.root)
 
     def _make_writable(self) -> None:
-        """Create the root and ``tmp`` (parents synced) before the first write."""
+        """Before the first write: create the root and ``tmp`` with their parents synced.
+
+        A root that already exists is synced with the folders above it: another program (or a writer
+        that crashed) may have created them without syncing, and an object is durable only once every
+        name on its path is.
+        """
         if not self._writable:
+            found = os.path.isdir(self.root)
             make_dirs_durable(self._tmp)
+            if found:
+                _sync_ancestors(self.root)
             self._writable = True
 
     def _path(self, oid: str) -> str:
@@ -216,6 +224,27 @@ class LocalObjectStore:
 
     def close(self) -> None:
         pass
+
+
+def _sync_ancestors(folder: str) -> None:
+    """fsync ``folder`` and each folder above it on the same file system (those this user may open)."""
+    device = os.stat(folder).st_dev
+    current = folder
+    while True:
+        try:
+            fsync_dir(current)
+        except PermissionError:
+            if current == folder:
+                raise
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        try:
+            if os.stat(parent).st_dev != device:
+                return
+        except OSError:
+            return
+        current = parent
 
 
 def _sync_existing(final: str) -> bool:

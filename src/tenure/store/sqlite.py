@@ -19,8 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tenure.errors import ConfigurationError, StoreError, VersionConflictError
-from tenure.store.connector import (BaseTx, Row, Statements, StoreCorruptError, StoreFullError,
-                                    StoreReadOnlyError)
+from tenure.store.connector import BaseTx, Row, Statements, StoreCorruptError, StoreFullError, StoreReadOnlyError
 from tenure.store.queries import STORE, Queries, load
 
 
