@@ -13,6 +13,19 @@
 * ``sync`` makes every stored object durable, including objects a crashed
   writer left behind without syncing them, which ``has_many`` reports as
   stored all the same; a checkpoint calls it once before it publishes.
+* ``identity`` returns the identity written into the object store when it
+  was created (a UUID), or ``None`` when it has none yet (an empty or
+  missing folder, or one from before identities); it never writes.
+  ``ensure_identity`` returns it, writing one first if there is none (two
+  writers racing agree on one). A control-plane store records the identity
+  the first time the two are used together and refuses any other
+  (:func:`tenure.workspaces.bind_object_store`).
+* ``set_aside`` takes ``(oid, payload)`` pairs of objects found corrupt and
+  moves each one out of the way if its stored payload is still exactly that
+  (the folder: into ``<root>/corrupt/``; PostgreSQL: into
+  ``tenure_objects_corrupt``), so ``has_many`` and ``get`` no longer see it
+  and the next ``put_many`` of that id stores it afresh. It returns how many
+  were moved. A known-bad object is thereby a missing one.
 
 Backends do not decompress or hash: :mod:`tenure.objects.codec` does that.
 """
@@ -52,6 +65,18 @@ class ObjectStore(Protocol):
 
     def sync(self) -> None:
         """Make every stored object durable (see the module docstring)."""
+        ...
+
+    def identity(self) -> str | None:
+        """The identity written into the object store at creation, ``None`` if it has none; never writes."""
+        ...
+
+    def ensure_identity(self) -> str:
+        """The identity, written first if there is none (durably; concurrent callers agree on one)."""
+        ...
+
+    def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
+        """Move corrupt objects out of the way (see the module docstring); return how many were moved."""
         ...
 
     def close(self) -> None: ...

@@ -22,11 +22,17 @@ therefore fsyncs such a file and its folder (once per batch, with the new
 ones) before it acknowledges it. It does not re-hash it: a final name is
 only ever given to a file whose data was synced first, so durability, not
 content, is what is in doubt (``snapshot verify`` re-hashes content).
+
+The folder's identity is ``<root>/tenure-objects.json`` (a UUID), written
+by the first write that needs it and read without writing, so a read-only
+folder that has one can be used to read. Objects found corrupt are moved
+into ``<root>/corrupt/`` (``set_aside``), which object listings skip.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -34,6 +40,7 @@ from datetime import datetime, timezone
 
 from tenure.errors import ConfigurationError, ObjectStoreError
 from tenure.fsio import (
+    atomic_write,
     fsync_dir,
     fsync_file,
     make_dirs_durable,
@@ -57,6 +64,20 @@ class ObjectStoreFullError(ObjectStoreError):
     code = "disk-full"
     default_hint = ("free space on the file system that holds the object folder (or raise the quota or `ulimit -f`"
                     " that stopped the write), then retry")
+
+
+#: The identity file at the root of an object folder (tenure.objects.base: identity).
+IDENTITY_FILE = "tenure-objects.json"
+#: Where objects found corrupt are moved (tenure.objects.base: set_aside); GC and lists ignore it.
+CORRUPT_FOLDER = "corrupt"
+
+
+class BadIdentityError(ConfigurationError):
+    """The object folder's identity file is not one tenure wrote."""
+
+    code = "bad-object-store-identity"
+    default_hint = ("the identity file is damaged; restore it from a backup (the control-plane store records the"
+                    " identity it expects: see docs/operations.md)")
 
 
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
@@ -221,6 +242,86 @@ class LocalObjectStore:
             sync_filesystem(self.root)
         except OSError as exc:
             raise ObjectStoreError(f"cannot sync the object folder {self.root}: {exc}", path=self.root) from exc
+
+    # -------------------------------------------------------------- identity and corrupt objects
+
+    def identity(self) -> str | None:
+        """The UUID in ``<root>/tenure-objects.json``, or ``None`` when there is none yet; never writes."""
+        path = os.path.join(self.root, IDENTITY_FILE)
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot read the identity of the object folder {self.root}: {exc}",
+                                   path=path) from exc
+        try:
+            found = json.loads(raw).get("identity")
+        except (ValueError, AttributeError):
+            found = None
+        if not isinstance(found, str) or not found:
+            raise BadIdentityError(f"the identity file {path} of the object folder is not valid", path=path)
+        return found
+
+    def ensure_identity(self) -> str:
+        """The identity, written first if there is none: staged with ``atomic_write``, then hard-linked
+        into place, so that of two writers racing, the first one's stays and both return it."""
+        found = self.identity()
+        if found is not None:
+            return found
+        final = os.path.join(self.root, IDENTITY_FILE)
+        body = json.dumps({"identity": str(uuid.uuid4()), "created_at": datetime.now(timezone.utc).isoformat(),
+                           "format": 1}, indent=1).encode() + b"\n"
+        try:
+            self._make_writable()
+            staged = os.path.join(self._tmp, f"identity.{uuid.uuid4().hex}")
+            atomic_write(staged, body, mode=0o444)
+            try:
+                os.link(staged, final)
+            except FileExistsError:
+                pass  # another writer's came first: it is the identity
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP) or os.path.exists(final):
+                    raise
+                os.rename(staged, final)  # no hard links on this file system
+            finally:
+                if os.path.exists(staged):
+                    os.unlink(staged)
+            fsync_dir(self.root)
+        except OSError as exc:
+            raise os_error(exc, f"give the object folder {self.root} its identity (it has none yet, and"
+                           " one is needed before anything is stored)", self.root) from exc
+        found = self.identity()
+        assert found is not None
+        return found
+
+    def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
+        """Move each object whose file still holds exactly the given bytes into ``<root>/corrupt/``
+        (as ``<oid>.<random>``), then fsync both folders: ``has_many`` no longer reports it."""
+        target = os.path.join(self.root, CORRUPT_FOLDER)
+        moved = 0
+        dirs: set[str] = set()
+        try:
+            for oid, payload in corrupt:
+                path = self._path(oid)
+                try:
+                    with open(path, "rb") as fh:
+                        if fh.read() != payload:
+                            continue  # stored afresh meanwhile: not the bad one
+                except FileNotFoundError:
+                    continue
+                if not moved:
+                    make_dirs_durable(target)
+                os.rename(path, os.path.join(target, f"{oid}.{uuid.uuid4().hex}"))
+                dirs.add(os.path.dirname(path))
+                moved += 1
+            if moved:
+                for parent in sorted(dirs | {target}):
+                    fsync_dir(parent)
+        except OSError as exc:
+            raise os_error(exc, f"move corrupt objects aside into {target}", self.root) from exc
+        return moved
 
     def close(self) -> None:
         pass

@@ -11,6 +11,9 @@ The object store talks SQL the way the control-plane store does: a
 (``sql/postgres/queries.sql``) and its own migrations (``sql/migrations/``,
 recorded in ``tenure_objects_migrations``), applied when it is opened. Its
 URL may name another database than the store's (docs/adr/0010-object-store-schema.md).
+
+Its identity is the one row of ``tenure_objects_identity`` (migration 0003
+writes it); objects found corrupt are moved into ``tenure_objects_corrupt``.
 """
 
 from __future__ import annotations
@@ -92,6 +95,28 @@ class PostgresObjectStore:
 
     def sync(self) -> None:
         """Nothing to do: a committed row is durable."""
+
+    def identity(self) -> str | None:
+        """The row of ``tenure_objects_identity``, written by the migration that created the table."""
+        with self._failing("read the object store's identity"), self.db.transaction(write=False) as tx:
+            row = tx.one("object_store_identity")
+        return None if row is None else str(row["identity"])
+
+    def ensure_identity(self) -> str:
+        """Every migrated PostgreSQL object store has its identity (see :meth:`identity`)."""
+        found = self.identity()
+        if found is None:
+            raise ObjectStoreError("the PostgreSQL object store has no identity row in tenure_objects_identity",
+                                   hint="it was removed by hand; restore it from a backup")
+        return found
+
+    def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
+        """Move each object whose row still holds exactly the given payload into ``tenure_objects_corrupt``."""
+        moved = 0
+        with self._failing("move corrupt objects aside"), self.db.transaction() as tx:
+            for oid, payload in corrupt:
+                moved += tx.count("object_set_aside", {"oid": oid, "payload": payload})
+        return moved
 
     def close(self) -> None:
         self.db.close()

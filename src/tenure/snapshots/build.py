@@ -24,7 +24,10 @@ Sequence of :func:`build_tree`:
 5. **Check the closure**: ``pin(closure)``, then one ``has_many`` over every
    id this run did not store itself. Files whose objects are gone are read
    and stored again (then pinned and checked once more); tree objects the
-   store lacks are stored.
+   store lacks are stored. A file whose refs the store lacks (gone, or
+   moved aside as corrupt) is thus read again even when the index says it
+   is unchanged; each lost pack is rebuilt from its own files, so it gets
+   its old id back when they are all still there.
 6. ``build.after_objects_written`` → save the index → ``build.after_index_saved``.
 
 The root id depends only on the folder's content and metadata and on each
@@ -406,9 +409,23 @@ class _Build:
                                folder=os.fsdecode(self.root))
 
     def _repair(self, scan: Scan, lost: frozenset[str]) -> None:
-        """Read again every file whose stored content is gone, trusting no index."""
+        """Read again every file whose stored content is gone, trusting no index.
+
+        The files are read one lost object at a time, in the order of their
+        slices of it, each group into packs of its own: when every file of a
+        lost pack is still there unchanged, the pack comes out byte for byte
+        as before, under its old id, so the snapshots that use it are whole
+        again (a verify makes a DEGRADED one READY).
+        """
         leaders, followers = _link_groups(scan.files)
-        self._read_all((f for f in leaders if any(ref[0] in lost for ref in f.refs)), trust_index=False)
+        groups: dict[str, list[tuple[int, FileNode]]] = {}
+        for f in leaders:
+            hit = next((ref for ref in f.refs if ref[0] in lost), None)
+            if hit is not None:
+                groups.setdefault(hit[0], []).append((hit[1], f))
+        for oid in sorted(groups):
+            members = sorted(groups[oid], key=lambda pair: pair[0])
+            self._read_all(iter([f for _, f in members]), trust_index=False)
         _follow(followers)
 
     def _store_trees(self, trees: dict[str, bytes]) -> None:

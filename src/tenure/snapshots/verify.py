@@ -6,6 +6,10 @@ every data object (``sample=1.0``) or a random fraction of them (at least
 one when there are any; ``seed`` makes the choice repeatable) is read back
 and decoded, which checks its hash. The lost paths are every file using a
 missing or corrupt object, and every folder whose tree object is damaged.
+
+:func:`set_aside` moves objects found corrupt out of the object store's
+way (``ObjectStore.set_aside``); the workspace service calls it after a
+verify or a restore finds any.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import IntegrityError
@@ -74,3 +79,27 @@ def _check(objects: ObjectStore, oid: str) -> tuple[str, int]:
     except IntegrityError:
         return "corrupt", len(payload)
     return "ok", len(payload)
+
+
+def set_aside(objects: ObjectStore, oids: Iterable[str]) -> frozenset[str]:
+    """Move aside every object of ``oids`` that is stored and still does not hash to its id; return them.
+
+    Each one is read and decoded again first, so an object stored afresh
+    since it was found corrupt is left alone. A known-bad object is thereby
+    a missing one: ``has_many`` no longer reports it, so the next checkpoint
+    of a folder that holds its content stores it again (the build asks the
+    store about every id it reuses), and a later verify finds it intact.
+    """
+    bad: list[tuple[str, bytes]] = []
+    for oid in sorted(set(oids)):
+        try:
+            payload = objects.get(oid)
+        except ObjectMissingError:
+            continue
+        try:
+            decode(oid, payload)
+        except IntegrityError:
+            bad.append((oid, payload))
+    if bad:
+        objects.set_aside(bad)
+    return frozenset(oid for oid, _ in bad)

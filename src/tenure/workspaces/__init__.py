@@ -6,7 +6,9 @@ store package themselves.
 """
 
 from tenure.store import Store
+from tenure.workspaces.binding import ObjectStoreMismatchError, bind_object_store
 from tenure.workspaces.folders import LocalFolders, Trash
 from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceService, default_holder
 
-__all__ = ["WorkspaceService", "CheckpointResult", "VerifyReport", "LocalFolders", "Trash", "Store", "default_holder"]
+__all__ = ["WorkspaceService", "CheckpointResult", "VerifyReport", "LocalFolders", "Trash", "Store", "default_holder",
+           "bind_object_store", "ObjectStoreMismatchError"]

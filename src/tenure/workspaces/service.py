@@ -19,17 +19,20 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
+from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError, ObjectStoreError
 from tenure.objects import ObjectStore
 from tenure.snapshots import RestoreResult, build_tree, restore_tree, verify_tree
+from tenure.snapshots.errors import SnapshotDamagedError
 from tenure.snapshots.gc import GcResult, collect
+from tenure.snapshots.verify import set_aside
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, LeaseHeldError, LeaseLostError, Snapshot, Store, Workspace, WriterLease
+from tenure.workspaces.binding import bind_object_store
 from tenure.workspaces.folders import LocalFolders
 from tenure.workspaces.holders import abandoned, process_holder
 
@@ -63,6 +66,8 @@ class VerifyReport:
     missing: tuple[str, ...]
     corrupt: tuple[str, ...]
     lost_paths: tuple[str, ...]
+    #: corrupt objects moved out of the object store's way (a checkpoint of a folder holding them stores them again)
+    set_aside: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -70,7 +75,8 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"snapshot": self.snapshot.to_dict(), "ok": self.ok, "checked": self.checked,
-                "missing": list(self.missing), "corrupt": list(self.corrupt), "lost_paths": list(self.lost_paths)}
+                "missing": list(self.missing), "corrupt": list(self.corrupt), "lost_paths": list(self.lost_paths),
+                "set_aside": list(self.set_aside)}
 
 
 def default_holder() -> str:
@@ -139,6 +145,12 @@ class WorkspaceService:
     lease_ttl_s: float = 60.0
     #: Progress callback for checkpoints and restores that are not given one (bring and suspend in the CLI).
     progress: Progress | None = None
+    #: The object store's identity once the store records it (``bind_object_store``).
+    object_store_id: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # The store and the object store belong together: a mismatch is refused before anything is done.
+        self.object_store_id = bind_object_store(self.store, self.objects, create=False)
 
     # ------------------------------------------------------------------ records
 
@@ -234,6 +246,8 @@ class WorkspaceService:
     def _checkpoint(self, lease: WriterLease, folder: str, key: str, progress: Progress | None,
                     exclude: Sequence[str] = (), leave_out: Sequence[str] = ()) -> CheckpointResult:
         ws_store = self.store.workspaces
+        if self.object_store_id is None:  # nothing may be stored before the object store is bound
+            self.object_store_id = bind_object_store(self.store, self.objects)
         ticket = ws_store.begin_checkpoint(lease, key)
         if ticket.already_published is not None:
             return CheckpointResult(ticket.already_published, unchanged=False)
@@ -243,10 +257,17 @@ class WorkspaceService:
             pins.append(self.store.snapshots.pin_objects(process_holder(self.holder), oids, PIN_TTL_S))
 
         try:
+            head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
+            if head is not None and head.state is SnapshotState.DEGRADED and head.root_oid is not None:
+                # Its corrupt objects must not be reused: moved aside they are missing, so the build
+                # reads the files that use them again and stores them afresh.
+                set_aside(self.objects, verify_tree(head.root_oid, self.objects).corrupt)
             built = build_tree(folder, self.objects, index_path=self.index_path(lease.workspace_id, folder),
                                pin=pin, progress=progress, exclude=exclude, leave_out=leave_out)
             head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
-            if head is not None and head.root_oid == built.root and not ticket.resumed:
+            # Only a READY head makes a checkpoint "unchanged": a damaged one is repaired by a new snapshot.
+            if (head is not None and head.root_oid == built.root and head.state is SnapshotState.READY
+                    and not ticket.resumed):
                 ws_store.abandon_checkpoint(lease, ticket, error=None)
                 return CheckpointResult(head, unchanged=True, skipped=built.skipped)
             ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new,
@@ -321,20 +342,34 @@ class WorkspaceService:
                     missing=sorted(report.missing), corrupt=sorted(report.corrupt),
                     hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot"
                          " list)" if lost else f"run `tenure snapshot verify {snap.id}` to make it READY again")
-            result = restore_tree(snap.root_oid, self.objects, dest, partial=partial,
-                                  progress=progress if progress is not None else self.progress,
-                                  index_path=self.index_path(ws.id, dest), keep_special_bits=keep_special_bits)
+            try:
+                result = restore_tree(snap.root_oid, self.objects, dest, partial=partial,
+                                      progress=progress if progress is not None else self.progress,
+                                      index_path=self.index_path(ws.id, dest), keep_special_bits=keep_special_bits)
+            except SnapshotDamagedError as exc:  # corrupt objects found: moved aside, they count as missing
+                self._set_aside_quietly(list(exc.context.get("corrupt", ())))
+                raise
+            self._set_aside_quietly(result.corrupt)
         return snap, result
 
     # ------------------------------------------------------------------ verify, retention, gc
 
     def verify(self, ref: str, *, sample: float = 1.0) -> VerifyReport:
-        """Re-hash objects; a damaged READY snapshot becomes DEGRADED, a healed DEGRADED one READY."""
+        """Re-hash objects; a damaged READY snapshot becomes DEGRADED, a healed DEGRADED one READY.
+
+        Corrupt objects are moved out of the object store's way (``set_aside``),
+        so they count as missing from then on: the next checkpoint of a folder
+        that holds their content stores them again, and a verify after that
+        finds the snapshot intact and makes it READY (docs/operations.md,
+        "Repairing a DEGRADED snapshot"). A folder that refuses the move (read
+        only) keeps them; the report then lists none as set aside.
+        """
         with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
             if snap.root_oid is None:
                 raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
                                code="snapshot-not-ready", snapshot=snap.id)
             result = verify_tree(snap.root_oid, self.objects, sample=sample)
+            aside = self._set_aside_quietly(result.corrupt)
         missing, corrupt = tuple(result.missing), tuple(result.corrupt)
         lost = tuple(result.lost_paths)
         if (missing or corrupt) and snap.state is SnapshotState.READY:
@@ -342,7 +377,17 @@ class WorkspaceService:
                                              error=f"{len(missing)} missing, {len(corrupt)} corrupt objects")
         elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:
             snap = self.store.snapshots.move(snap.id, SnapshotState.READY, expected=SnapshotState.DEGRADED)
-        return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost)
+        return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost, tuple(sorted(aside)))
+
+    def _set_aside_quietly(self, oids: Iterable[str]) -> frozenset[str]:
+        """Move corrupt objects aside; an object store that refuses (read-only) keeps them."""
+        oids = list(oids)
+        if not oids:
+            return frozenset()
+        try:
+            return set_aside(self.objects, oids)
+        except ObjectStoreError:
+            return frozenset()
 
     def gc(self, *, grace_s: float = 3600.0, progress: Progress | None = None) -> GcResult:
         """One GC pass; pins of killed processes on this host are dropped first (they hold nothing)."""

@@ -633,3 +633,15 @@ FROM pods ORDER BY started_at;
 -- name: pod_endpoint_if_live
 -- The endpoint of pod :id while it is RUNNING or DRAINING and heard from within :ttl seconds.
 SELECT endpoint FROM pods WHERE id = :id AND status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl;
+
+
+-- ==================================================================== object store binding
+
+-- name: object_store_binding
+-- The object store this store is bound to (identity, url, bound_at), if it is bound yet.
+SELECT identity, url, bound_at FROM object_store_binding WHERE one = 1;
+
+-- name: object_store_bind
+-- Bind this store to the object store :identity at :url, unless it is bound already (the first binding stays).
+INSERT INTO object_store_binding (one, identity, url, bound_at) VALUES (1, :identity, :url, {now})
+ON CONFLICT (one) DO NOTHING;

@@ -56,3 +56,15 @@ SELECT oid, created_at FROM tenure_objects ORDER BY oid;
 -- name: objects_delete
 -- Remove the objects in list :oids.
 DELETE FROM tenure_objects WHERE oid = ANY(:oids);
+
+
+-- ==================================================================== identity and corrupt objects
+
+-- name: object_store_identity
+-- The identity written into this object store when it was created.
+SELECT identity FROM tenure_objects_identity WHERE one = 1;
+
+-- name: object_set_aside
+-- Move object :oid into tenure_objects_corrupt if its stored payload is still exactly :payload (a corrupt one).
+WITH moved AS (DELETE FROM tenure_objects WHERE oid = :oid AND payload = :payload RETURNING oid, payload)
+INSERT INTO tenure_objects_corrupt (oid, payload) SELECT oid, payload FROM moved;

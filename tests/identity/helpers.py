@@ -1,0 +1,62 @@
+"""A store with its object store, and a second object store that is not its own, on both backends."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenure.objects import ObjectStore, open_object_store
+from tenure.store import Store, open_store
+
+
+@dataclass
+class Backend:
+    kind: str
+    store_url: str
+    objects_url: str
+    other_objects_url: str
+    tmp: Path
+
+    def store(self) -> Store:
+        return open_store(self.store_url)
+
+    def objects(self, url: str | None = None) -> ObjectStore:
+        return open_object_store(url or self.objects_url)
+
+    def corrupt(self, oid: str) -> None:
+        """Replace object ``oid``'s stored bytes with different bytes of the same length."""
+        if self.kind == "folder":
+            path = os.path.join(self.objects_url[len("file://"):], oid[:2], oid)
+            data = bytearray(Path(path).read_bytes())
+            os.chmod(path, 0o644)
+            for i in range(len(data) // 2, len(data)):
+                data[i] ^= 0x5A
+            Path(path).write_bytes(bytes(data))
+            return
+        import psycopg
+
+        with psycopg.connect(self.objects_url, autocommit=True) as conn:
+            row = conn.execute("SELECT payload FROM tenure_objects WHERE oid = %s", (oid,)).fetchone()
+            assert row is not None
+            data = bytearray(row[0])
+            for i in range(len(data) // 2, len(data)):
+                data[i] ^= 0x5A
+            conn.execute("UPDATE tenure_objects SET payload = %s WHERE oid = %s", (bytes(data), oid))
+
+
+def write_tree(root: Path) -> dict[str, bytes]:
+    """A folder with small files (packed together) and one large file (chunked); returns its content."""
+    files = {f"small/{i:02d}.txt": f"small file {i}\n".encode() * (i + 1) for i in range(12)}
+    files["large.bin"] = os.urandom(3 << 20)
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.utime(path, (time.time() - 3600, time.time() - 3600))  # old enough for the index to trust
+    return files
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
