@@ -1,0 +1,141 @@
+"""The new user's story through the real CLI: one run with another --objects must not lose the workspace.
+
+A checkpoint with the usual object store, then one with another
+``--objects``: refused with ``object-store-mismatch`` (exit 2) naming both
+identities and URLs, nothing published, nothing created there. Back on the
+usual object store everything works. Read-only object folders: one with its
+identity can still be read; one without is refused only when a checkpoint
+needs to write it. And a corrupt object: verify sets it aside, a checkpoint
+of the intact folder stores it again, the old snapshot verifies READY.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from tests.faults.support import error_of, ok_json, tenure, unprivileged
+from tests.identity.helpers import read_tree, write_tree
+
+IDENTITY = "tenure-objects.json"
+
+
+def _cli(tmp_path: Path, *args: str, prefix: list[str] | None = None) -> Any:
+    return tenure(["--json", *args], cwd=str(tmp_path), prefix=prefix or [])
+
+
+def _chmod_tree(root: Path, writable: bool) -> None:
+    for folder, dirs, files in os.walk(root):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            mode = os.stat(name).st_mode
+            os.chmod(name, (mode | stat.S_IWUSR) if writable else (mode & ~0o222))
+
+
+def test_a_checkpoint_with_another_object_store_is_refused_and_the_usual_one_keeps_working(tmp_path: Path) -> None:
+    src = tmp_path / "notes"
+    write_tree(src)
+    ok_json(_cli(tmp_path, "workspace", "create", "notes"))
+    first = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))["snapshot"]
+    usual = tmp_path / ".tenure" / "objects"
+    identity = json.loads((usual / IDENTITY).read_text())["identity"]
+
+    (src / "today.txt").write_text("written on the day the other object store was tried\n")
+    other = tmp_path / "elsewhere"
+    refused = _cli(tmp_path, "--objects", f"file://{other}", "workspace", "checkpoint", "notes", "--from", str(src))
+    assert refused.returncode == 2, refused.stderr
+    error = error_of(refused)
+    assert error["code"] == "object-store-mismatch"
+    assert identity in error["message"] and f"file://{usual}" in error["message"]
+    assert f"file://{other}" in error["message"] and f"file://{usual}" in error["hint"]
+    assert not other.exists()  # nothing written there
+    listed = ok_json(_cli(tmp_path, "snapshot", "list", "notes"))
+    assert [s["id"] for s in listed] == [first["id"]]  # nothing published
+
+    again = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))
+    assert not again["unchanged"]
+    head = again["snapshot"]["id"]
+    assert ok_json(_cli(tmp_path, "snapshot", "verify", head))["ok"]
+    ok_json(_cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out")))
+    assert read_tree(tmp_path / "out") == read_tree(src)
+
+
+def test_a_read_only_object_folder_with_its_identity_can_be_read(tmp_path: Path) -> None:
+    src = tmp_path / "notes"
+    write_tree(src)
+    ok_json(_cli(tmp_path, "workspace", "create", "notes"))
+    snap = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))["snapshot"]
+    objects = tmp_path / ".tenure" / "objects"
+    _chmod_tree(objects, writable=False)
+    try:
+        listed = _cli(tmp_path, "snapshot", "list", "notes", prefix=unprivileged())
+        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"),
+                        prefix=unprivileged())
+        verified = _cli(tmp_path, "snapshot", "verify", snap["id"], prefix=unprivileged())
+    finally:
+        _chmod_tree(objects, writable=True)
+    assert [s["id"] for s in ok_json(listed)] == [snap["id"]]
+    assert restored.returncode == 0, restored.stderr
+    assert read_tree(tmp_path / "out") == read_tree(src)
+    assert json.loads(verified.stdout)["ok"], verified.stderr
+
+
+def test_a_read_only_object_folder_without_identity_is_refused_only_when_a_checkpoint_writes(tmp_path: Path) -> None:
+    src = tmp_path / "notes"
+    write_tree(src)
+    ok_json(_cli(tmp_path, "workspace", "create", "notes"))
+    snap = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))["snapshot"]
+    # As a data folder written before identities: no identity file, no binding in the store.
+    objects = tmp_path / ".tenure" / "objects"
+    os.chmod(objects / IDENTITY, 0o644)
+    os.unlink(objects / IDENTITY)
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / ".tenure" / "tenure.db") as conn:
+        conn.execute("DELETE FROM object_store_binding")
+    (src / "today.txt").write_text("new\n")
+    _chmod_tree(objects, writable=False)
+    try:
+        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"),
+                        prefix=unprivileged())
+        refused = _cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src), prefix=unprivileged())
+    finally:
+        _chmod_tree(objects, writable=True)
+    assert restored.returncode == 0, restored.stderr
+    assert refused.returncode == 5
+    error = error_of(refused)
+    assert error["code"] == "object-store-read-only" and "identity" in error["message"]
+    assert [s["id"] for s in ok_json(_cli(tmp_path, "snapshot", "list", "notes"))] == [snap["id"]]
+    # Writable again: adopted on first use, and the checkpoint publishes.
+    done = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))
+    assert not done["unchanged"] and (objects / IDENTITY).exists()
+
+
+def test_verify_sets_a_corrupt_object_aside_and_a_checkpoint_of_the_intact_folder_repairs_it(tmp_path: Path) -> None:
+    src = tmp_path / "notes"
+    write_tree(src)
+    ok_json(_cli(tmp_path, "workspace", "create", "notes"))
+    old = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))["snapshot"]
+    objects = tmp_path / ".tenure" / "objects"
+    victim = max((p for p in objects.glob("??/*")), key=lambda p: p.stat().st_size)  # a chunk of the large file
+    data = bytearray(victim.read_bytes())
+    for i in range(len(data) // 2, len(data)):
+        data[i] ^= 0x5A
+    os.chmod(victim, 0o644)
+    victim.write_bytes(bytes(data))
+
+    damaged = _cli(tmp_path, "snapshot", "verify", old["id"])
+    assert damaged.returncode == 6, damaged.stderr
+    report = json.loads(damaged.stdout)
+    assert report["snapshot"]["state"] == "DEGRADED" and report["set_aside"] == [victim.name]
+    assert not victim.exists() and [p.name.split(".")[0] for p in (objects / "corrupt").iterdir()] == [victim.name]
+
+    repaired = ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src)))
+    assert not repaired["unchanged"] and repaired["snapshot"]["state"] == "READY"
+    assert victim.exists()
+    healed = ok_json(_cli(tmp_path, "snapshot", "verify", old["id"]))
+    assert healed["ok"] and healed["snapshot"]["state"] == "READY"
+    ok_json(_cli(tmp_path, "workspace", "restore", "notes", "--snapshot", old["id"], "--to", str(tmp_path / "out")))
+    assert read_tree(tmp_path / "out") == read_tree(src)
