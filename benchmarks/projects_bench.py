@@ -725,14 +725,14 @@ def instrumented_service(store: Store, objects_url: str, data_dir: str, steps: S
     s: Any = svc
     s.projects.get = steps.wrap("reads", svc.projects.get)
     s.ownership.holds = steps.wrap("reads", svc.ownership.holds)
-    s._claim = steps.wrap("claim", svc._claim)
+    s.facade.claim_for_local_pod = steps.wrap("claim", svc.facade.claim_for_local_pod)
     s.projects.unbind_sessions = steps.wrap("unbind", svc.projects.unbind_sessions)
     s.projects.transition_status = steps.wrap("status writes", svc.projects.transition_status)
-    s._workspace_init = steps.wrap("workspace init (rest)", svc._workspace_init)
+    s.workspaces.init_folder = steps.wrap("workspace init (rest)", svc.workspaces.init_folder)
     s.workspaces.restore = steps.wrap("restore (storage core)", svc.workspaces.restore)
     s._start_engines = steps.wrap("engines", svc._start_engines)
     s._stop_engines = steps.wrap("engines", svc._stop_engines)
-    s._suspend_workspace = steps.wrap("workspace suspend (rest)", svc._suspend_workspace)
+    s.workspaces.suspend_folder = steps.wrap("workspace suspend (rest)", svc.workspaces.suspend_folder)
     s.workspaces.checkpoint = steps.wrap("checkpoint (storage core)", svc.workspaces.checkpoint)
     s.trash.discard = steps.wrap("folder removal", svc.trash.discard)
     s.ownership.release_lease = steps.wrap("release", svc.ownership.release_lease)
@@ -776,16 +776,25 @@ def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "transactions_by_step": runs[-1]["transactions_by_step"]}
 
 
-def bench_lifecycle(store: Store, cfg: Config, workdir: str) -> dict[str, Any]:
+def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[str], Store]) -> dict[str, Any]:
+    """Lifecycle steps against the storage core. Every object folder gets a store of its own (a store
+    is bound to one object store), opened with ``opener``; every store's transactions are counted."""
     base = os.path.join(workdir, f"life-{store.db.dialect}")
     os.makedirs(base)
     steps = Steps()
     steps.count_transactions(store.db)
+
+    def fresh(section: str) -> Store:
+        opened = opener(section)
+        steps.count_transactions(opened.db)
+        return opened
+
     results: dict[str, Any] = {}
 
     # ---- empty project: every cycle on a new project (lifecycle) and a new workspace (core)
     svc = instrumented_service(store, f"file://{base}/objects-empty-life", f"{base}/data-empty-life", steps)
-    core = WorkspaceService(store, open_object_store(f"file://{base}/objects-empty-core"), f"{base}/data-empty-core")
+    core = WorkspaceService(fresh("lifecycle_core_empty"), open_object_store(f"file://{base}/objects-empty-core"),
+                            f"{base}/data-empty-core")
     runs: dict[str, list[Any]] = defaultdict(list)
     for k in range(cfg.empty_reps + 1):  # the first cycle is a warm-up
         name = f"empty{k:03d}"
@@ -832,9 +841,10 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str) -> dict[str, Any]:
 
         def lifecycle_side() -> None:
             nonlocal changed_bytes
-            lsvc = instrumented_service(store, f"file://{base}/objects-life{rep}", f"{base}/data-life{rep}", steps)
+            lstore = fresh(f"lifecycle_life{rep}")
+            lsvc = instrumented_service(lstore, f"file://{base}/objects-life{rep}", f"{base}/data-life{rep}", steps)
             name = f"tree{rep:02d}"
-            ProjectStore(store).create("bench", name)
+            ProjectStore(lstore).create("bench", name)
             lsvc.bring("bench", name)  # INIT → RUNNING with an empty folder
             folder = lsvc.folder(lsvc.projects.get("bench", name))
             os.rmdir(folder)
@@ -847,7 +857,7 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str) -> dict[str, Any]:
             life_steps["suspend (tree, 1% changed)"] = lifecycle_call(lsvc, steps, "suspend", "bench", name, SETTLE)
 
         def core_side() -> None:
-            csvc = WorkspaceService(store, open_object_store(f"file://{base}/objects-core{rep}"),
+            csvc = WorkspaceService(fresh(f"lifecycle_core{rep}"), open_object_store(f"file://{base}/objects-core{rep}"),
                                     f"{base}/data-core{rep}")
             ws = csvc.create(f"core-tree{rep:02d}")
             first = os.path.join(base, f"core-tree-a{rep}")
@@ -991,7 +1001,7 @@ def run_backend(backend: Backend, cfg: Config, workdir: str, only: set[str] | No
         ("claims", lambda s: bench_claims(s, cfg)),
         ("renew", lambda s: bench_renew(s, cfg)),
         ("find", lambda s: bench_find(s, cfg)),
-        ("lifecycle", lambda s: bench_lifecycle(s, cfg, workdir)),
+        ("lifecycle", lambda s: bench_lifecycle(s, cfg, workdir, backend.open)),
     ]
     for section, fn in sections:
         if only and section not in only:
