@@ -75,8 +75,8 @@ def generations(recorder: Recorder, root: Path) -> list[str]:
     return [os.path.basename(e[2]) for e in recorder.named(root) if os.path.basename(e[2]).startswith("g0")]
 
 
-def test_admission_makes_the_generation_the_cache_and_the_acknowledgement_durable(tmp_path: Path,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_admission_makes_the_generation_the_cache_and_the_acknowledgement_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = Workspace(tmp_path / "ws")
     put(ws, "incoming.zip")
     recorder = Recorder(monkeypatch)
@@ -88,8 +88,8 @@ def test_admission_makes_the_generation_the_cache_and_the_acknowledgement_durabl
     assert recorder.problems(ws.root, ws.inbox) == []
 
 
-def test_advance_makes_the_new_generation_and_the_index_durable_before_returning(tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_advance_makes_the_new_generation_and_the_index_durable_before_returning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = Workspace(tmp_path / "ws")
     put(ws, "incoming.zip")
     assert [r.kind for r in InboxProcessor(ws).poll() if r.input_path is not None] == [ResultKind.ACCEPTED]
