@@ -76,10 +76,15 @@ def bench_poll(tmp: Path, name: str, count: int, size: int) -> dict[str, Any]:
     inputs = make_inputs(tmp / f"{name}-src", count, size)
     base = baseline(inputs, tmp / f"{name}-baseline")
     poll = poll_all(inputs, tmp / f"{name}-ws")
-    return {"benchmark": f"poll {count} x {size // 1024} KiB", "packages": count,
-            "poll_s": round(poll, 3), "baseline_s": round(base, 3),
-            "packages_per_s": round(count / poll, 1), "ratio": round(poll / base, 2),
-            "aim": "ratio <= 3"}
+    return {
+        "benchmark": f"poll {count} x {size // 1024} KiB",
+        "packages": count,
+        "poll_s": round(poll, 3),
+        "baseline_s": round(base, 3),
+        "packages_per_s": round(count / poll, 1),
+        "ratio": round(poll / base, 2),
+        "aim": "ratio <= 3",
+    }
 
 
 def advance_latency(store: CheckpointStore, case: str, samples: int, prefix: str) -> list[float]:
@@ -106,35 +111,48 @@ def bench_advance(tmp: Path, history: int, samples: int) -> dict[str, Any]:
     _validated.clear()
     cold = advance_latency(CheckpointStore(Workspace(ws.root)), "long", 1, "cold")[0]
     fresh_ms, long_ms = statistics.median(fresh) * 1000, statistics.median(long) * 1000
-    return {"benchmark": f"advance, {history + 2} checkpoints vs fresh",
-            "fresh_ms": round(fresh_ms, 2), "long_history_ms": round(long_ms, 2),
-            "ratio": round(long_ms / fresh_ms, 2), "cold_first_advance_ms": round(cold * 1000, 1),
-            "aim": "does not grow with history"}
+    return {
+        "benchmark": f"advance, {history + 2} checkpoints vs fresh",
+        "fresh_ms": round(fresh_ms, 2),
+        "long_history_ms": round(long_ms, 2),
+        "ratio": round(long_ms / fresh_ms, 2),
+        "cold_first_advance_ms": round(cold * 1000, 1),
+        "aim": "does not grow with history",
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes for a smoke run")
     args = parser.parse_args()
-    small_n, big_n, big_size, history, samples = ((100, 5, 20 * 1024 * 1024, 100, 10)
-                                                  if args.quick else
-                                                  (1000, 50, 20 * 1024 * 1024, 1000, 30))
+    small_n, big_n, big_size, history, samples = (
+        (100, 5, 20 * 1024 * 1024, 100, 10) if args.quick else (1000, 50, 20 * 1024 * 1024, 1000, 30)
+    )
     with tempfile.TemporaryDirectory(prefix="intake-bench-") as folder:
         tmp = Path(folder)
-        rows = [bench_poll(tmp, "small", small_n, 1024),
-                bench_poll(tmp, "large", big_n, big_size),
-                bench_advance(tmp, history, samples)]
+        rows = [
+            bench_poll(tmp, "small", small_n, 1024),
+            bench_poll(tmp, "large", big_n, big_size),
+            bench_advance(tmp, history, samples),
+        ]
     print(f"{'benchmark':42} {'measured':>12} {'baseline':>12} {'ratio':>7}  aim")
     for row in rows:
         if "poll_s" in row:
-            print(f"{row['benchmark']:42} {row['poll_s']:>11}s {row['baseline_s']:>11}s "
-                  f"{row['ratio']:>7}  {row['aim']}")
+            print(
+                f"{row['benchmark']:42} {row['poll_s']:>11}s {row['baseline_s']:>11}s {row['ratio']:>7}  {row['aim']}"
+            )
         else:
-            print(f"{row['benchmark']:42} {row['long_history_ms']:>10}ms {row['fresh_ms']:>10}ms "
-                  f"{row['ratio']:>7}  {row['aim']} (cold first: {row['cold_first_advance_ms']} ms)")
+            print(
+                f"{row['benchmark']:42} {row['long_history_ms']:>10}ms {row['fresh_ms']:>10}ms "
+                f"{row['ratio']:>7}  {row['aim']} (cold first: {row['cold_first_advance_ms']} ms)"
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"quick": args.quick, "python": sys.version.split()[0],
-                                   "cpus": os.cpu_count(), "results": rows}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {"quick": args.quick, "python": sys.version.split()[0], "cpus": os.cpu_count(), "results": rows}, indent=2
+        )
+        + "\n"
+    )
     print(f"wrote {RESULTS}")
 
 

@@ -69,7 +69,7 @@ LIFECYCLE_AIM = 1.10
 @dataclass(frozen=True)
 class Config:
     mode: str
-    claim_projects: int      # projects in the claim benchmark; every round claims each once per kind
+    claim_projects: int  # projects in the claim benchmark; every round claims each once per kind
     claim_rounds: int
     claim_threads: int
     renew_sizes: tuple[int, ...]
@@ -77,31 +77,61 @@ class Config:
     find_sizes: tuple[int, ...]
     find_limit: int
     find_repeat: int
-    tree_scale: float        # trees.mixed_spec scale: 0.25 = 5,000 files / 50 MB
+    tree_scale: float  # trees.mixed_spec scale: 0.25 = 5,000 files / 50 MB
     tree_reps: int
     empty_reps: int
 
 
-FULL = Config("full", claim_projects=400, claim_rounds=3, claim_threads=4, renew_sizes=(1_000, 10_000, 100_000),
-              renew_beats=5, find_sizes=(100_000, 1_000_000), find_limit=100, find_repeat=7, tree_scale=0.25,
-              tree_reps=5, empty_reps=10)
-QUICK = Config("quick", claim_projects=150, claim_rounds=2, claim_threads=4, renew_sizes=(1_000, 10_000, 100_000),
-               renew_beats=3, find_sizes=(10_000, 100_000), find_limit=100, find_repeat=5, tree_scale=0.05,
-               tree_reps=1, empty_reps=5)
+FULL = Config(
+    "full",
+    claim_projects=400,
+    claim_rounds=3,
+    claim_threads=4,
+    renew_sizes=(1_000, 10_000, 100_000),
+    renew_beats=5,
+    find_sizes=(100_000, 1_000_000),
+    find_limit=100,
+    find_repeat=7,
+    tree_scale=0.25,
+    tree_reps=5,
+    empty_reps=10,
+)
+QUICK = Config(
+    "quick",
+    claim_projects=150,
+    claim_rounds=2,
+    claim_threads=4,
+    renew_sizes=(1_000, 10_000, 100_000),
+    renew_beats=3,
+    find_sizes=(10_000, 100_000),
+    find_limit=100,
+    find_repeat=5,
+    tree_scale=0.05,
+    tree_reps=1,
+    empty_reps=5,
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="smaller: needing-owner at 10k/100k, a 10 MB / 1,000-file tree, fewer repeats")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller: needing-owner at 10k/100k, a 10 MB / 1,000-file tree, fewer repeats",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--pg-url", default=os.environ.get("TENURE_BENCH_PG", DEFAULT_PG),
-                        help="an administrative PostgreSQL URL; throw-away databases are created and dropped"
-                             f" (default {DEFAULT_PG}, or $TENURE_BENCH_PG)")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("TENURE_BENCH_PG", DEFAULT_PG),
+        help="an administrative PostgreSQL URL; throw-away databases are created and dropped"
+        f" (default {DEFAULT_PG}, or $TENURE_BENCH_PG)",
+    )
     parser.add_argument("--workdir", help="scratch folder (default: a new temporary folder, removed afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--only", help="comma-separated sections to run: claims, renew, find, lifecycle")
-    parser.add_argument("--tree-reps", type=int, metavar="N", help="bring/suspend runs of the tree (default 5, quick 1)")
+    parser.add_argument(
+        "--tree-reps", type=int, metavar="N", help="bring/suspend runs of the tree (default 5, quick 1)"
+    )
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"JSON output path (default {DEFAULT_OUT})")
     return parser.parse_args(argv)
 
@@ -123,8 +153,14 @@ def pct(samples: Sequence[float], q: float) -> float:
 
 
 def summary(samples: Sequence[float]) -> dict[str, float]:
-    return {"n": len(samples), "p50": pct(samples, 0.5), "p95": pct(samples, 0.95), "mean": statistics.fmean(samples),
-            "min": min(samples), "max": max(samples)}
+    return {
+        "n": len(samples),
+        "p50": pct(samples, 0.5),
+        "p95": pct(samples, 0.95),
+        "mean": statistics.fmean(samples),
+        "min": min(samples),
+        "max": max(samples),
+    }
 
 
 def fmt_s(seconds: float) -> str:
@@ -147,10 +183,12 @@ def sync(settle: float = 0.0) -> None:
 
 def git_rev() -> str | None:
     try:
-        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src"], capture_output=True,
-                               text=True, check=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         return rev + ("+dirty-src" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -244,8 +282,13 @@ def tx_counter() -> Iterator[list[str]]:
     seen: list[str] = []
     patched: list[tuple[Any, str, Any]] = []
     cls: Any = connector_mod.BaseTx
-    for meth, named in (("execute", True), ("count", True), ("executemany", True), ("execute_sql", False),
-                        ("count_sql", False)):
+    for meth, named in (
+        ("execute", True),
+        ("count", True),
+        ("executemany", True),
+        ("execute_sql", False),
+        ("count_sql", False),
+    ):
         original = cls.__dict__[meth]
 
         def wrapper(self: Any, query: str, *a: Any, _o: Any = original, _named: bool = named, **k: Any) -> Any:
@@ -283,8 +326,11 @@ def driver_trace(store: Store) -> Iterator[dict[str, Any]]:
             conn.set_trace_callback(None)
             for line in lines:
                 text = " ".join(line.split())
-                (out["transaction_control"] if text.split(" ")[0].upper() in ("BEGIN", "COMMIT", "ROLLBACK")
-                 else out["statements"]).append(text)
+                (
+                    out["transaction_control"]
+                    if text.split(" ")[0].upper() in ("BEGIN", "COMMIT", "ROLLBACK")
+                    else out["statements"]
+                ).append(text)
         return
     from psycopg import pq
 
@@ -305,8 +351,11 @@ def driver_trace(store: Store) -> Iterator[dict[str, Any]]:
                 fields = line.split("\t")
                 if len(fields) >= 4 and fields[0] == "B" and fields[2] == "CommandComplete":
                     tag = fields[3].strip().strip('"')
-                    (out["transaction_control"] if tag.split(" ")[0] in ("BEGIN", "COMMIT", "ROLLBACK")
-                     else out["statements"]).append(tag)
+                    (
+                        out["transaction_control"]
+                        if tag.split(" ")[0] in ("BEGIN", "COMMIT", "ROLLBACK")
+                        else out["statements"]
+                    ).append(tag)
             fh.close()
         out["connections_traced"] = len(conns)
 
@@ -323,8 +372,22 @@ def single_connection(store: Store) -> Store:
 # --------------------------------------------------------------------------- bulk loading
 
 WS_COLS = ("id", "name", "state", "created_at", "updated_at")
-PRJ_COLS = ("id", "tenant", "name", "status", "kind", "lifecycle_type", "owner_required", "home_pod_id",
-            "home_node", "claimed_at", "generation", "workspace_id", "created_at", "updated_at")
+PRJ_COLS = (
+    "id",
+    "tenant",
+    "name",
+    "status",
+    "kind",
+    "lifecycle_type",
+    "owner_required",
+    "home_pod_id",
+    "home_node",
+    "claimed_at",
+    "generation",
+    "workspace_id",
+    "created_at",
+    "updated_at",
+)
 
 
 def bulk_insert(store: Store, rows: Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]], chunk: int = 50_000) -> int:
@@ -337,10 +400,14 @@ def bulk_insert(store: Store, rows: Iterator[tuple[tuple[Any, ...], tuple[Any, .
         with store.db.transaction() as tx:
             raw: Any = tx.conn  # type: ignore[attr-defined]
             if store.db.dialect == "sqlite":
-                raw.executemany(f"INSERT INTO workspaces ({', '.join(WS_COLS)}) VALUES ({', '.join('?' * len(WS_COLS))})",
-                                [w for w, _ in batch])
-                raw.executemany(f"INSERT INTO projects ({', '.join(PRJ_COLS)})"
-                                f" VALUES ({', '.join('?' * len(PRJ_COLS))})", [p for _, p in batch])
+                raw.executemany(
+                    f"INSERT INTO workspaces ({', '.join(WS_COLS)}) VALUES ({', '.join('?' * len(WS_COLS))})",
+                    [w for w, _ in batch],
+                )
+                raw.executemany(
+                    f"INSERT INTO projects ({', '.join(PRJ_COLS)}) VALUES ({', '.join('?' * len(PRJ_COLS))})",
+                    [p for _, p in batch],
+                )
             else:
                 with raw.cursor() as cur:
                     with cur.copy(f"COPY workspaces ({', '.join(WS_COLS)}) FROM STDIN") as cp:
@@ -352,12 +419,34 @@ def bulk_insert(store: Store, rows: Iterator[tuple[tuple[Any, ...], tuple[Any, .
         total += len(batch)
 
 
-def row_pair(prefix: str, i: int, now: float, status: str, lifecycle: str, owner_required: int,
-             pod: str | None, claimed_at: float | None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def row_pair(
+    prefix: str,
+    i: int,
+    now: float,
+    status: str,
+    lifecycle: str,
+    owner_required: int,
+    pod: str | None,
+    claimed_at: float | None,
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     wid = f"w-{prefix}{i:07d}"
     ws = (wid, f"{prefix}ws-{i:07d}", "IDLE", now, now)
-    prj = (f"p-{prefix}{i:07d}", f"t{i % 97:02d}", f"{prefix}{i:07d}", status, "USER", lifecycle, owner_required,
-           pod, "node-bench" if pod else None, claimed_at, 1, wid, now, now)
+    prj = (
+        f"p-{prefix}{i:07d}",
+        f"t{i % 97:02d}",
+        f"{prefix}{i:07d}",
+        status,
+        "USER",
+        lifecycle,
+        owner_required,
+        pod,
+        "node-bench" if pod else None,
+        claimed_at,
+        1,
+        wid,
+        now,
+        now,
+    )
     return ws, prj
 
 
@@ -372,8 +461,10 @@ def store_now(store: Store) -> float:
 
 # --------------------------------------------------------------------------- 1. claims
 
-BARE_UPDATE = ("UPDATE projects SET claimed_at = {now} WHERE id = :id AND (home_pod_id IS NULL OR home_pod_id = :pod"
-               " OR claimed_at IS NULL OR claimed_at < {now} - :ttl)")
+BARE_UPDATE = (
+    "UPDATE projects SET claimed_at = {now} WHERE id = :id AND (home_pod_id IS NULL OR home_pod_id = :pod"
+    " OR claimed_at IS NULL OR claimed_at < {now} - :ttl)"
+)
 
 
 def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
@@ -384,8 +475,9 @@ def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
 
     def release_all() -> None:
         with store.db.sql_transaction() as tx:
-            tx.execute_sql("UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL"
-                           " WHERE tenant = 'bench'")
+            tx.execute_sql(
+                "UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL WHERE tenant = 'bench'"
+            )
 
     def fresh(n: str) -> None:
         pod = str(uuid.uuid4())
@@ -426,7 +518,7 @@ def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
 
     # throughput: N threads, each on its own slice of the projects
     def run_threads(fn: Callable[[str], None]) -> float:
-        slices = [names[i::cfg.claim_threads] for i in range(cfg.claim_threads)]
+        slices = [names[i :: cfg.claim_threads] for i in range(cfg.claim_threads)]
         errors: list[BaseException] = []
         barrier = threading.Barrier(cfg.claim_threads + 1)
 
@@ -457,7 +549,9 @@ def bench_claims(store: Store, cfg: Config) -> dict[str, Any]:
             tput[kind].append(run_threads(kinds[kind]))
 
     return {
-        "projects": len(names), "rounds": cfg.claim_rounds, "threads": cfg.claim_threads,
+        "projects": len(names),
+        "rounds": cfg.claim_rounds,
+        "threads": cfg.claim_threads,
         "latency_s": {k: summary(v) for k, v in lat.items()},
         "throughput_ops_s": {k: {"median": statistics.median(v), "runs": v} for k, v in tput.items()},
         "statements_per_call": {k: len(v) for k, v in statements.items()},
@@ -504,8 +598,11 @@ def bench_renew(store: Store, cfg: Config) -> dict[str, Any]:
             times.append(time.perf_counter() - t0)
             assert n == size, (n, size)
         out["sizes"][str(size)] = {
-            "matched": matched, "beat_s": summary(times), "per_project_s": statistics.median(times) / size,
-            "connector_statements": seen, "driver_statements": drv["statements"],
+            "matched": matched,
+            "beat_s": summary(times),
+            "per_project_s": statistics.median(times) / size,
+            "connector_statements": seen,
+            "driver_statements": drv["statements"],
             "driver_transaction_control": drv["transaction_control"],
             "wal_bytes_per_beat": wal_bytes,
         }
@@ -537,8 +634,9 @@ class WalProbe:
             path = self.store.db.path + "-wal"  # type: ignore[attr-defined]
             return os.path.getsize(path) if os.path.exists(path) else 0
         with self.store.db.sql_transaction() as tx:
-            row = tx.execute_sql("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), CAST(:m AS pg_lsn))::bigint"
-                                 " AS d", {"m": self.mark})[0]
+            row = tx.execute_sql(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), CAST(:m AS pg_lsn))::bigint AS d", {"m": self.mark}
+            )[0]
         return int(row["d"])
 
 
@@ -549,8 +647,10 @@ def pg_update_stats(store: Store, pods: dict[int, str], cfg: Config) -> dict[str
     def read(conn: Any) -> dict[str, Any]:
         time.sleep(1.2)  # a backend flushes its statistics at most once a second
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute("SELECT n_tup_upd, n_tup_hot_upd, pg_relation_size('projects'),"
-                           " pg_indexes_size('projects') FROM pg_stat_user_tables WHERE relname = 'projects'").fetchone()
+        row = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd, pg_relation_size('projects'),"
+            " pg_indexes_size('projects') FROM pg_stat_user_tables WHERE relname = 'projects'"
+        ).fetchone()
         return {"n_tup_upd": row[0], "n_tup_hot_upd": row[1], "table_bytes": row[2], "index_bytes": row[3]}
 
     size = max(pods)
@@ -563,8 +663,15 @@ def pg_update_stats(store: Store, pods: dict[int, str], cfg: Config) -> dict[str
         after = read(conn)
     upd = after["n_tup_upd"] - before["n_tup_upd"]
     hot = after["n_tup_hot_upd"] - before["n_tup_hot_upd"]
-    return {"holder_size": size, "beats": cfg.renew_beats, "rows_updated": upd, "hot_updates": hot,
-            "hot_fraction": hot / upd if upd else None, "before": before, "after": after}
+    return {
+        "holder_size": size,
+        "beats": cfg.renew_beats,
+        "rows_updated": upd,
+        "hot_updates": hot,
+        "hot_fraction": hot / upd if upd else None,
+        "before": before,
+        "after": after,
+    }
 
 
 # --------------------------------------------------------------------------- 3. find_projects_needing_owner
@@ -586,8 +693,9 @@ def population(start: int, stop: int, now: float, seed: int) -> Iterator[Any]:
             lt, req = ("PERMANENT", 0) if rng.random() < 0.5 else ("AUTO", 1)
             yield row_pair("f", i, now, "RUNNING", lt, req, f"pod-{i % 50}", now - rng.uniform(0, 600))
         elif x < 0.99:
-            yield row_pair("f", i, now, "RUNNING", "PERMANENT", 0, f"pod-dead-{i % 7}",
-                           now - FIND_TTL - rng.uniform(60, 86_400))
+            yield row_pair(
+                "f", i, now, "RUNNING", "PERMANENT", 0, f"pod-dead-{i % 7}", now - FIND_TTL - rng.uniform(60, 86_400)
+            )
         else:
             yield row_pair("f", i, now, "INIT", "PERMANENT", 0, None, None)
 
@@ -601,8 +709,10 @@ def explain(store: Store, sql: str, params: dict[str, Any], *, analyze_run: bool
         return [next(iter(r.values())) for r in tx.execute_sql(prefix + sql, params)]
 
 
-NEEDS_OWNER_WHERE = ("status IN ('INIT', 'RECOVERING', 'RUNNING') AND"
-                     " (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1))")
+NEEDS_OWNER_WHERE = (
+    "status IN ('INIT', 'RECOVERING', 'RUNNING') AND"
+    " (lifecycle_type = 'PERMANENT' OR (lifecycle_type = 'AUTO' AND owner_required = 1))"
+)
 LONG_TTL = 10 * 86_400.0  # no lease in the population is older than this: only never-claimed rows match
 
 
@@ -616,8 +726,14 @@ def find_case(store: Store, own: Ownership, cfg: Config, ttl: float, skip: int) 
         t0 = time.perf_counter()
         own.find_projects_needing_owner(ttl, cfg.find_limit, skip)
         times.append(time.perf_counter() - t0)
-    info: dict[str, Any] = {"lease_ttl": ttl, "skip": skip, "returned": len(got), "time_s": summary(times),
-                            "plan": plan, "uses_index": any("projects_needing_owner" in line for line in plan)}
+    info: dict[str, Any] = {
+        "lease_ttl": ttl,
+        "skip": skip,
+        "returned": len(got),
+        "time_s": summary(times),
+        "plan": plan,
+        "uses_index": any("projects_needing_owner" in line for line in plan),
+    }
     if store.db.dialect == "postgres":
         info["plan_analyze"] = explain(store, sql, params, analyze_run=True)
     return info
@@ -625,8 +741,11 @@ def find_case(store: Store, own: Ownership, cfg: Config, ttl: float, skip: int) 
 
 def count_matching(store: Store, ttl: float) -> tuple[int, int]:
     with store.db.sql_transaction(write=False) as tx:
-        matching = tx.execute_sql(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}"
-                                  " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)", {"ttl": ttl})[0]
+        matching = tx.execute_sql(
+            f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}"
+            " AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)",
+            {"ttl": ttl},
+        )[0]
         indexed = tx.execute_sql(f"SELECT COUNT(*) AS c FROM projects WHERE {NEEDS_OWNER_WHERE}")[0]
     return int(matching["c"]), int(indexed["c"])
 
@@ -649,7 +768,8 @@ def bench_find(store: Store, cfg: Config) -> dict[str, Any]:
         entry: dict[str, Any] = {"projects": size, "index_entries": indexed, "cases": {}}
         entry["cases"]["first page"] = find_case(store, own, cfg, FIND_TTL, 0) | {"matching": matching}
         entry["cases"]["last page"] = find_case(store, own, cfg, FIND_TTL, max(0, matching - cfg.find_limit)) | {
-            "matching": matching}
+            "matching": matching
+        }
         entry["cases"]["no expired lease"] = find_case(store, own, cfg, LONG_TTL, 0) | {"matching": only_null}
         out["sizes"][str(size)] = entry
     # a healthy fleet: the never-claimed projects were brought and suspended, nothing needs an owner
@@ -658,7 +778,8 @@ def bench_find(store: Store, cfg: Config) -> dict[str, Any]:
     analyze(store)
     none, _ = count_matching(store, LONG_TTL)
     out["sizes"][str(loaded)]["cases"]["none needing an owner"] = find_case(store, own, cfg, LONG_TTL, 0) | {
-        "matching": none}
+        "matching": none
+    }
     return out
 
 
@@ -720,8 +841,14 @@ CORE_LABELS = ("restore (storage core)", "checkpoint (storage core)")
 
 
 def instrumented_service(store: Store, objects_url: str, data_dir: str, steps: Steps) -> LifecycleService:
-    svc = LifecycleService(store, open_object_store(objects_url), data_dir, PodIdentity.fresh("node-bench"),
-                           config=LifecycleConfig(lease_ttl=LEASE_TTL), engines=[NoopEngine()])
+    svc = LifecycleService(
+        store,
+        open_object_store(objects_url),
+        data_dir,
+        PodIdentity.fresh("node-bench"),
+        config=LifecycleConfig(lease_ttl=LEASE_TTL),
+        engines=[NoopEngine()],
+    )
     s: Any = svc
     s.projects.get = steps.wrap("reads", svc.projects.get)
     s.ownership.holds = steps.wrap("reads", svc.ownership.holds)
@@ -746,8 +873,9 @@ def timed(fn: Callable[[], Any], settle: float = 0.0) -> float:
     return time.perf_counter() - t0
 
 
-def lifecycle_call(svc: LifecycleService, steps: Steps, op: str, tenant: str, name: str,
-                   settle: float = 0.0) -> dict[str, Any]:
+def lifecycle_call(
+    svc: LifecycleService, steps: Steps, op: str, tenant: str, name: str, settle: float = 0.0
+) -> dict[str, Any]:
     sync(settle)
     steps.take()
     t0 = time.perf_counter()
@@ -759,21 +887,31 @@ def lifecycle_call(svc: LifecycleService, steps: Steps, op: str, tenant: str, na
     core = sum(parts.get(k, 0.0) for k in CORE_LABELS)
     own = [sum(v[i] for k, v in txs.items() if k not in CORE_LABELS) for i in (0, 1)]
     inside = [sum(v[i] for k, v in txs.items() if k in CORE_LABELS) for i in (0, 1)]
-    return {"total": total, "core_inside": core, "steps": parts, "transactions_by_step": txs,
-            "transactions_own": own, "transactions_core": inside}
+    return {
+        "total": total,
+        "core_inside": core,
+        "steps": parts,
+        "transactions_by_step": txs,
+        "transactions_own": own,
+        "transactions_core": inside,
+    }
 
 
 def merge_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     labels = sorted({k for r in runs for k in r["steps"]})
-    return {"total_s": statistics.median(r["total"] for r in runs),
-            "core_inside_s": statistics.median(r["core_inside"] for r in runs),
-            # the lifecycle's own work: per run, the call minus the storage core call inside it
-            "own_s": statistics.median(r["total"] - r["core_inside"] for r in runs),
-            "steps_s": {k: statistics.median(r["steps"].get(k, 0.0) for r in runs) for k in labels},
-            "runs": len(runs), "totals": [r["total"] for r in runs],
-            # [write, read-only] store transactions of the last run (the same every run)
-            "transactions_own": runs[-1]["transactions_own"], "transactions_core": runs[-1]["transactions_core"],
-            "transactions_by_step": runs[-1]["transactions_by_step"]}
+    return {
+        "total_s": statistics.median(r["total"] for r in runs),
+        "core_inside_s": statistics.median(r["core_inside"] for r in runs),
+        # the lifecycle's own work: per run, the call minus the storage core call inside it
+        "own_s": statistics.median(r["total"] - r["core_inside"] for r in runs),
+        "steps_s": {k: statistics.median(r["steps"].get(k, 0.0) for r in runs) for k in labels},
+        "runs": len(runs),
+        "totals": [r["total"] for r in runs],
+        # [write, read-only] store transactions of the last run (the same every run)
+        "transactions_own": runs[-1]["transactions_own"],
+        "transactions_core": runs[-1]["transactions_core"],
+        "transactions_by_step": runs[-1]["transactions_by_step"],
+    }
 
 
 def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[str], Store]) -> dict[str, Any]:
@@ -793,8 +931,9 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[s
 
     # ---- empty project: every cycle on a new project (lifecycle) and a new workspace (core)
     svc = instrumented_service(store, f"file://{base}/objects-empty-life", f"{base}/data-empty-life", steps)
-    core = WorkspaceService(fresh("lifecycle_core_empty"), open_object_store(f"file://{base}/objects-empty-core"),
-                            f"{base}/data-empty-core")
+    core = WorkspaceService(
+        fresh("lifecycle_core_empty"), open_object_store(f"file://{base}/objects-empty-core"), f"{base}/data-empty-core"
+    )
     runs: dict[str, list[Any]] = defaultdict(list)
     for k in range(cfg.empty_reps + 1):  # the first cycle is a warm-up
         name = f"empty{k:03d}"
@@ -820,8 +959,12 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[s
             runs[label].append(r)
         for label, t in core_cycle.items():
             runs["core:" + label].append(t)
-    for label in ("bring (empty, first: no head)", "suspend (empty, first checkpoint)", "bring (empty head)",
-                  "suspend (empty, unchanged)"):
+    for label in (
+        "bring (empty, first: no head)",
+        "suspend (empty, first checkpoint)",
+        "bring (empty head)",
+        "suspend (empty, unchanged)",
+    ):
         entry = merge_runs(runs[label])
         if runs.get("core:" + label):
             entry["core_standalone_s"] = statistics.median(runs["core:" + label])
@@ -849,16 +992,20 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[s
             folder = lsvc.folder(lsvc.projects.get("bench", name))
             os.rmdir(folder)
             shutil.copytree(source, folder)  # the user's files appear in the project folder
-            life_steps["suspend (tree, first checkpoint)"] = lifecycle_call(lsvc, steps, "suspend", "bench", name,
-                                                                            SETTLE)
+            life_steps["suspend (tree, first checkpoint)"] = lifecycle_call(
+                lsvc, steps, "suspend", "bench", name, SETTLE
+            )
             life_steps["bring (tree head)"] = lifecycle_call(lsvc, steps, "bring", "bench", name, SETTLE)
             _, change = trees.modify(trees.Tree(spec, folder, tree.entries))
             changed_bytes = change.bytes_changed
             life_steps["suspend (tree, 1% changed)"] = lifecycle_call(lsvc, steps, "suspend", "bench", name, SETTLE)
 
         def core_side() -> None:
-            csvc = WorkspaceService(fresh(f"lifecycle_core{rep}"), open_object_store(f"file://{base}/objects-core{rep}"),
-                                    f"{base}/data-core{rep}")
+            csvc = WorkspaceService(
+                fresh(f"lifecycle_core{rep}"),
+                open_object_store(f"file://{base}/objects-core{rep}"),
+                f"{base}/data-core{rep}",
+            )
             ws = csvc.create(f"core-tree{rep:02d}")
             first = os.path.join(base, f"core-tree-a{rep}")
             second = os.path.join(base, f"core-tree-b{rep}")
@@ -870,23 +1017,35 @@ def bench_lifecycle(store: Store, cfg: Config, workdir: str, opener: Callable[[s
             core_times["suspend (tree, 1% changed)"] = timed(lambda: csvc.checkpoint(ws.id, second), SETTLE)
             shutil.rmtree(second)
 
-        for side in ((lifecycle_side, core_side) if rep % 2 == 0 else (core_side, lifecycle_side)):
+        for side in (lifecycle_side, core_side) if rep % 2 == 0 else (core_side, lifecycle_side):
             side()
         for label, r in life_steps.items():
             truns[label].append(r)
             truns["core:" + label].append(core_times[label])
-        log(f"  tree rep {rep + 1}/{cfg.tree_reps}: " + ", ".join(
-            f"{label.split(' (')[0]} {fmt_s(r['total'])} vs core {fmt_s(core_times[label])}"
-            for label, r in life_steps.items()))
+        log(
+            f"  tree rep {rep + 1}/{cfg.tree_reps}: "
+            + ", ".join(
+                f"{label.split(' (')[0]} {fmt_s(r['total'])} vs core {fmt_s(core_times[label])}"
+                for label, r in life_steps.items()
+            )
+        )
     for label in ("bring (tree head)", "suspend (tree, first checkpoint)", "suspend (tree, 1% changed)"):
         entry = merge_runs(truns[label])
         entry["core_standalone_s"] = statistics.median(truns["core:" + label])
         entry["core_op"] = "checkpoint" if label.startswith("suspend") else "restore"
         results[label] = entry
     shutil.rmtree(base, ignore_errors=True)
-    return {"tree": {"files": tree.file_count, "bytes": tree.total_bytes, "scale": cfg.tree_scale,
-                     "bytes_changed_by_1pct_change": changed_bytes},
-            "empty_reps": cfg.empty_reps, "tree_reps": cfg.tree_reps, "scenarios": results}
+    return {
+        "tree": {
+            "files": tree.file_count,
+            "bytes": tree.total_bytes,
+            "scale": cfg.tree_scale,
+            "bytes_changed_by_1pct_change": changed_bytes,
+        },
+        "empty_reps": cfg.empty_reps,
+        "tree_reps": cfg.tree_reps,
+        "scenarios": results,
+    }
 
 
 # --------------------------------------------------------------------------- the table
@@ -915,41 +1074,90 @@ def table_rows(backend: str, res: dict[str, Any]) -> list[Row]:
         c = res["claims"]
         lat, tp, st = c["latency_s"], c["throughput_ops_s"], c["statements_per_call"]
         b = lat["bare"]["p50"]
-        for kind, label in (("fresh", "claim latency p50, fresh holder (+ writer lease)"),
-                            ("renewal", "claim latency p50, renewal")):
+        for kind, label in (
+            ("fresh", "claim latency p50, fresh holder (+ writer lease)"),
+            ("renewal", "claim latency p50, renewal"),
+        ):
             r = lat[kind]["p50"] / b
-            rows.append(Row(backend, label, fmt_s(lat[kind]["p50"]), fmt_s(b),
-                            f"bare conditional UPDATE ({st[kind]} vs {st['bare']} stmt)", f"{r:.2f}×",
-                            f"≤ {CLAIM_AIM}×", f"{verdict(r, CLAIM_AIM)} (+{fmt_s(lat[kind]['p50'] - b)})"))
+            rows.append(
+                Row(
+                    backend,
+                    label,
+                    fmt_s(lat[kind]["p50"]),
+                    fmt_s(b),
+                    f"bare conditional UPDATE ({st[kind]} vs {st['bare']} stmt)",
+                    f"{r:.2f}×",
+                    f"≤ {CLAIM_AIM}×",
+                    f"{verdict(r, CLAIM_AIM)} (+{fmt_s(lat[kind]['p50'] - b)})",
+                )
+            )
         bt = tp["bare"]["median"]
-        for kind, label in (("fresh", f"claim throughput, fresh holder ({c['threads']} threads)"),
-                            ("renewal", f"claim throughput, renewal ({c['threads']} threads)")):
+        for kind, label in (
+            ("fresh", f"claim throughput, fresh holder ({c['threads']} threads)"),
+            ("renewal", f"claim throughput, renewal ({c['threads']} threads)"),
+        ):
             r = bt / tp[kind]["median"]
-            rows.append(Row(backend, label, f"{tp[kind]['median']:.0f}/s", f"{bt:.0f}/s", "bare conditional UPDATE",
-                            f"{r:.2f}×", f"≤ {CLAIM_AIM}×", verdict(r, CLAIM_AIM)))
+            rows.append(
+                Row(
+                    backend,
+                    label,
+                    f"{tp[kind]['median']:.0f}/s",
+                    f"{bt:.0f}/s",
+                    "bare conditional UPDATE",
+                    f"{r:.2f}×",
+                    f"≤ {CLAIM_AIM}×",
+                    verdict(r, CLAIM_AIM),
+                )
+            )
     if "renew" in res:
         for size, e in res["renew"]["sizes"].items():
             n_stmt = len(e["driver_statements"])
-            rows.append(Row(backend, f"renew_leases, {int(size):,} held", fmt_s(e["beat_s"]["p50"]) + " per beat",
-                            f"{e['per_project_s'] * 1e6:.2f} µs", "per project", "-",
-                            "1 statement per beat", f"{'met' if n_stmt == 1 else 'NOT met'} ({n_stmt} stmt)"))
+            rows.append(
+                Row(
+                    backend,
+                    f"renew_leases, {int(size):,} held",
+                    fmt_s(e["beat_s"]["p50"]) + " per beat",
+                    f"{e['per_project_s'] * 1e6:.2f} µs",
+                    "per project",
+                    "-",
+                    "1 statement per beat",
+                    f"{'met' if n_stmt == 1 else 'NOT met'} ({n_stmt} stmt)",
+                )
+            )
     if "find" in res:
         for size, e in res["find"]["sizes"].items():
             for case, p in e["cases"].items():
                 where = f", skip {p['skip']:,}" if p["skip"] else ""
-                rows.append(Row(backend, f"needing owner, {int(size):,} projects, {case}{where}",
-                                fmt_s(p["time_s"]["p50"]), f"{p['returned']} rows", f"of {p['matching']:,} matching",
-                                "-", "uses projects_needing_owner", "met" if p["uses_index"] else "NOT met"))
+                rows.append(
+                    Row(
+                        backend,
+                        f"needing owner, {int(size):,} projects, {case}{where}",
+                        fmt_s(p["time_s"]["p50"]),
+                        f"{p['returned']} rows",
+                        f"of {p['matching']:,} matching",
+                        "-",
+                        "uses projects_needing_owner",
+                        "met" if p["uses_index"] else "NOT met",
+                    )
+                )
     if "lifecycle" in res:
         for label, e in res["lifecycle"]["scenarios"].items():
             if "core_standalone_s" in e:
                 r = e["total_s"] / e["core_standalone_s"]
                 own_work = e["own_s"]
                 adds = own_work / e["core_standalone_s"]
-                rows.append(Row(backend, label, fmt_s(e["total_s"]), fmt_s(e["core_standalone_s"]),
-                                f"WorkspaceService.{e['core_op']}", f"{r:.2f}×", f"adds < {LIFECYCLE_AIM - 1:.0%}",
-                                f"{'met' if adds < LIFECYCLE_AIM - 1 else 'NOT met'} (adds {fmt_s(own_work)},"
-                                f" {adds:.1%})"))
+                rows.append(
+                    Row(
+                        backend,
+                        label,
+                        fmt_s(e["total_s"]),
+                        fmt_s(e["core_standalone_s"]),
+                        f"WorkspaceService.{e['core_op']}",
+                        f"{r:.2f}×",
+                        f"adds < {LIFECYCLE_AIM - 1:.0%}",
+                        f"{'met' if adds < LIFECYCLE_AIM - 1 else 'NOT met'} (adds {fmt_s(own_work)}, {adds:.1%})",
+                    )
+                )
             else:
                 rows.append(Row(backend, label, fmt_s(e["total_s"]), "-", "(no storage work)", "-", "info", "-"))
     return rows
@@ -959,16 +1167,29 @@ def render(rows: list[Row]) -> str:
     header = ["backend", "measure", "tenure", "baseline", "vs", "ratio", "aim", "result"]
     cells = [[r.backend, r.measure, r.value, r.baseline, r.vs, r.ratio, r.aim, r.result] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(cell, widths)) + " |" for cell in cells]
     return "\n".join(lines)
 
 
 def render_steps(backend: str, scenarios: dict[str, Any]) -> str:
-    labels = ["reads", "claim", "unbind", "status writes", "workspace init (rest)", "restore (storage core)",
-              "engines", "checkpoint (storage core)", "workspace suspend (rest)", "folder removal", "release",
-              "other (unwrapped)"]
+    labels = [
+        "reads",
+        "claim",
+        "unbind",
+        "status writes",
+        "workspace init (rest)",
+        "restore (storage core)",
+        "engines",
+        "checkpoint (storage core)",
+        "workspace suspend (rest)",
+        "folder removal",
+        "release",
+        "other (unwrapped)",
+    ]
     names = list(scenarios)
     header = ["step (" + backend + ")"] + names
     cells = []
@@ -977,17 +1198,24 @@ def render_steps(backend: str, scenarios: dict[str, Any]) -> str:
         if all(v is None for v in vals):
             continue
         cells.append([label] + ["" if v is None else fmt_s(v) for v in vals])
-    cells.append(["store transactions, lifecycle's own (write+read)"]
-                 + ["{}+{}".format(*scenarios[n]["transactions_own"]) for n in names])
-    cells.append(["store transactions, storage core (write+read)"]
-                 + ["{}+{}".format(*scenarios[n]["transactions_core"]) for n in names])
+    cells.append(
+        ["store transactions, lifecycle's own (write+read)"]
+        + ["{}+{}".format(*scenarios[n]["transactions_own"]) for n in names]
+    )
+    cells.append(
+        ["store transactions, storage core (write+read)"]
+        + ["{}+{}".format(*scenarios[n]["transactions_core"]) for n in names]
+    )
     cells.append(["total"] + [fmt_s(scenarios[n]["total_s"]) for n in names])
     cells.append(["lifecycle minus storage core"] + [fmt_s(scenarios[n]["own_s"]) for n in names])
-    cells.append(["storage core standalone"] + [fmt_s(scenarios[n].get("core_standalone_s", float("nan")))
-                                                 for n in names])
+    cells.append(
+        ["storage core standalone"] + [fmt_s(scenarios[n].get("core_standalone_s", float("nan"))) for n in names]
+    )
     widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(len(header))]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(cell, widths)) + " |" for cell in cells]
     return "\n".join(lines)
 
@@ -1021,26 +1249,34 @@ def print_details(backend: str, res: dict[str, Any]) -> None:
     if "renew" in res:
         print(f"\nrenew_leases ({backend}): statements the driver sent per beat (BEGIN/COMMIT listed apart)")
         for size, e in res["renew"]["sizes"].items():
-            print(f"  {int(size):>7,} held: {e['driver_statements']}  + {e['driver_transaction_control']};"
-                  f" connector calls: {len(e['connector_statements'])}; WAL {e['wal_bytes_per_beat'] / 1e6:.2f} MB"
-                  f" per beat ({e['wal_bytes_per_beat'] / int(size):.0f} B per project)")
+            print(
+                f"  {int(size):>7,} held: {e['driver_statements']}  + {e['driver_transaction_control']};"
+                f" connector calls: {len(e['connector_statements'])}; WAL {e['wal_bytes_per_beat'] / 1e6:.2f} MB"
+                f" per beat ({e['wal_bytes_per_beat'] / int(size):.0f} B per project)"
+            )
         hot = res["renew"].get("pg_update_stats")
         if hot:
-            print(f"  server statistics over {hot['beats']} beats of {hot['holder_size']:,} held:"
-                  f" {hot['rows_updated']:,} row updates, {hot['hot_updates']:,} HOT;"
-                  f" indexes {hot['before']['index_bytes'] / 1e6:.1f} → {hot['after']['index_bytes'] / 1e6:.1f} MB,"
-                  f" table {hot['before']['table_bytes'] / 1e6:.1f} → {hot['after']['table_bytes'] / 1e6:.1f} MB")
+            print(
+                f"  server statistics over {hot['beats']} beats of {hot['holder_size']:,} held:"
+                f" {hot['rows_updated']:,} row updates, {hot['hot_updates']:,} HOT;"
+                f" indexes {hot['before']['index_bytes'] / 1e6:.1f} → {hot['after']['index_bytes'] / 1e6:.1f} MB,"
+                f" table {hot['before']['table_bytes'] / 1e6:.1f} → {hot['after']['table_bytes'] / 1e6:.1f} MB"
+            )
     if "find" in res:
         for size, e in res["find"]["sizes"].items():
-            print(f"\nfind_projects_needing_owner ({backend}, {int(size):,} projects, {e['index_entries']:,} in the"
-                  f" partial index, limit {res['find']['limit']})")
+            print(
+                f"\nfind_projects_needing_owner ({backend}, {int(size):,} projects, {e['index_entries']:,} in the"
+                f" partial index, limit {res['find']['limit']})"
+            )
             for case, p in e["cases"].items():
                 print(f"  {case} (lease TTL {p['lease_ttl']:.0f} s, skip {p['skip']:,}, {p['matching']:,} matching):")
                 for line in p.get("plan_analyze") or p["plan"]:
                     print("    " + line)
     if "lifecycle" in res:
-        print(f"\nbring / suspend by step ({backend}; medians; 'rest' = the lifecycle's own work around the"
-              " storage core call)")
+        print(
+            f"\nbring / suspend by step ({backend}; medians; 'rest' = the lifecycle's own work around the"
+            " storage core call)"
+        )
         print(render_steps(backend, res["lifecycle"]["scenarios"]))
 
 
@@ -1085,17 +1321,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = render(rows)
     print("\n" + table)
     elapsed = time.perf_counter() - started
-    print(f"\n({cfg.mode} run, {elapsed:.0f} s; load average at the end {os.getloadavg()[0]:.2f}"
-          f" on {os.cpu_count()} CPUs)")
+    print(
+        f"\n({cfg.mode} run, {elapsed:.0f} s; load average at the end {os.getloadavg()[0]:.2f}"
+        f" on {os.cpu_count()} CPUs)"
+    )
     import psycopg
 
     doc = {
         "mode": cfg.mode,
         "config": cfg.__dict__,
         "environment": {
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "sqlite": sqlite3.sqlite_version, "psycopg": psycopg.__version__, "git": revision,
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "sqlite": sqlite3.sqlite_version,
+            "psycopg": psycopg.__version__,
+            "git": revision,
             "postgres": results.get("postgres", {}).get("server_version"),
         },
         "skipped": skipped,

@@ -37,8 +37,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="trees about 10x smaller")
     parser.add_argument("--only", choices=sorted(SPECS), help="run one tree only")
-    parser.add_argument("--repeat", type=int, default=3, metavar="N",
-                        help="runs of each full backup and restore; the median is reported (default 3)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        metavar="N",
+        help="runs of each full backup and restore; the median is reported (default 3)",
+    )
     parser.add_argument("--no-restic", action="store_true", help="skip the restic rows")
     parser.add_argument("--workdir", help="scratch folder (default: a new temporary folder, removed afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -58,8 +63,12 @@ def ensure_restic() -> str | None:
         print("skip: restic is not installed (install it with `apt-get install restic`); restic rows omitted")
         return None
     print("restic not found; installing it with apt-get ...", flush=True)
-    done = subprocess.run("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic",
-                          shell=True, capture_output=True, text=True)
+    done = subprocess.run(
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
     found = shutil.which("restic")
     if done.returncode != 0 or not found:
         print(f"skip: installing restic failed (exit {done.returncode}); restic rows omitted")
@@ -82,11 +91,15 @@ def git_revision() -> str:
 
 def environment(restic: str | None) -> dict[str, Any]:
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "python": platform.python_version(), "tenure_revision": git_revision(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "tenure_revision": git_revision(),
         "tenure_cli": " ".join(sb.tenure_command()),
-        "tar": tool_version(["tar", "--version"]), "zstd": tool_version(["zstd", "--version"]),
+        "tar": tool_version(["tar", "--version"]),
+        "zstd": tool_version(["zstd", "--version"]),
         "restic": tool_version([restic, "version"]) if restic else "not installed",
     }
 
@@ -99,8 +112,11 @@ def bench_tree(name: str, scale: float, workdir: str, restic: str | None, repeat
     spec = SPECS[name](scale)
     started = time.perf_counter()
     tree = trees.generate(spec, os.path.join(workdir, name, "tree"))
-    print(f"[{name}] generated {tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB "
-          f"in {time.perf_counter() - started:.1f} s", flush=True)
+    print(
+        f"[{name}] generated {tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB "
+        f"in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
     scenario = sb.run_scenario(tree, os.path.join(workdir, name), restic, repeat)
     small_label, small_rss, small_tree = rss_at_smaller_size(name, scale, workdir)
     rows = sb.rows_for(scenario, small_rss, small_label)
@@ -123,8 +139,7 @@ def rss_at_smaller_size(name: str, scale: float, workdir: str) -> tuple[str, dic
     spec = SPECS[name](scale * SMALL_FACTOR)
     base = os.path.join(workdir, f"{name}-smaller")
     tree = trees.generate(spec, os.path.join(base, "tree"))
-    print(f"[{name}] peak memory at 1/10 size ({tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB)",
-          flush=True)
+    print(f"[{name}] peak memory at 1/10 size ({tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB)", flush=True)
     measured = sb.peak_rss_run(tree, base)
     for what, done in measured.items():
         state = "ok" if done.ok else f"FAILED {done.error()}"
@@ -165,8 +180,19 @@ def fmt_met(row: sb.Row) -> str:
 
 def table_lines(rows: Sequence[sb.Row]) -> list[str]:
     header = ["tree", "measure", "tenure", "baseline", "vs", "ratio", "aim", "result"]
-    body = [[r.tree, r.measure, fmt_value(r.tenure, r.unit), fmt_value(r.baseline, r.unit),
-             r.baseline_label.replace("|", "\\|"), fmt_ratio(r), r.aim_label, fmt_met(r)] for r in rows]
+    body = [
+        [
+            r.tree,
+            r.measure,
+            fmt_value(r.tenure, r.unit),
+            fmt_value(r.baseline, r.unit),
+            r.baseline_label.replace("|", "\\|"),
+            fmt_ratio(r),
+            r.aim_label,
+            fmt_met(r),
+        ]
+        for r in rows
+    ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
@@ -211,8 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     env = environment(restic)
     startup = sb.run_measured([*sb.tenure_command(), "--version"])
-    print(f"tenure CLI start-up (`tenure --version`): {startup.seconds:.2f} s, included in every tenure time",
-          flush=True)
+    print(
+        f"tenure CLI start-up (`tenure --version`): {startup.seconds:.2f} s, included in every tenure time", flush=True
+    )
     started = time.perf_counter()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     sections: dict[str, dict[str, Any]] = {}
@@ -226,19 +253,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = table_lines(rows)
     print()
     print("\n".join(lines))
-    document = {"mode": "quick" if args.quick else "full", "scale": scale, "repeat": max(1, args.repeat),
-                "environment": env,
-                "method": {"runner": "tenure CLI in a child process, fresh --data folder per tree",
-                           "cache": "sync, then every input read once before each timed step",
-                           "peak_rss": sb.rss_method()},
-                "tenure_cli_startup_s": round(startup.seconds, 4),
-                "elapsed_s": round(time.perf_counter() - started, 1),
-                "load_average": {"start": load_at_start, "end": [round(x, 2) for x in os.getloadavg()]},
-                "table": lines, "trees": sections}
+    document = {
+        "mode": "quick" if args.quick else "full",
+        "scale": scale,
+        "repeat": max(1, args.repeat),
+        "environment": env,
+        "method": {
+            "runner": "tenure CLI in a child process, fresh --data folder per tree",
+            "cache": "sync, then every input read once before each timed step",
+            "peak_rss": sb.rss_method(),
+        },
+        "tenure_cli_startup_s": round(startup.seconds, 4),
+        "elapsed_s": round(time.perf_counter() - started, 1),
+        "load_average": {"start": load_at_start, "end": [round(x, 2) for x in os.getloadavg()]},
+        "table": lines,
+        "trees": sections,
+    }
     path = output_path(args)
     write_json(path, document)
-    print(f"\nload average (1, 5, 15 min) at start {load_at_start}, at end {document['load_average']['end']}"
-          " (other work on the machine adds noise)")
+    print(
+        f"\nload average (1, 5, 15 min) at start {load_at_start}, at end {document['load_average']['end']}"
+        " (other work on the machine adds noise)"
+    )
     print(f"wrote {os.path.relpath(path)}")
     return 0
 

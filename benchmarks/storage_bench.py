@@ -51,8 +51,11 @@ class Measured:
         return f"exit {self.returncode}: " + " | ".join(tail)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"seconds": round(self.seconds, 4), "peak_rss_kib": self.peak_rss_kib,
-                                "returncode": self.returncode}
+        data: dict[str, Any] = {
+            "seconds": round(self.seconds, 4),
+            "peak_rss_kib": self.peak_rss_kib,
+            "returncode": self.returncode,
+        }
         if not self.ok:
             data["error"] = self.error()
         return data
@@ -72,8 +75,11 @@ def run_measured(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd:
     report at least this process's own peak, which the kernel carries over
     the fork and exec.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r", suffix=".rss") as rss,
+    ):
         wrapped = [GNU_TIME, "-q", "-o", rss.name, "-f", "%M", *argv] if os.access(GNU_TIME, os.X_OK) else list(argv)
         start = time.perf_counter()
         proc = subprocess.Popen(wrapped, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
@@ -83,8 +89,9 @@ def run_measured(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd:
         out.seek(0)
         err.seek(0)
         peak = _last_int(rss.read()) if wrapped[0] == GNU_TIME else int(usage.ru_maxrss)
-        return Measured(seconds, peak, proc.returncode,
-                        out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        return Measured(
+            seconds, peak, proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        )
 
 
 def _last_int(text: str) -> int:
@@ -200,8 +207,12 @@ class Restic:
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "RESTIC_REPOSITORY": self.repo, "RESTIC_PASSWORD": RESTIC_PASSWORD,
-                "RESTIC_CACHE_DIR": self.cache}
+        return {
+            **os.environ,
+            "RESTIC_REPOSITORY": self.repo,
+            "RESTIC_PASSWORD": RESTIC_PASSWORD,
+            "RESTIC_CACHE_DIR": self.cache,
+        }
 
     def init(self) -> Measured:
         return run_measured([self.binary, "init"], env=self.env)
@@ -272,10 +283,19 @@ class Row:
         return ratio < self.aim if self.strict else ratio <= self.aim
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tree": self.tree, "measure": self.measure, "unit": self.unit, "tenure": self.tenure,
-                "baseline": self.baseline, "baseline_label": self.baseline_label,
-                "ratio": None if self.ratio is None else round(self.ratio, 4), "aim": self.aim,
-                "aim_label": self.aim_label, "met": self.met, "note": self.note}
+        return {
+            "tree": self.tree,
+            "measure": self.measure,
+            "unit": self.unit,
+            "tenure": self.tenure,
+            "baseline": self.baseline,
+            "baseline_label": self.baseline_label,
+            "ratio": None if self.ratio is None else round(self.ratio, 4),
+            "aim": self.aim,
+            "aim_label": self.aim_label,
+            "met": self.met,
+            "note": self.note,
+        }
 
 
 def seconds_of(done: Measured | None) -> float | None:
@@ -320,8 +340,9 @@ class Scenario:
         return done
 
 
-def run_scenario(tree: trees.Tree, workdir: str, restic_binary: str | None, repeat: int = 1,
-                 log: Callable[[str], None] = print) -> Scenario:
+def run_scenario(
+    tree: trees.Tree, workdir: str, restic_binary: str | None, repeat: int = 1, log: Callable[[str], None] = print
+) -> Scenario:
     """Full checkpoint, restore, 1% change, incremental checkpoint — for tenure and the baselines.
 
     The full backups and the restores run ``repeat`` times each (a fresh data
@@ -337,13 +358,14 @@ def run_scenario(tree: trees.Tree, workdir: str, restic_binary: str | None, repe
     restics: list[Restic] = []
     source_digest = tree_digest(tree.root)
 
-    log(f"[{tree.spec.name}] full backup of {tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB"
-        f" (median of {repeat})")
+    log(
+        f"[{tree.spec.name}] full backup of {tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB"
+        f" (median of {repeat})"
+    )
     median_of(sc, "tar|zstd pack", repeat, lambda: _fresh_pack(sc, tars, tree.root))
     median_of(sc, "tenure checkpoint (full)", repeat, lambda: _fresh_checkpoint(sc, tenures, tree.root))
     if restic_binary is not None:
-        median_of(sc, "restic backup (full)", repeat,
-                  lambda: _fresh_backup(sc, restics, restic_binary, tree.root))
+        median_of(sc, "restic backup (full)", repeat, lambda: _fresh_backup(sc, restics, restic_binary, tree.root))
 
     log(f"[{tree.spec.name}] restore (median of {repeat}, each checked against the source)")
     _restores(sc, "tar|zstd unpack", tars[-1].unpack, source_digest, repeat)
@@ -352,10 +374,15 @@ def run_scenario(tree: trees.Tree, workdir: str, restic_binary: str | None, repe
         _restores(sc, "restic restore", restics[-1].restore, source_digest, repeat)
 
     modified, change = trees.modify(tree)
-    sc.facts["change"] = {"files_modified": change.files_modified, "bytes_changed": change.bytes_changed,
-                          "appended_to": change.appended_to}
-    log(f"[{tree.spec.name}] incremental after modifying {change.files_modified} files "
-        f"({change.bytes_changed / 1e6:.2f} MB changed)")
+    sc.facts["change"] = {
+        "files_modified": change.files_modified,
+        "bytes_changed": change.bytes_changed,
+        "appended_to": change.appended_to,
+    }
+    log(
+        f"[{tree.spec.name}] incremental after modifying {change.files_modified} files "
+        f"({change.bytes_changed / 1e6:.2f} MB changed)"
+    )
     done, result = tenures[-1].checkpoint(modified.root)
     sc.step("tenure checkpoint (incr)", done)
     sc.facts["incremental_checkpoint"] = result
@@ -447,27 +474,65 @@ def rows_for(sc: Scenario, rss_small: dict[str, Measured], small_label: str) -> 
     """The results table rows of one scenario."""
     name = sc.tree.spec.name
     s = sc.steps
-    full, incr, restore = (s.get("tenure checkpoint (full)"), s.get("tenure checkpoint (incr)"),
-                           s.get("tenure restore"))
+    full, incr, restore = (
+        s.get("tenure checkpoint (full)"),
+        s.get("tenure checkpoint (incr)"),
+        s.get("tenure restore"),
+    )
     rows = [
-        Row(name, "full checkpoint", "s", seconds_of(full), seconds_of(s.get("tar|zstd pack")),
-            "tar -c | zstd -1 -T0", 1.5, "≤ 1.5×",
-            note=failure(("tenure checkpoint", full), ("tar|zstd", s.get("tar|zstd pack")))),
-        Row(name, "incremental checkpoint (1% changed)", "s", seconds_of(incr), seconds_of(full),
-            "tenure full checkpoint", 0.05, "< 5%", strict=True,
-            note=failure(("tenure full", full), ("tenure incremental", incr))),
+        Row(
+            name,
+            "full checkpoint",
+            "s",
+            seconds_of(full),
+            seconds_of(s.get("tar|zstd pack")),
+            "tar -c | zstd -1 -T0",
+            1.5,
+            "≤ 1.5×",
+            note=failure(("tenure checkpoint", full), ("tar|zstd", s.get("tar|zstd pack"))),
+        ),
+        Row(
+            name,
+            "incremental checkpoint (1% changed)",
+            "s",
+            seconds_of(incr),
+            seconds_of(full),
+            "tenure full checkpoint",
+            0.05,
+            "< 5%",
+            strict=True,
+            note=failure(("tenure full", full), ("tenure incremental", incr)),
+        ),
         _new_bytes_row(sc),
-        Row(name, "restore", "s", seconds_of(restore), seconds_of(s.get("tar|zstd unpack")),
-            "zstd -d | tar -x", 1.5, "≤ 1.5×",
-            note=_restore_note(sc, restore, s.get("tar|zstd unpack"))),
+        Row(
+            name,
+            "restore",
+            "s",
+            seconds_of(restore),
+            seconds_of(s.get("tar|zstd unpack")),
+            "zstd -d | tar -x",
+            1.5,
+            "≤ 1.5×",
+            note=_restore_note(sc, restore, s.get("tar|zstd unpack")),
+        ),
     ]
     if sc.restic_binary is not None:
         rows += _restic_rows(sc)
     for what, big in (("checkpoint", full), ("restore", restore)):
         small = rss_small.get(what)
-        rows.append(Row(name, f"peak RSS, {what}", "MiB", rss_mib(big), rss_mib(small),
-                        f"same, {small_label}", 1.5, "≤ 1.5× (bounded)",
-                        note=failure((f"tenure {what}", big), (f"tenure {what} ({small_label})", small))))
+        rows.append(
+            Row(
+                name,
+                f"peak RSS, {what}",
+                "MiB",
+                rss_mib(big),
+                rss_mib(small),
+                f"same, {small_label}",
+                1.5,
+                "≤ 1.5× (bounded)",
+                note=failure((f"tenure {what}", big), (f"tenure {what} ({small_label})", small)),
+            )
+        )
     return rows
 
 
@@ -475,10 +540,18 @@ def _new_bytes_row(sc: Scenario) -> Row:
     snap = sc.facts.get("incremental_checkpoint", {}).get("snapshot", {})
     changed = sc.facts.get("change", {}).get("bytes_changed")
     new = snap.get("bytes_new")
-    return Row(sc.tree.spec.name, "new bytes stored by the incremental", "B",
-               None if new is None else float(new), None if changed is None else float(changed),
-               "bytes changed", 3.0, "< 3×", strict=True,
-               note=failure(("tenure incremental", sc.steps.get("tenure checkpoint (incr)"))))
+    return Row(
+        sc.tree.spec.name,
+        "new bytes stored by the incremental",
+        "B",
+        None if new is None else float(new),
+        None if changed is None else float(changed),
+        "bytes changed",
+        3.0,
+        "< 3×",
+        strict=True,
+        note=failure(("tenure incremental", sc.steps.get("tenure checkpoint (incr)"))),
+    )
 
 
 def _restore_note(sc: Scenario, restore: Measured | None, baseline: Measured | None) -> str:
@@ -490,15 +563,38 @@ def _restore_note(sc: Scenario, restore: Measured | None, baseline: Measured | N
 
 def _restic_rows(sc: Scenario) -> list[Row]:
     name, s = sc.tree.spec.name, sc.steps
-    pairs = (("full checkpoint vs restic", "tenure checkpoint (full)", "restic backup (full)", "restic backup"),
-             ("incremental vs restic", "tenure checkpoint (incr)", "restic backup (incr)", "restic backup (2nd)"),
-             ("restore vs restic", "tenure restore", "restic restore", "restic restore"))
-    rows = [Row(name, measure, "s", seconds_of(s.get(ours)), seconds_of(s.get(theirs)), label, 1.0, "≤ 1×",
-                note=failure((ours, s.get(ours)), (theirs, s.get(theirs))))
-            for measure, ours, theirs, label in pairs]
+    pairs = (
+        ("full checkpoint vs restic", "tenure checkpoint (full)", "restic backup (full)", "restic backup"),
+        ("incremental vs restic", "tenure checkpoint (incr)", "restic backup (incr)", "restic backup (2nd)"),
+        ("restore vs restic", "tenure restore", "restic restore", "restic restore"),
+    )
+    rows = [
+        Row(
+            name,
+            measure,
+            "s",
+            seconds_of(s.get(ours)),
+            seconds_of(s.get(theirs)),
+            label,
+            1.0,
+            "≤ 1×",
+            note=failure((ours, s.get(ours)), (theirs, s.get(theirs))),
+        )
+        for measure, ours, theirs, label in pairs
+    ]
     added = sc.facts.get("restic_incremental", {}).get("data_added")
     snap = sc.facts.get("incremental_checkpoint", {}).get("snapshot", {})
     new = snap.get("bytes_new")
-    rows.append(Row(name, "new bytes stored vs restic", "B", None if new is None else float(new),
-                    None if added is None else float(added), "restic data_added", None, "info"))
+    rows.append(
+        Row(
+            name,
+            "new bytes stored vs restic",
+            "B",
+            None if new is None else float(new),
+            None if added is None else float(added),
+            "restic data_added",
+            None,
+            "info",
+        )
+    )
     return rows

@@ -86,15 +86,29 @@ class Change:
 def mixed_spec(scale: float = 1.0, seed: int = 1) -> TreeSpec:
     """About 20,000 files / 200 MB at scale 1 (three of them over 20 MB)."""
     large = tuple(int(s * MIB * scale) for s in (24, 30, 22))
-    return TreeSpec(name="mixed", files=max(10, round(20_000 * scale)), small_bytes=int(200 * MIB * scale) - sum(large),
-                    large_files=large, text_fraction=0.6, uniform_range=None, seed=seed)
+    return TreeSpec(
+        name="mixed",
+        files=max(10, round(20_000 * scale)),
+        small_bytes=int(200 * MIB * scale) - sum(large),
+        large_files=large,
+        text_fraction=0.6,
+        uniform_range=None,
+        seed=seed,
+    )
 
 
 def small_spec(scale: float = 1.0, seed: int = 2) -> TreeSpec:
     """100,000 files of about 1 KiB at scale 1."""
     files = max(10, round(100_000 * scale))
-    return TreeSpec(name="small", files=files, small_bytes=files * KIB, large_files=(), text_fraction=0.7,
-                    uniform_range=(512, 1536), seed=seed)
+    return TreeSpec(
+        name="small",
+        files=files,
+        small_bytes=files * KIB,
+        large_files=(),
+        text_fraction=0.7,
+        uniform_range=(512, 1536),
+        seed=seed,
+    )
 
 
 # --------------------------------------------------------------------------- content
@@ -108,8 +122,14 @@ class Content:
         words_rng = random.Random(_WORDS_SEED_SALT)
         letters = "abcdefghijklmnopqrstuvwxyz"
         words = ["".join(words_rng.choices(letters, k=words_rng.randint(2, 10))) for _ in range(2_000)]
-        self.lines = [(" " * words_rng.choice((0, 4, 8)) + " ".join(words_rng.choices(words, k=words_rng.randint(3, 12)))
-                       + "\n").encode() for _ in range(20_000)]
+        self.lines = [
+            (
+                " " * words_rng.choice((0, 4, 8))
+                + " ".join(words_rng.choices(words, k=words_rng.randint(3, 12)))
+                + "\n"
+            ).encode()
+            for _ in range(20_000)
+        ]
 
     def random_bytes(self, n: int) -> bytes:
         return self.rng.randbytes(n)
@@ -165,8 +185,10 @@ def _path(index: int, kind: str) -> str:
 def plan(spec: TreeSpec) -> tuple[FileEntry, ...]:
     """The file list of ``spec``: paths, sizes and content kinds (no I/O)."""
     rng = random.Random(spec.seed)
-    entries = [FileEntry(f"large/large{i}.{('log', 'bin', 'db')[i % 3]}", size, ("text", "random", "db")[i % 3])
-               for i, size in enumerate(spec.large_files)]
+    entries = [
+        FileEntry(f"large/large{i}.{('log', 'bin', 'db')[i % 3]}", size, ("text", "random", "db")[i % 3])
+        for i, size in enumerate(spec.large_files)
+    ]
     for i, size in enumerate(_sizes(spec, rng)):
         kind = "text" if rng.random() < spec.text_fraction else "random"
         entries.append(FileEntry(_path(i, kind), size, kind))

@@ -64,8 +64,10 @@ GUARDS = "tests/contract/test_guard_terms.py"
 GC_PUBLICATION = "tests/integration/test_gc_concurrent_publication.py"
 
 #: Why a term of a statement can be dropped without a change: the row was read under a lock and checked.
-LOCKED_ROW = ("decided on the workspace row read under its lock (FOR UPDATE on PostgreSQL, the write lock on "
-              "SQLite) and checked in Python just before; the SQL term is a second check nothing can change")
+LOCKED_ROW = (
+    "decided on the workspace row read under its lock (FOR UPDATE on PostgreSQL, the write lock on "
+    "SQLite) and checked in Python just before; the SQL term is a second check nothing can change"
+)
 
 
 @dataclass(frozen=True)
@@ -82,200 +84,334 @@ class Mutant:
 M = Mutant
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ fencing: a generation term dropped
-    M("fence-begin-checkpoint-generation", QUERIES,
-      "WHERE id = :w AND state = :mounted AND writer_generation = :g",
-      "WHERE id = :w AND state = :mounted",
-      (FENCE,), after="-- name: workspace_begin_checkpoint"),
-    M("fence-publish-generation", QUERIES,
-      "AND pending_snapshot_id = :s AND writer_generation = :g",
-      "AND pending_snapshot_id = :s",
-      (FENCE,), after="-- name: workspace_publish"),
-    M("fence-publish-live-lease", QUERIES,
-      "AND l.state IN (:active, :releasing) AND l.expires_at > {now})",
-      "AND 1 = 1)",
-      (STORE,), after="-- name: workspace_publish"),
-    M("fence-abandon-generation", QUERIES,
-      "WHERE id = :w AND state = :checkpointing AND pending_key = :k AND writer_generation = :g",
-      "WHERE id = :w AND state = :checkpointing AND pending_key = :k",
-      (FENCE,), after="-- name: workspace_abandon_checkpoint"),
-    M("fence-release-generation", QUERIES,
-      "WHERE id = :w AND state = :mounted AND writer_generation = :g",
-      "WHERE id = :w AND state = :mounted",
-      (FENCE,), after="-- name: workspace_release",
-      equivalent="finish_release first moves the lease with writer_lease_fenced_move, whose generation term "
-                 "refuses a stale writer in the same transaction; a newer writer's bump cannot commit in between "
-                 "(its retire of older leases waits for that lease row)"),
-    M("fence-mark-validating-generation", QUERIES,
-      "AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)",
-      "AND 1 = 1",
-      (FENCE,), after="-- name: snapshot_mark_validating"),
-    M("fence-lease-renew-generation", QUERIES,
-      "AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)",
-      "AND 1 = 1",
-      (FENCE,), after="-- name: writer_lease_renew"),
-    M("fence-dispose-generation", QUERIES,
-      "WHERE id = :id AND writer_generation = :g;",
-      "WHERE id = :id;",
-      (FENCE,), after="-- name: workspace_dispose", equivalent=LOCKED_ROW),
-    M("fence-dispose-check-inverted", WORKSPACES,
-      "if ws.writer_generation != generation:",
-      "if ws.writer_generation == generation:",
-      (FENCE, "tests/integration/test_lifecycle.py::test_p64_close_fences_then_disposes_then_closes"),
-      after="def dispose"),
-    M("fence-new-writer-cas", QUERIES,
-      "WHERE id = :id AND writer_generation = :old",
-      "WHERE id = :id",
-      (STORE,), after="-- name: workspace_bump_writer", equivalent=LOCKED_ROW),
-    M("fence-project-transition-generation", QUERIES,
-      "WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;",
-      "WHERE tenant = :tn AND name = :n AND status = :e;",
-      (FENCE,)),
-    M("fence-project-close-generation", QUERIES,
-      "WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g;",
-      "WHERE id = :id AND kind <> :system AND status <> :closed;",
-      (FENCE,)),
-    M("fence-unbind-generation", QUERIES,
-      "AND EXISTS (SELECT 1 FROM projects p WHERE p.id = :p AND p.generation = :g);",
-      "AND EXISTS (SELECT 1 FROM projects p WHERE p.id = :p);",
-      (GUARDS, FENCE), after="-- name: sessions_unbind"),
-    M("fence-claim-keeps-generation", QUERIES,
-      "generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now}",
-      "generation = generation, updated_at = {now}",
-      (PROJECTS,)),
-    M("fence-claim-ignores-live-lease", QUERIES,
-      "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at < {now} - :ttl)",
-      "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at <= {now})",
-      (PROJECTS,)),
+    M(
+        "fence-begin-checkpoint-generation",
+        QUERIES,
+        "WHERE id = :w AND state = :mounted AND writer_generation = :g",
+        "WHERE id = :w AND state = :mounted",
+        (FENCE,),
+        after="-- name: workspace_begin_checkpoint",
+    ),
+    M(
+        "fence-publish-generation",
+        QUERIES,
+        "AND pending_snapshot_id = :s AND writer_generation = :g",
+        "AND pending_snapshot_id = :s",
+        (FENCE,),
+        after="-- name: workspace_publish",
+    ),
+    M(
+        "fence-publish-live-lease",
+        QUERIES,
+        "AND l.state IN (:active, :releasing) AND l.expires_at > {now})",
+        "AND 1 = 1)",
+        (STORE,),
+        after="-- name: workspace_publish",
+    ),
+    M(
+        "fence-abandon-generation",
+        QUERIES,
+        "WHERE id = :w AND state = :checkpointing AND pending_key = :k AND writer_generation = :g",
+        "WHERE id = :w AND state = :checkpointing AND pending_key = :k",
+        (FENCE,),
+        after="-- name: workspace_abandon_checkpoint",
+    ),
+    M(
+        "fence-release-generation",
+        QUERIES,
+        "WHERE id = :w AND state = :mounted AND writer_generation = :g",
+        "WHERE id = :w AND state = :mounted",
+        (FENCE,),
+        after="-- name: workspace_release",
+        equivalent="finish_release first moves the lease with writer_lease_fenced_move, whose generation term "
+        "refuses a stale writer in the same transaction; a newer writer's bump cannot commit in between "
+        "(its retire of older leases waits for that lease row)",
+    ),
+    M(
+        "fence-mark-validating-generation",
+        QUERIES,
+        "AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)",
+        "AND 1 = 1",
+        (FENCE,),
+        after="-- name: snapshot_mark_validating",
+    ),
+    M(
+        "fence-lease-renew-generation",
+        QUERIES,
+        "AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)",
+        "AND 1 = 1",
+        (FENCE,),
+        after="-- name: writer_lease_renew",
+    ),
+    M(
+        "fence-dispose-generation",
+        QUERIES,
+        "WHERE id = :id AND writer_generation = :g;",
+        "WHERE id = :id;",
+        (FENCE,),
+        after="-- name: workspace_dispose",
+        equivalent=LOCKED_ROW,
+    ),
+    M(
+        "fence-dispose-check-inverted",
+        WORKSPACES,
+        "if ws.writer_generation != generation:",
+        "if ws.writer_generation == generation:",
+        (FENCE, "tests/integration/test_lifecycle.py::test_p64_close_fences_then_disposes_then_closes"),
+        after="def dispose",
+    ),
+    M(
+        "fence-new-writer-cas",
+        QUERIES,
+        "WHERE id = :id AND writer_generation = :old",
+        "WHERE id = :id",
+        (STORE,),
+        after="-- name: workspace_bump_writer",
+        equivalent=LOCKED_ROW,
+    ),
+    M(
+        "fence-project-transition-generation",
+        QUERIES,
+        "WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;",
+        "WHERE tenant = :tn AND name = :n AND status = :e;",
+        (FENCE,),
+    ),
+    M(
+        "fence-project-close-generation",
+        QUERIES,
+        "WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g;",
+        "WHERE id = :id AND kind <> :system AND status <> :closed;",
+        (FENCE,),
+    ),
+    M(
+        "fence-unbind-generation",
+        QUERIES,
+        "AND EXISTS (SELECT 1 FROM projects p WHERE p.id = :p AND p.generation = :g);",
+        "AND EXISTS (SELECT 1 FROM projects p WHERE p.id = :p);",
+        (GUARDS, FENCE),
+        after="-- name: sessions_unbind",
+    ),
+    M(
+        "fence-claim-keeps-generation",
+        QUERIES,
+        "generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now}",
+        "generation = generation, updated_at = {now}",
+        (PROJECTS,),
+    ),
+    M(
+        "fence-claim-ignores-live-lease",
+        QUERIES,
+        "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at < {now} - :ttl)",
+        "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at <= {now})",
+        (PROJECTS,),
+    ),
     # ------------------------------------------------------------------ publication
-    M("publish-version-term", QUERIES,
-      "WHERE id = :w AND state = :checkpointing AND version = :v AND pending_key = :k",
-      "WHERE id = :w AND state = :checkpointing AND pending_key = :k",
-      (GUARDS,), after="-- name: workspace_publish"),
-    M("publish-ready-from-any-state", QUERIES,
-      "WHERE id = :s AND state = :validating",
-      "WHERE id = :s",
-      (GUARDS,), after="-- name: snapshot_mark_ready"),
-    M("publish-key-replay-not-recognized", WORKSPACES,
-      "if snap.state in (SnapshotState.READY, SnapshotState.DEGRADED):",
-      "if snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED):",
-      (STORE,), after="def begin_checkpoint"),
-    M("publish-skips-closure-check", SERVICE,
-      "self._verify_closure(ticket.snapshot_id, built.objects)",
-      "pass",
-      (REQ_STORAGE,)),
-    M("publish-closure-check-sees-nothing-missing", SERVICE,
-      "missing = closure - self.objects.has_many(closure)",
-      "missing: set[str] = set()",
-      (REQ_STORAGE,)),
-    M("publish-mark-validating-skips-row-count", WORKSPACES,
-      "if not rows:",
-      "if False:",
-      (FENCE, STORE), after="rows = tx.execute(\"snapshot_mark_validating\""),
-    M("publish-ready-skips-row-count", WORKSPACES,
-      "if not ready:",
-      "if False:",
-      (GUARDS,)),
-    M("verify-never-degrades", SERVICE,
-      "if (missing or corrupt) and snap.state is SnapshotState.READY:",
-      "if False:",
-      (RESTORE_STATES, REQ_STORAGE)),
-    M("verify-never-repairs", SERVICE,
-      "elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:",
-      "elif False:",
-      (REQ_STORAGE,)),
+    M(
+        "publish-version-term",
+        QUERIES,
+        "WHERE id = :w AND state = :checkpointing AND version = :v AND pending_key = :k",
+        "WHERE id = :w AND state = :checkpointing AND pending_key = :k",
+        (GUARDS,),
+        after="-- name: workspace_publish",
+    ),
+    M(
+        "publish-ready-from-any-state",
+        QUERIES,
+        "WHERE id = :s AND state = :validating",
+        "WHERE id = :s",
+        (GUARDS,),
+        after="-- name: snapshot_mark_ready",
+    ),
+    M(
+        "publish-key-replay-not-recognized",
+        WORKSPACES,
+        "if snap.state in (SnapshotState.READY, SnapshotState.DEGRADED):",
+        "if snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED):",
+        (STORE,),
+        after="def begin_checkpoint",
+    ),
+    M(
+        "publish-skips-closure-check",
+        SERVICE,
+        "self._verify_closure(ticket.snapshot_id, built.objects)",
+        "pass",
+        (REQ_STORAGE,),
+    ),
+    M(
+        "publish-closure-check-sees-nothing-missing",
+        SERVICE,
+        "missing = closure - self.objects.has_many(closure)",
+        "missing: set[str] = set()",
+        (REQ_STORAGE,),
+    ),
+    M(
+        "publish-mark-validating-skips-row-count",
+        WORKSPACES,
+        "if not rows:",
+        "if False:",
+        (FENCE, STORE),
+        after='rows = tx.execute("snapshot_mark_validating"',
+    ),
+    M("publish-ready-skips-row-count", WORKSPACES, "if not ready:", "if False:", (GUARDS,)),
+    M(
+        "verify-never-degrades",
+        SERVICE,
+        "if (missing or corrupt) and snap.state is SnapshotState.READY:",
+        "if False:",
+        (RESTORE_STATES, REQ_STORAGE),
+    ),
+    M(
+        "verify-never-repairs",
+        SERVICE,
+        "elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:",
+        "elif False:",
+        (REQ_STORAGE,),
+    ),
     # ------------------------------------------------------------------ restore
-    M("restore-ignores-missing-objects", RESTORE,
-      "if (missing or listing.damaged) and not partial:",
-      "if False:",
-      (DAMAGE,)),
-    M("restore-ignores-corrupt-objects", RESTORE,
-      "if (m.corrupt or m.vanished) and not partial:",
-      "if False:",
-      (DAMAGE,)),
-    M("restore-no-syncfs", RESTORE,
-      "sync_filesystem(os.path.dirname(temp))  # same file system; temp may have lost its read bit",
-      "pass",
-      (f"{DURABLE}::test_restore_flushes_with_one_syncfs_not_per_file",)),
-    M("restore-no-parent-fsync", RESTORE,
-      "fsync_dir(os.path.dirname(dest))",
-      "pass",
-      (f"{DURABLE}::test_restore_flushes_with_one_syncfs_not_per_file",)),
-    M("restore-degraded-without-a-word", SERVICE,
-      "if snap.state is SnapshotState.DEGRADED and not partial:",
-      "if False:",
-      (RESTORE_STATES,)),
-    M("restore-deleting-without-a-flag", SERVICE,
-      "if snap.state is SnapshotState.DELETING and not allow_deleting:",
-      "if False:",
-      (RESTORE_STATES,)),
+    M(
+        "restore-ignores-missing-objects",
+        RESTORE,
+        "if (missing or listing.damaged) and not partial:",
+        "if False:",
+        (DAMAGE,),
+    ),
+    M(
+        "restore-ignores-corrupt-objects",
+        RESTORE,
+        "if (m.corrupt or m.vanished) and not partial:",
+        "if False:",
+        (DAMAGE,),
+    ),
+    M(
+        "restore-no-syncfs",
+        RESTORE,
+        "sync_filesystem(os.path.dirname(temp))  # same file system; temp may have lost its read bit",
+        "pass",
+        (f"{DURABLE}::test_restore_flushes_with_one_syncfs_not_per_file",),
+    ),
+    M(
+        "restore-no-parent-fsync",
+        RESTORE,
+        "fsync_dir(os.path.dirname(dest))",
+        "pass",
+        (f"{DURABLE}::test_restore_flushes_with_one_syncfs_not_per_file",),
+    ),
+    M(
+        "restore-degraded-without-a-word",
+        SERVICE,
+        "if snap.state is SnapshotState.DEGRADED and not partial:",
+        "if False:",
+        (RESTORE_STATES,),
+    ),
+    M(
+        "restore-deleting-without-a-flag",
+        SERVICE,
+        "if snap.state is SnapshotState.DELETING and not allow_deleting:",
+        "if False:",
+        (RESTORE_STATES,),
+    ),
     # ------------------------------------------------------------------ GC
-    M("gc-no-grace", GC,
-      "elif created.timestamp() < mark_time - grace_s:",
-      "elif True:",
-      (GRACE,)),
-    M("gc-grace-inverted", GC,
-      "elif created.timestamp() < mark_time - grace_s:",
-      "elif created.timestamp() > mark_time - grace_s:",
-      (GRACE,)),
-    M("gc-ignores-upload-pins", GC,
-      "doomed = [oid for oid in batch if oid not in pinned and oid not in reachable]",
-      "doomed = [oid for oid in batch if oid not in reachable]",
-      (STORE, SERVICE_TESTS)),
-    M("gc-ignores-roots-published-after-the-mark", GC,
-      "reachable |= _closure(root, objects, damaged)",
-      "pass",
-      (GC_PUBLICATION,), after="for root in new_roots - traced:"),
-    M("gc-collects-deleting-snapshots", QUERIES,
-      "AND (state IN (:uploading, :validating, :ready, :degraded, :deleting)",
-      "AND (state IN (:uploading, :validating, :ready, :degraded)",
-      (STORE,), after="-- name: gc_mark_roots",
-      equivalent="the mark first moves every DELETING snapshot no pin names to DELETED (snapshots_collect_deleting, "
-                 "same transaction, GC lock held); the DELETING ones left are pinned, and pinned snapshots are roots "
-                 "through the query's other term"),
-    M("gc-pinned-deleting-becomes-deleted", QUERIES,
-      "WHERE state = :deleting AND id NOT IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL);",
-      "WHERE state = :deleting;",
-      (STORE,)),
-    M("gc-upload-pins-never-live", QUERIES,
-      "WHERE p.expires_at IS NULL OR p.expires_at > {now};",
-      "WHERE 1 = 0;",
-      (STORE,), after="-- name: pin_objects_live"),
-    M("gc-batch-size-ignored", GC,
-      "step = batch_size()",
-      "step = BATCH",
-      (CRASH_GC,)),
-    M("gc-delete-no-folder-fsync", LOCAL,
-      "fsync_dir(parent)",
-      "pass",
-      (f"{DURABLE}::test_durable_path_keeps_the_persistence_rules",), after="def delete_many"),
-    M("put-no-object-fsync", LOCAL,
-      "fsync_file(fd)",
-      "pass",
-      (f"{DURABLE}::test_durable_path_keeps_the_persistence_rules",), after="def put_many"),
+    M("gc-no-grace", GC, "elif created.timestamp() < mark_time - grace_s:", "elif True:", (GRACE,)),
+    M(
+        "gc-grace-inverted",
+        GC,
+        "elif created.timestamp() < mark_time - grace_s:",
+        "elif created.timestamp() > mark_time - grace_s:",
+        (GRACE,),
+    ),
+    M(
+        "gc-ignores-upload-pins",
+        GC,
+        "doomed = [oid for oid in batch if oid not in pinned and oid not in reachable]",
+        "doomed = [oid for oid in batch if oid not in reachable]",
+        (STORE, SERVICE_TESTS),
+    ),
+    M(
+        "gc-ignores-roots-published-after-the-mark",
+        GC,
+        "reachable |= _closure(root, objects, damaged)",
+        "pass",
+        (GC_PUBLICATION,),
+        after="for root in new_roots - traced:",
+    ),
+    M(
+        "gc-collects-deleting-snapshots",
+        QUERIES,
+        "AND (state IN (:uploading, :validating, :ready, :degraded, :deleting)",
+        "AND (state IN (:uploading, :validating, :ready, :degraded)",
+        (STORE,),
+        after="-- name: gc_mark_roots",
+        equivalent="the mark first moves every DELETING snapshot no pin names to DELETED (snapshots_collect_deleting, "
+        "same transaction, GC lock held); the DELETING ones left are pinned, and pinned snapshots are roots "
+        "through the query's other term",
+    ),
+    M(
+        "gc-pinned-deleting-becomes-deleted",
+        QUERIES,
+        "WHERE state = :deleting AND id NOT IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL);",
+        "WHERE state = :deleting;",
+        (STORE,),
+    ),
+    M(
+        "gc-upload-pins-never-live",
+        QUERIES,
+        "WHERE p.expires_at IS NULL OR p.expires_at > {now};",
+        "WHERE 1 = 0;",
+        (STORE,),
+        after="-- name: pin_objects_live",
+    ),
+    M("gc-batch-size-ignored", GC, "step = batch_size()", "step = BATCH", (CRASH_GC,)),
+    M(
+        "gc-delete-no-folder-fsync",
+        LOCAL,
+        "fsync_dir(parent)",
+        "pass",
+        (f"{DURABLE}::test_durable_path_keeps_the_persistence_rules",),
+        after="def delete_many",
+    ),
+    M(
+        "put-no-object-fsync",
+        LOCAL,
+        "fsync_file(fd)",
+        "pass",
+        (f"{DURABLE}::test_durable_path_keeps_the_persistence_rules",),
+        after="def put_many",
+    ),
     # ------------------------------------------------------------------ intake commit
-    M("intake-index-not-written", COMMIT,
-      "storage.write_index(folder, published)",
-      "pass",
-      ("tests/intake/test_api_layout.py", "tests/intake/test_crash.py")),
-    M("intake-runtime-not-cleared", COMMIT,
-      "workspace.write_runtime(None)",
-      "pass",
-      ("tests/intake/test_api_layout.py", "tests/intake/test_advance.py"), after="crash_point(INDEX_WRITTEN)"),
-    M("intake-ack-without-checking-the-bytes", INBOX,
-      "if digest.hexdigest() != item.sha256:",
-      "if False:",
-      ("tests/intake/test_admission.py", "tests/intake/test_crash.py")),
-    M("intake-publish-no-folder-fsync", STORAGE,
-      "fsync_dir(folder)",
-      "pass",
-      (INTAKE_DURABLE,), after="def publish",
-      equivalent="step 4 replaces current.json in the same folder and fsyncs that folder before anything is "
-                 "acknowledged (advance returns, the inbox original is removed), which makes the generation's "
-                 "name durable too; a failure before that acknowledges nothing"),
-    M("intake-generation-not-fsynced", WRITER,
-      "fsync_file(fh.fileno())",
-      "pass",
-      (INTAKE_DURABLE,)),
+    M(
+        "intake-index-not-written",
+        COMMIT,
+        "storage.write_index(folder, published)",
+        "pass",
+        ("tests/intake/test_api_layout.py", "tests/intake/test_crash.py"),
+    ),
+    M(
+        "intake-runtime-not-cleared",
+        COMMIT,
+        "workspace.write_runtime(None)",
+        "pass",
+        ("tests/intake/test_api_layout.py", "tests/intake/test_advance.py"),
+        after="crash_point(INDEX_WRITTEN)",
+    ),
+    M(
+        "intake-ack-without-checking-the-bytes",
+        INBOX,
+        "if digest.hexdigest() != item.sha256:",
+        "if False:",
+        ("tests/intake/test_admission.py", "tests/intake/test_crash.py"),
+    ),
+    M(
+        "intake-publish-no-folder-fsync",
+        STORAGE,
+        "fsync_dir(folder)",
+        "pass",
+        (INTAKE_DURABLE,),
+        after="def publish",
+        equivalent="step 4 replaces current.json in the same folder and fsyncs that folder before anything is "
+        "acknowledged (advance returns, the inbox original is removed), which makes the generation's "
+        "name durable too; a failure before that acknowledges nothing",
+    ),
+    M("intake-generation-not-fsynced", WRITER, "fsync_file(fh.fileno())", "pass", (INTAKE_DURABLE,)),
 ]
 
 
@@ -296,12 +432,14 @@ def apply(text: str, mutant: Mutant) -> str:
         start = marks[0] + 1
     hits = [i for i in range(start, len(lines)) if lines[i].strip() == mutant.original.strip()]
     if not hits or (mutant.after is None and len(hits) > 1):
-        raise Stale(f"{mutant.name}: {mutant.original.strip()!r} occurs {len(hits)} times in {mutant.path}"
-                    + (f" after {mutant.after!r}" if mutant.after else ""))
+        raise Stale(
+            f"{mutant.name}: {mutant.original.strip()!r} occurs {len(hits)} times in {mutant.path}"
+            + (f" after {mutant.after!r}" if mutant.after else "")
+        )
     i = hits[0]
     line = lines[i]
-    indent = line[:len(line) - len(line.lstrip())]
-    ending = line[len(line.rstrip("\r\n")):]
+    indent = line[: len(line) - len(line.lstrip())]
+    ending = line[len(line.rstrip("\r\n")) :]
     lines[i] = indent + mutant.replacement.strip() + ending
     return "".join(lines)
 
@@ -414,8 +552,10 @@ def main(argv: list[str]) -> int:
     chosen = [m for m in MUTANTS if not args.only or any(part in m.name for part in args.only)]
     if args.list:
         for m in chosen:
-            print(f"{m.name}\n    {m.path}: {m.original.strip()!r} -> {m.replacement.strip()!r}\n"
-                  f"    tests: {' '.join(m.tests)}")
+            print(
+                f"{m.name}\n    {m.path}: {m.original.strip()!r} -> {m.replacement.strip()!r}\n"
+                f"    tests: {' '.join(m.tests)}"
+            )
         return 0
     if not args.no_baseline:
         print(f"baseline: the tests of {len(chosen)} mutants on the unmutated tree ...", flush=True)
@@ -441,8 +581,10 @@ def main(argv: list[str]) -> int:
     stale = [o for o in outcomes if o.status == "stale"]
     print()
     if judged:
-        print(f"killed {len(killed)} of {len(judged)} ({100 * len(killed) / len(judged):.0f}%); "
-              f"{len(survivors) - len(unexplained)} equivalent survivors, {len(unexplained)} unexplained")
+        print(
+            f"killed {len(killed)} of {len(judged)} ({100 * len(killed) / len(judged):.0f}%); "
+            f"{len(survivors) - len(unexplained)} equivalent survivors, {len(unexplained)} unexplained"
+        )
     for o in stale:
         print(f"STALE: {o.by}", file=sys.stderr)
     if stale:

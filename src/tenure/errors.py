@@ -64,8 +64,7 @@ class TenureError(Exception):
     exit_code: ClassVar[int] = 1
     default_hint: ClassVar[str] = ""
 
-    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None,
-                 **context: Any) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None, **context: Any) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint if hint is not None else self.default_hint

@@ -192,9 +192,7 @@ def machine_doc(machine: Machine[Any], description: str) -> str:
         f"{description}\n\n"
         f"Initial state: {machine.initial.name}. Terminal: {terminal}.\n\n"
         f"```mermaid\n{mermaid(machine)}```\n\n"
-        "| from | to | guarded | meaning |\n| --- | --- | --- | --- |\n"
-        + "\n".join(rows)
-        + "\n"
+        "| from | to | guarded | meaning |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
     )
 
 
@@ -222,18 +220,20 @@ SNAPSHOT: Machine[SnapshotState] = Machine(
     name="snapshot",
     states=SnapshotState,
     initial=_S.UPLOADING,
-    edges=_edges([
-        (_S.UPLOADING, _S.VALIDATING),
-        (_S.UPLOADING, _S.FAILED),
-        (_S.VALIDATING, _S.READY),
-        (_S.VALIDATING, _S.FAILED),
-        (_S.READY, _S.DELETING),
-        (_S.READY, _S.DEGRADED),
-        (_S.DEGRADED, _S.READY),
-        (_S.DEGRADED, _S.DELETING),
-        (_S.FAILED, _S.DELETING),
-        (_S.DELETING, _S.DELETED),
-    ]),
+    edges=_edges(
+        [
+            (_S.UPLOADING, _S.VALIDATING),
+            (_S.UPLOADING, _S.FAILED),
+            (_S.VALIDATING, _S.READY),
+            (_S.VALIDATING, _S.FAILED),
+            (_S.READY, _S.DELETING),
+            (_S.READY, _S.DEGRADED),
+            (_S.DEGRADED, _S.READY),
+            (_S.DEGRADED, _S.DELETING),
+            (_S.FAILED, _S.DELETING),
+            (_S.DELETING, _S.DELETED),
+        ]
+    ),
     terminal=frozenset({_S.DELETED}),
     labels={
         (_S.UPLOADING, _S.VALIDATING): "objects uploaded",
@@ -252,10 +252,15 @@ SNAPSHOT: Machine[SnapshotState] = Machine(
 #: Snapshot states a new workspace may use as its base.
 BASE_STATES = frozenset({SnapshotState.READY})
 #: Snapshot states whose objects must never be collected (readable).
-READABLE_SNAPSHOT_STATES = frozenset({
-    SnapshotState.UPLOADING, SnapshotState.VALIDATING, SnapshotState.READY,
-    SnapshotState.DEGRADED, SnapshotState.DELETING,
-})
+READABLE_SNAPSHOT_STATES = frozenset(
+    {
+        SnapshotState.UPLOADING,
+        SnapshotState.VALIDATING,
+        SnapshotState.READY,
+        SnapshotState.DEGRADED,
+        SnapshotState.DELETING,
+    }
+)
 
 
 # --------------------------------------------------------------------------- workspaces
@@ -345,17 +350,19 @@ LEASE: Machine[LeaseState] = Machine(
     name="writer-lease",
     states=LeaseState,
     initial=_L.ISSUED,
-    edges=_edges([
-        (_L.ISSUED, _L.ACTIVE),
-        (_L.ISSUED, _L.EXPIRED),
-        (_L.ISSUED, _L.REVOKED),
-        (_L.ACTIVE, _L.RELEASING),
-        (_L.ACTIVE, _L.EXPIRED),
-        (_L.ACTIVE, _L.REVOKED),
-        (_L.RELEASING, _L.RELEASED),
-        (_L.RELEASING, _L.EXPIRED),
-        (_L.RELEASING, _L.REVOKED),
-    ]),
+    edges=_edges(
+        [
+            (_L.ISSUED, _L.ACTIVE),
+            (_L.ISSUED, _L.EXPIRED),
+            (_L.ISSUED, _L.REVOKED),
+            (_L.ACTIVE, _L.RELEASING),
+            (_L.ACTIVE, _L.EXPIRED),
+            (_L.ACTIVE, _L.REVOKED),
+            (_L.RELEASING, _L.RELEASED),
+            (_L.RELEASING, _L.EXPIRED),
+            (_L.RELEASING, _L.REVOKED),
+        ]
+    ),
     terminal=frozenset({_L.RELEASED, _L.EXPIRED, _L.REVOKED}),
     labels={
         (_L.ISSUED, _L.ACTIVE): "writer started",
@@ -401,15 +408,17 @@ SESSION: Machine[SessionState] = Machine(
     name="mount-session",
     states=SessionState,
     initial=_M.MOUNTING,
-    edges=_edges([
-        (_M.MOUNTING, _M.MOUNTED),
-        (_M.MOUNTING, _M.CLOSED),
-        (_M.MOUNTED, _M.CHECKPOINTING),
-        (_M.CHECKPOINTING, _M.MOUNTED),
-        (_M.CHECKPOINTING, _M.UNMOUNTING),
-        (_M.MOUNTED, _M.UNMOUNTING),
-        (_M.UNMOUNTING, _M.CLOSED),
-    ]),
+    edges=_edges(
+        [
+            (_M.MOUNTING, _M.MOUNTED),
+            (_M.MOUNTING, _M.CLOSED),
+            (_M.MOUNTED, _M.CHECKPOINTING),
+            (_M.CHECKPOINTING, _M.MOUNTED),
+            (_M.CHECKPOINTING, _M.UNMOUNTING),
+            (_M.MOUNTED, _M.UNMOUNTING),
+            (_M.UNMOUNTING, _M.CLOSED),
+        ]
+    ),
     terminal=frozenset({_M.CLOSED}),
     labels={
         (_M.MOUNTING, _M.MOUNTED): "folder materialized and verified",
@@ -441,21 +450,23 @@ PROJECT: Machine[ProjectStatus] = Machine(
     name="project",
     states=ProjectStatus,
     initial=_P.INIT,
-    edges=_edges([
-        (_P.INIT, _P.RECOVERING),
-        (_P.SUSPENDED, _P.RECOVERING),
-        (_P.SUSPENDING, _P.RECOVERING),
-        (_P.RUNNING, _P.RECOVERING),
-        (_P.RECOVERING, _P.RUNNING),
-        (_P.RUNNING, _P.SUSPENDING),
-        (_P.SUSPENDING, _P.SUSPENDED),
-        (_P.INIT, _P.SUSPENDED),
-        (_P.INIT, _P.CLOSED),
-        (_P.RECOVERING, _P.CLOSED),
-        (_P.RUNNING, _P.CLOSED),
-        (_P.SUSPENDING, _P.CLOSED),
-        (_P.SUSPENDED, _P.CLOSED),
-    ]),
+    edges=_edges(
+        [
+            (_P.INIT, _P.RECOVERING),
+            (_P.SUSPENDED, _P.RECOVERING),
+            (_P.SUSPENDING, _P.RECOVERING),
+            (_P.RUNNING, _P.RECOVERING),
+            (_P.RECOVERING, _P.RUNNING),
+            (_P.RUNNING, _P.SUSPENDING),
+            (_P.SUSPENDING, _P.SUSPENDED),
+            (_P.INIT, _P.SUSPENDED),
+            (_P.INIT, _P.CLOSED),
+            (_P.RECOVERING, _P.CLOSED),
+            (_P.RUNNING, _P.CLOSED),
+            (_P.SUSPENDING, _P.CLOSED),
+            (_P.SUSPENDED, _P.CLOSED),
+        ]
+    ),
     terminal=frozenset({_P.CLOSED}),
     labels={
         (_P.INIT, _P.RECOVERING): "bring step 2",

@@ -14,18 +14,22 @@ import pytest
 from tests.acceptance.helpers import cli_json, describe, make_tree
 from tests.integration.procs import tenure
 
-POINTS = ["checkpoint.after_begin", "build.after_objects_written", "checkpoint.after_validating",
-          "publish.after_head_update"]
+POINTS = [
+    "checkpoint.after_begin",
+    "build.after_objects_written",
+    "checkpoint.after_validating",
+    "publish.after_head_update",
+]
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_s33_a_keyed_checkpoint_killed_at_a_step_is_completed_by_a_retry_with_the_key(point: str,
-                                                                                      tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_s33_a_keyed_checkpoint_killed_at_a_step_is_completed_by_a_retry_with_the_key(point: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     data, src = str(tmp_path / "data"), str(tmp_path / "src")
     make_tree(src, files=12)
     cli_json(data, "workspace", "create", "w")
-    crashed = tenure(["--data", data, "workspace", "checkpoint", "w", "--from", src, "--key", "nightly-1"],
-                     TENURE_CRASH_AT=point)
+    crashed = tenure(
+        ["--data", data, "workspace", "checkpoint", "w", "--from", src, "--key", "nightly-1"], TENURE_CRASH_AT=point
+    )
     assert crashed.returncode == -9, crashed.stderr
     pending = [s for s in cli_json(data, "snapshot", "list", "w") if s["state"] in ("UPLOADING", "VALIDATING")]
     with open(os.path.join(src, "after-the-crash.txt"), "w") as fh:

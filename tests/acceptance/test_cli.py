@@ -96,8 +96,14 @@ def test_unreadable_file_fails_with_its_name(tmp_path) -> None:  # type: ignore[
     os.chmod(secret, 0)
     cli_json(data, "workspace", "create", "w")
     cmd = [*_without_dac_override(), sys.executable, "-m", "tenure.cli.main", "--data", data]
-    result = subprocess.run([*cmd, "workspace", "checkpoint", "w", "--from", src], cwd=ROOT, env=env(), text=True,
-                            capture_output=True, timeout=120)
+    result = subprocess.run(
+        [*cmd, "workspace", "checkpoint", "w", "--from", src],
+        cwd=ROOT,
+        env=env(),
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert "secret.txt" in result.stderr and "error[unreadable-file]" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -107,7 +113,9 @@ def test_unreadable_file_fails_with_its_name(tmp_path) -> None:  # type: ignore[
 
 def _objects(data: str) -> list[str]:
     root = os.path.join(data, "objects")
-    return [os.path.join(root, d, f) for d in os.listdir(root) if len(d) == 2 for f in os.listdir(os.path.join(root, d))]
+    return [
+        os.path.join(root, d, f) for d in os.listdir(root) if len(d) == 2 for f in os.listdir(os.path.join(root, d))
+    ]
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
@@ -149,7 +157,7 @@ def test_prune_and_gc_reclaim_space_but_keep_the_head(tmp_path) -> None:  # type
     os.makedirs(src)
     ids = []
     cli_json(data, "workspace", "create", "w")
-    for i in range(4):
+    for _ in range(4):
         with open(os.path.join(src, "blob.bin"), "wb") as fh:
             fh.write(os.urandom(1_500_000))
         ids.append(cli_json(data, "workspace", "checkpoint", "w", "--from", src)["snapshot"]["id"])

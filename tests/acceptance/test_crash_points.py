@@ -61,8 +61,12 @@ class Backend:
             root = os.path.join(self.data, "objects")
             if not os.path.isdir(root):
                 return set()  # created by the first write
-            return {name for prefix in os.listdir(root) if len(prefix) == 2
-                    for name in os.listdir(os.path.join(root, prefix))}
+            return {
+                name
+                for prefix in os.listdir(root)
+                if len(prefix) == 2
+                for name in os.listdir(os.path.join(root, prefix))
+            }
         import psycopg
 
         with psycopg.connect(self.pg_url) as conn:

@@ -27,14 +27,24 @@ from tests.acceptance.helpers import describe, make_tree
 from tests.integration.procs import tenure
 
 REF = "acme/web"
-SHORT_TTL = "0.8"   # lease policy for the calls that wait out the dead pod's lease
-LONG_TTL = "60"     # lease policy under which the dead pod's lease is certainly still valid
+SHORT_TTL = "0.8"  # lease policy for the calls that wait out the dead pod's lease
+LONG_TTL = "60"  # lease policy under which the dead pod's lease is certainly still valid
 EXPIRY_DEADLINE_S = 45.0
 
-BRING_POINTS = ["bring.after_claim", "bring.after_unbind", "bring.after_recovering",
-                "bring.after_workspace_init", "bring.after_engines_start", "bring.after_running"]
-SUSPEND_POINTS = ["suspend.after_suspending", "suspend.after_engines_stop", "suspend.after_workspace",
-                  "suspend.after_suspended"]
+BRING_POINTS = [
+    "bring.after_claim",
+    "bring.after_unbind",
+    "bring.after_recovering",
+    "bring.after_workspace_init",
+    "bring.after_engines_start",
+    "bring.after_running",
+]
+SUSPEND_POINTS = [
+    "suspend.after_suspending",
+    "suspend.after_engines_stop",
+    "suspend.after_workspace",
+    "suspend.after_suspended",
+]
 CLOSE_POINTS = ["close.after_fence", "close.after_dispose", "close.after_closed"]
 
 #: Status the row shows right after the crash.
@@ -148,8 +158,11 @@ def assert_refused_while_dead_pod_holds(data: str, op: str, before: dict[str, An
     assert err["code"] == "claim-rejected"
     assert err["context"]["holder"] == before["owner"]["pod_id"]
     after = show(data)
-    assert (after["status"], after["generation"], after["owner"]["pod_id"]) == \
-        (before["status"], before["generation"], before["owner"]["pod_id"])
+    assert (after["status"], after["generation"], after["owner"]["pod_id"]) == (
+        before["status"],
+        before["generation"],
+        before["owner"]["pod_id"],
+    )
 
 
 def dead_pod_row(data: str, pod_id: str) -> dict[str, Any]:
@@ -353,8 +366,13 @@ def test_p12_p74_crash_during_close_then_close(point: str, tmp_path) -> None:  #
 
 # ---------------------------------------------------------------------------- inside init and suspendAll
 
-INSIDE_SUSPEND = ["checkpoint.after_begin", "build.after_objects_written", "build.after_index_saved",
-                  "checkpoint.after_validating", "publish.after_commit"]
+INSIDE_SUSPEND = [
+    "checkpoint.after_begin",
+    "build.after_objects_written",
+    "build.after_index_saved",
+    "checkpoint.after_validating",
+    "publish.after_commit",
+]
 INSIDE_BRING = ["restore.after_materialize", "restore.after_rename"]
 
 
@@ -398,7 +416,9 @@ def test_p73_crash_inside_bring_restore_then_bring(point: str, tmp_path) -> None
     assert brought["status"] == "RUNNING" and brought["workspace_folder"] == folder
     assert describe(folder) == written
     preserved = os.path.join(data, "preserved")
-    assert not os.path.isdir(preserved) or os.listdir(preserved) == [], "a complete restore is adopted, not copied aside"
+    assert not os.path.isdir(preserved) or os.listdir(preserved) == [], (
+        "a complete restore is adopted, not copied aside"
+    )
     ok(data, "suspend", REF)
     brought = until_lease_expires(data, "bring", REF)
     assert describe(brought["workspace_folder"]) == written

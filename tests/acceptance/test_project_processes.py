@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.acceptance.helpers import describe
-from tests.integration.procs import spawn, wait_for
+from tests.integration.procs import spawn
 
 CLAIMERS = 8
 ROUNDS = 10
@@ -76,12 +76,29 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
                 stream.close()
 
 
-def start_pod(procs: list[subprocess.Popen[str]], store_url: str, tmp_path: Any, name: str, ref: str,
-              ttl: float, heartbeat: float = 0.0, **env: str) -> tuple[subprocess.Popen[str], dict[str, Any], str]:
+def start_pod(
+    procs: list[subprocess.Popen[str]],
+    store_url: str,
+    tmp_path: Any,
+    name: str,
+    ref: str,
+    ttl: float,
+    heartbeat: float = 0.0,
+    **env: str,
+) -> tuple[subprocess.Popen[str], dict[str, Any], str]:
     """Start a pod worker that brings ``ref``; wait for its ready file. Returns (proc, ready info, cmd file)."""
     ready, cmd = str(tmp_path / f"{name}.ready"), str(tmp_path / f"{name}.cmd")
-    args = ["-m", "tests.workers.pod", store_url, str(tmp_path / "objects"), str(tmp_path / f"data-{name}"),
-            ref, str(ttl), ready, cmd]
+    args = [
+        "-m",
+        "tests.workers.pod",
+        store_url,
+        str(tmp_path / "objects"),
+        str(tmp_path / f"data-{name}"),
+        ref,
+        str(ttl),
+        ready,
+        cmd,
+    ]
     if heartbeat:
         args.append(str(heartbeat))
     proc = spawn(args, **env)
@@ -126,7 +143,7 @@ def test_p32_exactly_one_winner(store: Any, store_url: str, tmp_path, procs) -> 
         procs.append(spawn(["-m", "tests.workers.claimer", store_url, "60", go, out, "raw", *refs]))
 
     for i, row in enumerate(rows):
-        open(f"{go}{i}", "w").close()   # the shared start signal for round i
+        open(f"{go}{i}", "w").close()  # the shared start signal for round i
         got = round_results(str(tmp_path), i)
         winners = [r for r in got if r["got"]]
         assert len(winners) == 1, f"round {i}: {len(winners)} winners: {winners}"
@@ -188,8 +205,9 @@ def test_p34_sigstopped_pod_is_fenced_after_takeover(store: Any, store_url: str,
         poll("A's lease expires by the store clock", lambda: not ownership.owner(created.id, ttl).live)
 
         objects = LocalObjectStore(str(tmp_path / "objects"))
-        b = LifecycleService(store, objects, str(tmp_path / "data-b"), PodIdentity.fresh("node-b"),
-                             config=LifecycleConfig(lease_ttl=ttl))
+        b = LifecycleService(
+            store, objects, str(tmp_path / "data-b"), PodIdentity.fresh("node-b"), config=LifecycleConfig(lease_ttl=ttl)
+        )
         brought = b.bring("acme", "web")
         assert brought.status.value == "RUNNING" and brought.generation == 2
         folder_b = b.folder(brought)
@@ -210,19 +228,27 @@ def test_p34_sigstopped_pod_is_fenced_after_takeover(store: Any, store_url: str,
     open(a_cmd, "w").close()
     out, err = finish(a)
     result = json.loads(out.strip().splitlines()[-1])
-    assert result == {"generation": 1, "checkpoint": "stale-generation", "transition": "stale-generation",
-                      "retransition": "stale-generation", "bind": "stale-generation", "renewed": 0}, err
+    assert result == {
+        "generation": 1,
+        "checkpoint": "stale-generation",
+        "transition": "stale-generation",
+        "retransition": "stale-generation",
+        "bind": "stale-generation",
+        "renewed": 0,
+    }, err
 
     after = projects.get("acme", "web")
     assert (after.status.value, after.generation) == ("SUSPENDED", 2)
     ws = store.workspaces.workspace(created.workspace_id)
     assert ws.head_snapshot_id == head_b, "B's snapshot stays the head"
     snapshots_after = {s.id: s.state.value for s in store.snapshots.list(created.workspace_id)}
-    assert {k: v for k, v in snapshots_after.items() if v == "READY"} == \
-        {k: v for k, v in snapshots_before.items() if v == "READY"}, "A published nothing"
+    assert {k: v for k, v in snapshots_after.items() if v == "READY"} == {
+        k: v for k, v in snapshots_before.items() if v == "READY"
+    }, "A published nothing"
     restored = str(tmp_path / "restored")
-    LifecycleService(store, LocalObjectStore(str(tmp_path / "objects")), str(tmp_path / "data-c"),
-                     PodIdentity.fresh("node-c")).workspaces.restore(created.workspace_id, restored)
+    LifecycleService(
+        store, LocalObjectStore(str(tmp_path / "objects")), str(tmp_path / "data-c"), PodIdentity.fresh("node-c")
+    ).workspaces.restore(created.workspace_id, restored)
     assert describe(restored) == expected
 
 
@@ -250,8 +276,13 @@ def test_p20_killed_holder_keeps_lease_until_ttl_then_takeover(store: Any, store
 
     poll("the dead holder's lease expires", lambda: not ownership.owner(created.id, ttl).live)
     assert ownership.owner(created.id, ttl).pod_id == a_info["pod_id"], "nobody cleaned the row up (P-78)"
-    c = LifecycleService(store, LocalObjectStore(str(tmp_path / "objects")), str(tmp_path / "data-c"), other,
-                         config=LifecycleConfig(lease_ttl=ttl))
+    c = LifecycleService(
+        store,
+        LocalObjectStore(str(tmp_path / "objects")),
+        str(tmp_path / "data-c"),
+        other,
+        config=LifecycleConfig(lease_ttl=ttl),
+    )
     brought = c.bring("acme", "web")
     assert brought.status.value == "RUNNING" and brought.generation == a_info["generation"] + 1
     assert ownership.owner(created.id, ttl).pod_id == other.pod_id
@@ -268,11 +299,13 @@ def test_p22_restart_with_same_node_name_is_not_the_owner(store: Any, store_url:
     created = projects.create("acme", "web")
     go, out = str(tmp_path / "go."), str(tmp_path / "out.")
     # the successor is started up front and waits; it takes its identity after the go signal
-    successor = spawn(["-m", "tests.workers.claimer", store_url, str(ttl), go, out, "until", "acme/web"],
-                      TENURE_NODE_NAME="node-x")
+    successor = spawn(
+        ["-m", "tests.workers.claimer", store_url, str(ttl), go, out, "until", "acme/web"], TENURE_NODE_NAME="node-x"
+    )
     procs.append(successor)
-    a, a_info, _ = start_pod(procs, store_url, tmp_path, "a", "acme/web", ttl, heartbeat=0.05,
-                             TENURE_NODE_NAME="node-x")
+    a, a_info, _ = start_pod(
+        procs, store_url, tmp_path, "a", "acme/web", ttl, heartbeat=0.05, TENURE_NODE_NAME="node-x"
+    )
     assert a_info["node"] == "node-x"
     sigkill(a)
     open(f"{go}0", "w").close()
@@ -303,8 +336,9 @@ def test_p26_dead_pod_not_live_while_its_lease_is_valid(store: Any, store_url: s
 
     lease_ttl, liveness_ttl = 30.0, 0.5
     created = ProjectStore(store).create("acme", "web")
-    a, a_info, _ = start_pod(procs, store_url, tmp_path, "a", "acme/web", lease_ttl, heartbeat=0.05,
-                             TENURE_POD_ENDPOINT="10.0.0.7:8400")
+    a, a_info, _ = start_pod(
+        procs, store_url, tmp_path, "a", "acme/web", lease_ttl, heartbeat=0.05, TENURE_POD_ENDPOINT="10.0.0.7:8400"
+    )
     registry, ownership = PodRegistry(store), Ownership(store)
     me = PodIdentity.fresh("node-b", "10.0.0.8:8400")
     registry.register(me)

@@ -30,7 +30,7 @@ def raw(store: Store, sql: str, params: tuple[Any, ...]) -> None:
     """A direct write into the store's tables (test-only: stands for a newer writer's committed claim)."""
     url = store.url
     if url.startswith("sqlite:///"):
-        with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
             conn.execute(sql, params)
         return
     import psycopg
@@ -134,8 +134,9 @@ def owned(store: Store) -> tuple[ProjectStore, Project]:
 
 
 PROJECT_WRITES: dict[str, Callable[[ProjectStore, Project], object]] = {
-    "transition_status": lambda ps, p: ps.transition_status("acme", "p", p.status, ProjectStatus.RECOVERING,
-                                                            p.generation),
+    "transition_status": lambda ps, p: ps.transition_status(
+        "acme", "p", p.status, ProjectStatus.RECOVERING, p.generation
+    ),
     "record_error": lambda ps, p: ps.record_error(p, "boom"),
     "close": lambda ps, p: ps.close("acme", "p", "archive", p.generation),
     "unbind_sessions": lambda ps, p: ps.unbind_sessions(p),

@@ -36,7 +36,7 @@ def raw(store: Store, sql: str, params: tuple[Any, ...]) -> None:
     """A direct write into the store's tables (test-only: stands for another transaction's committed write)."""
     url = store.url
     if url.startswith("sqlite:///"):
-        with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
             conn.execute(sql, params)
         return
     import psycopg
@@ -65,8 +65,9 @@ def test_publish_refuses_when_only_the_expected_version_is_stale(store: Store) -
 
 def test_s17_publish_never_makes_a_failed_snapshot_ready(store: Store) -> None:
     lease, ticket = validating(store)
-    raw(store, "UPDATE snapshots SET state = 'FAILED', error = 'closure incomplete' WHERE id = ?",
-        (ticket.snapshot_id,))
+    raw(
+        store, "UPDATE snapshots SET state = 'FAILED', error = 'closure incomplete' WHERE id = ?", (ticket.snapshot_id,)
+    )
     with pytest.raises(VersionConflictError):
         store.workspaces.publish(lease, ticket)
     ws = store.workspaces.workspace("w")

@@ -134,8 +134,9 @@ def test_p93_every_section_9_operation_has_a_store_counterpart() -> None:
         params = list(inspect.signature(vars(cls)[op]).parameters.values())[1:]  # without self
         positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert positional == expected, f"{cls.__name__}.{op}{positional}: §9 gives {expected}"
-        assert all(p.default is not inspect.Parameter.empty for p in params
-                   if p.kind is inspect.Parameter.KEYWORD_ONLY), f"{op}: extra keyword parameters are optional"
+        assert all(
+            p.default is not inspect.Parameter.empty for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ), f"{op}: extra keyword parameters are optional"
     skip = inspect.signature(Ownership.find_projects_needing_owner).parameters["skip"]
     assert skip.default == 0, "skip is optional in §9 (limit[, skip])"
 
@@ -607,8 +608,14 @@ def test_close_is_fenced_and_a_closed_project_cannot_be_closed_again(store: Stor
 def test_p105_find_by_home_pod_id_and_find_running_by_home_pod_id(store: Store) -> None:
     ps, own = stores(store)
     a, b = pod("same-node"), pod("same-node")
-    layout = {"run": (a, S.RUNNING), "init": (a, S.INIT), "susp": (a, S.SUSPENDING), "rec": (a, S.RECOVERING),
-              "other": (b, S.RUNNING), "free": (None, S.RUNNING)}
+    layout = {
+        "run": (a, S.RUNNING),
+        "init": (a, S.INIT),
+        "susp": (a, S.SUSPENDING),
+        "rec": (a, S.RECOVERING),
+        "other": (b, S.RUNNING),
+        "free": (None, S.RUNNING),
+    }
     for name, (holder, status) in layout.items():
         project = ps.create(T, name)
         if holder is not None:
@@ -647,16 +654,21 @@ LEASES = ("none", "live", "expired", "released")
 
 
 def _needs_owner(status: ProjectStatus, lt: LifecycleType, required: bool, lease: str) -> bool:
-    return (status in (S.INIT, S.RECOVERING, S.RUNNING)
-            and (lt is LifecycleType.PERMANENT or (lt is LifecycleType.AUTO and required))
-            and lease != "live")
+    return (
+        status in (S.INIT, S.RECOVERING, S.RUNNING)
+        and (lt is LifecycleType.PERMANENT or (lt is LifecycleType.AUTO and required))
+        and lease != "live"
+    )
 
 
 def test_p87_p88_p107_find_projects_needing_owner_selects_exactly_the_right_set(store: Store) -> None:
     ps, own = stores(store)
     a = pod("node-a")
-    combos = [c for c in itertools.product(list(S), list(LifecycleType), (False, True), LEASES)
-              if not (c[1] is LifecycleType.HOMELESS and c[3] != "none")]
+    combos = [
+        c
+        for c in itertools.product(list(S), list(LifecycleType), (False, True), LEASES)
+        if not (c[1] is LifecycleType.HOMELESS and c[3] != "none")
+    ]
 
     def build(combo: tuple[ProjectStatus, LifecycleType, bool, str], name: str) -> None:
         status, lt, required, lease = combo
@@ -716,8 +728,9 @@ def test_p107_find_projects_needing_owner_is_served_by_an_index(store: Store) ->
             tx.execute_sql("SET LOCAL enable_seqscan = off")
             plan = " ".join(r["QUERY PLAN"] for r in tx.execute_sql("EXPLAIN " + own.needing_owner_sql(), params))
         else:
-            plan = " ".join(r["detail"] for r in tx.execute_sql("EXPLAIN QUERY PLAN " + own.needing_owner_sql(),
-                                                                params))
+            plan = " ".join(
+                r["detail"] for r in tx.execute_sql("EXPLAIN QUERY PLAN " + own.needing_owner_sql(), params)
+            )
     assert "projects_needing_owner" in plan, plan
 
 
@@ -808,10 +821,10 @@ def test_p111_set_lifecycle_type_switches_between_auto_ephemeral_and_permanent(s
         assert changed.status is S.INIT and own.owner(project.id, TTL).live
 
 
-@pytest.mark.parametrize("start", [LifecycleType.AUTO, LifecycleType.EPHEMERAL, LifecycleType.PERMANENT,
-                                   LifecycleType.HOMELESS])
-def test_p111_set_lifecycle_type_refuses_homeless_as_target_and_as_current(store: Store,
-                                                                           start: LifecycleType) -> None:
+@pytest.mark.parametrize(
+    "start", [LifecycleType.AUTO, LifecycleType.EPHEMERAL, LifecycleType.PERMANENT, LifecycleType.HOMELESS]
+)
+def test_p111_set_lifecycle_type_refuses_homeless_as_target_and_as_current(store: Store, start: LifecycleType) -> None:
     ps, own = stores(store)
     project = ps.create(T, "p", lifecycle_type=start)
     before = row(ps, own, project)
@@ -972,14 +985,17 @@ def test_unknown_names_in_writers_change_nothing(store: Store) -> None:
     assert row(ps, own, project) == before
 
 
-def test_a_lookup_with_a_nul_byte_is_bad_input_not_a_store_failure(store: Store,
-                                                                  request: pytest.FixtureRequest) -> None:
+def test_a_lookup_with_a_nul_byte_is_bad_input_not_a_store_failure(
+    store: Store, request: pytest.FixtureRequest
+) -> None:
     """Invariant 8: bad input carries a stable, non-retryable code; it is never an infrastructure failure."""
     ps, own = stores(store)
     project = ps.create(T, "p")
     before = row(ps, own, project)
-    calls: list[Callable[[], object]] = [lambda: ps.get(T, "p\x00"),
-                                         lambda: own.claim(T, "p\x00", pod(), "n", None, TTL)]
+    calls: list[Callable[[], object]] = [
+        lambda: ps.get(T, "p\x00"),
+        lambda: own.claim(T, "p\x00", pod(), "n", None, TTL),
+    ]
     for call in calls:
         with pytest.raises((NotFoundError, InvalidInputError)) as info:
             call()

@@ -60,7 +60,7 @@ def test_s47_each_writer_gets_a_fresh_lease_at_a_higher_generation(store: Store)
     second = store.workspaces.acquire("w", "b", 30)
     assert second.generation == 2 and second.id != first.id
     leases = store.workspaces.leases(second.workspace_id)
-    assert [(l.generation, l.state) for l in leases] == [(1, LeaseState.RELEASED), (2, LeaseState.ACTIVE)]
+    assert [(lease.generation, lease.state) for lease in leases] == [(1, LeaseState.RELEASED), (2, LeaseState.ACTIVE)]
 
 
 def test_a_live_lease_of_another_holder_is_refused_with_the_holder(store: Store) -> None:

@@ -53,6 +53,7 @@ class Work:
 
 # ------------------------------------------------------------------------------------------ helpers
 
+
 def payloads(count: int) -> list[tuple[str, bytes]]:
     """``count`` encoded objects, two of them in the same prefix folder."""
     from tenure.objects import encode
@@ -91,6 +92,7 @@ def crashed_writer(final: str, payload: bytes) -> None:
 
 # ------------------------------------------------------------------------------------------ scenarios
 
+
 def put(work: Work) -> Spec:
     from tenure.objects.local import LocalObjectStore
 
@@ -101,8 +103,12 @@ def put(work: Work) -> Spec:
     new = store.put_many(items)
     mark("ack")
     finals = tuple(store._path(oid) for oid, _ in items)
-    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
-                [Window("begin", "ack", finals)], {"new": new})
+    return Spec(
+        [Scope(root, work.dir, (os.path.join(root, "tmp"),))],
+        [Ack("ack")],
+        [Window("begin", "ack", finals)],
+        {"new": new},
+    )
 
 
 def put_existing(work: Work) -> Spec:
@@ -117,8 +123,12 @@ def put_existing(work: Work) -> Spec:
     new = store.put_many(items)
     mark("ack")
     finals = tuple(store._path(oid) for oid, _ in items)
-    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
-                [Window("begin", "ack", finals)], {"new": new})
+    return Spec(
+        [Scope(root, work.dir, (os.path.join(root, "tmp"),))],
+        [Ack("ack")],
+        [Window("begin", "ack", finals)],
+        {"new": new},
+    )
 
 
 def checkpoint(work: Work) -> Spec:
@@ -168,8 +178,11 @@ def _checkpoint(work: Work, crashed_writer_left: int) -> Spec:
     # Under strace the publish point is the commit's own fsync of the SQLite file; the in-process
     # recorder cannot see SQLite's calls, so there it is the moment publish is called.
     sync_of = (db, db + "-wal", db + "-journal") if work.recorder == "strace" else ()
-    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("publish", sync_of), Ack("ack")],
-                facts={"state": result.snapshot.state.value, "files": result.snapshot.files})
+    return Spec(
+        [Scope(root, work.dir, (os.path.join(root, "tmp"),))],
+        [Ack("publish", sync_of), Ack("ack")],
+        facts={"state": result.snapshot.state.value, "files": result.snapshot.files},
+    )
 
 
 def restore(work: Work) -> Spec:
@@ -201,12 +214,17 @@ def gc_delete(work: Work) -> Spec:
     work.begin()
     removed = store.delete_many(doomed)
     mark("ack")
-    return Spec([Scope(root, work.dir, (os.path.join(root, "tmp"),))], [Ack("ack")],
-                [Window("begin", "ack", tuple(store._path(oid) for oid in doomed))], {"removed": removed})
+    return Spec(
+        [Scope(root, work.dir, (os.path.join(root, "tmp"),))],
+        [Ack("ack")],
+        [Window("begin", "ack", tuple(store._path(oid) for oid in doomed))],
+        {"removed": removed},
+    )
 
 
 def atomic_write(work: Work) -> Spec:
-    from tenure.fsio import atomic_write as write, make_dirs_durable
+    from tenure.fsio import atomic_write as write
+    from tenure.fsio import make_dirs_durable
 
     folder = work.path("conf")
     make_dirs_durable(folder)
@@ -217,16 +235,26 @@ def atomic_write(work: Work) -> Spec:
     mark("begin2")
     write(target, b"2" * 5000)
     mark("ack2")
-    return Spec([Scope(target, folder)], [Ack("ack1"), Ack("ack2")],
-                [Window("begin1", "ack1", (target,)), Window("begin2", "ack2", (target,))])
+    return Spec(
+        [Scope(target, folder)],
+        [Ack("ack1"), Ack("ack2")],
+        [Window("begin1", "ack1", (target,)), Window("begin2", "ack2", (target,))],
+    )
 
 
 SCENARIOS: dict[str, Callable[[Work], Spec]] = {
-    "put": put, "put-existing": put_existing, "checkpoint": checkpoint, "checkpoint-existing": checkpoint_existing, "restore": restore, "gc-delete": gc_delete,
-    "atomic-write": atomic_write}
+    "put": put,
+    "put-existing": put_existing,
+    "checkpoint": checkpoint,
+    "checkpoint-existing": checkpoint_existing,
+    "restore": restore,
+    "gc-delete": gc_delete,
+    "atomic-write": atomic_write,
+}
 
 
 # ------------------------------------------------------------------------------------------ mutants
+
 
 def _patch(module: str, name: str, value: Any) -> Any:
     """Replace ``module.name`` with ``value``; return what was there."""

@@ -41,8 +41,14 @@ def run_scenario(scenario: str, recorder: str, tmp: str, mutant: str | None = No
     workdir = os.path.join(tmp, "work")
     os.mkdir(workdir)
     events_out, spec_out = os.path.join(tmp, "events.json"), os.path.join(tmp, "spec.json")
-    config = {"scenario": scenario, "mutant": mutant, "workdir": workdir, "recorder": recorder,
-              "events_out": events_out, "spec_out": spec_out}
+    config = {
+        "scenario": scenario,
+        "mutant": mutant,
+        "workdir": workdir,
+        "recorder": recorder,
+        "events_out": events_out,
+        "spec_out": spec_out,
+    }
     config_path = os.path.join(tmp, "config.json")
     with open(config_path, "w", encoding="utf-8") as fh:
         json.dump(config, fh)
@@ -51,8 +57,7 @@ def run_scenario(scenario: str, recorder: str, tmp: str, mutant: str | None = No
     if recorder == "strace":
         argv = strace_command(log, argv)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENURE_")}
-    done = subprocess.run(argv, cwd=ROOT, env=env, check=False, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(argv, cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise AssertionError(f"{scenario} ({recorder}, mutant {mutant}) failed:\n{done.stdout}\n{done.stderr}")
     if recorder == "strace":
@@ -63,9 +68,14 @@ def run_scenario(scenario: str, recorder: str, tmp: str, mutant: str | None = No
             events = load_events(json.load(fh))
     with open(spec_out, encoding="utf-8") as fh:
         spec = json.load(fh)
-    run = Run(workdir, events, [Scope(s["root"], s["base"], tuple(s["exclude"])) for s in spec["scopes"]],
-              [Ack(a["label"], tuple(a["sync_of"])) for a in spec["acks"]],
-              [Window(w["begin"], w["ack"], tuple(w["finals"])) for w in spec["windows"]], spec["facts"])
+    run = Run(
+        workdir,
+        events,
+        [Scope(s["root"], s["base"], tuple(s["exclude"])) for s in spec["scopes"]],
+        [Ack(a["label"], tuple(a["sync_of"])) for a in spec["acks"]],
+        [Window(w["begin"], w["ack"], tuple(w["finals"])) for w in spec["windows"]],
+        spec["facts"],
+    )
     device = device_of(workdir)
 
     def same_fs(path: str | None) -> bool:

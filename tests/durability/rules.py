@@ -41,8 +41,22 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tests.durability.trace import (CLOSE, FSYNC, LINK, MARK, MKDIR, OPEN, RENAME, RMDIR, SYMLINK, SYNCFS,
-                                    TRUNCATE, UNLINK, WRITE, Event)
+from tests.durability.trace import (
+    CLOSE,
+    FSYNC,
+    LINK,
+    MARK,
+    MKDIR,
+    OPEN,
+    RENAME,
+    RMDIR,
+    SYMLINK,
+    SYNCFS,
+    TRUNCATE,
+    UNLINK,
+    WRITE,
+    Event,
+)
 
 
 @dataclass(frozen=True)
@@ -173,7 +187,7 @@ class Model:
             if child is None:
                 child = self._new(kind if i == len(parts) - 1 else "dir")
                 node.entries[part] = node.pentries[part] = child
-                self.unknown.append("/".join(parts[:i + 1]))
+                self.unknown.append("/".join(parts[: i + 1]))
             node = child
         return node
 
@@ -321,12 +335,15 @@ class Model:
         while stack and len(found) < 5:
             current, where = stack.pop()
             if current.kind == "file" and not current.data_durable():
-                found.append(f"(a) data of {self.rel(where)} was not fsynced (nor covered by a syncfs) "
-                             f"after its last write, {when}")
+                found.append(
+                    f"(a) data of {self.rel(where)} was not fsynced (nor covered by a syncfs) "
+                    f"after its last write, {when}"
+                )
             if current.kind == "dir":
                 if current.entries != current.pentries:
-                    found.append(f"(a) entries of folder {self.rel(where)} were not fsynced (nor covered by a "
-                                 f"syncfs), {when}")
+                    found.append(
+                        f"(a) entries of folder {self.rel(where)} were not fsynced (nor covered by a syncfs), {when}"
+                    )
                 stack.extend((child, os.path.join(where, name)) for name, child in sorted(current.entries.items()))
         return found
 
@@ -345,12 +362,21 @@ class Model:
         path = os.path.join(parent_path, name)
         op = self.last_op.get((parent.ino, name), ("unknown", -1))[0]
         folder = self.rel(parent_path)
-        rule = {"rename": "(b)", "create": "(b)", "link": "(b)", "symlink": "(b)", "mkdir": "(c)",
-                "unlink": "(d)", "rename-away": "(d)"}.get(op, "(?)")
-        what = {"mkdir": "is a new folder but its parent", "unlink": "was removed but its folder",
-                "rename-away": "was renamed away but its folder"}.get(op, f"entered its folder ({op}) but")
-        return (f"{rule} {self.rel(path)} {what} {folder} was not fsynced (nor covered by a syncfs) "
-                f"before {label}")
+        rule = {
+            "rename": "(b)",
+            "create": "(b)",
+            "link": "(b)",
+            "symlink": "(b)",
+            "mkdir": "(c)",
+            "unlink": "(d)",
+            "rename-away": "(d)",
+        }.get(op, "(?)")
+        what = {
+            "mkdir": "is a new folder but its parent",
+            "unlink": "was removed but its folder",
+            "rename-away": "was renamed away but its folder",
+        }.get(op, f"entered its folder ({op}) but")
+        return f"{rule} {self.rel(path)} {what} {folder} was not fsynced (nor covered by a syncfs) before {label}"
 
     def _scope_violations(self, scope: Scope, label: str) -> list[str]:
         found: list[str] = []
@@ -372,8 +398,7 @@ class Model:
             current, where = stack.pop()
             assert current is not None
             if current.kind == "file" and not current.data_durable():
-                found.append(f"(a) data of {self.rel(where)} was not fsynced (nor covered by a syncfs) before "
-                             f"{label}")
+                found.append(f"(a) data of {self.rel(where)} was not fsynced (nor covered by a syncfs) before {label}")
             if current.kind != "dir":
                 continue
             for name in sorted(set(current.entries) | set(current.pentries)):
@@ -419,8 +444,9 @@ def ack_positions(events: Sequence[Event], acks: Iterable[Ack]) -> tuple[dict[in
         if not ack.sync_of:
             where.setdefault(start, []).append(ack.label)
             continue
-        sync = next((i for i in range(start, len(events)) if events[i].kind == FSYNC
-                     and events[i].path in ack.sync_of), None)
+        sync = next(
+            (i for i in range(start, len(events)) if events[i].kind == FSYNC and events[i].path in ack.sync_of), None
+        )
         if sync is None:
             problems.append(f"no fsync of {', '.join(ack.sync_of)} after mark {ack.label!r}")
             continue
@@ -428,8 +454,13 @@ def ack_positions(events: Sequence[Event], acks: Iterable[Ack]) -> tuple[dict[in
     return where, problems
 
 
-def check_rules(events: Sequence[Event], workdir: str, scopes: Sequence[Scope], acks: Sequence[Ack],
-                same_fs: Callable[[str | None], bool] = lambda _p: True) -> tuple[list[str], Model]:
+def check_rules(
+    events: Sequence[Event],
+    workdir: str,
+    scopes: Sequence[Scope],
+    acks: Sequence[Ack],
+    same_fs: Callable[[str | None], bool] = lambda _p: True,
+) -> tuple[list[str], Model]:
     """Every violation of rules (a)–(d) in ``events``; and the model after the last event."""
     model = Model(workdir, scopes, same_fs)
     where, problems = ack_positions(events, acks)
@@ -441,12 +472,18 @@ def check_rules(events: Sequence[Event], workdir: str, scopes: Sequence[Scope], 
     return model.violations, model
 
 
-def crash_violations(events: Sequence[Event], workdir: str, windows: Sequence[Window], model: str = "lazy",
-                     same_fs: Callable[[str | None], bool] = lambda _p: True) -> list[str]:
+def crash_violations(
+    events: Sequence[Event],
+    workdir: str,
+    windows: Sequence[Window],
+    model: str = "lazy",
+    same_fs: Callable[[str | None], bool] = lambda _p: True,
+) -> list[str]:
     """Crash states in each window that hold neither the old nor the new content under a final name."""
     marks = _mark_positions(events)
-    problems = [f"mark {label!r} is missing from the trace" for w in windows for label in (w.begin, w.ack)
-                if label not in marks]
+    problems = [
+        f"mark {label!r} is missing from the trace" for w in windows for label in (w.begin, w.ack) if label not in marks
+    ]
     if problems:
         return problems
     # The new content of each final name: its volatile state at the window's acknowledgement.
@@ -480,7 +517,8 @@ def crash_violations(events: Sequence[Event], workdir: str, windows: Sequence[Wi
                     problems.append(
                         f"[{model}] a crash after event {i} ({_short(event, workdir)}) leaves "
                         f"{os.path.relpath(f, workdir)} {_describe(state, old[(n, f)], new[(n, f)])}"
-                        f"{' at ' + w.ack if i == ack else ''}; expected the old or the new content")
+                        f"{' at ' + w.ack if i == ack else ''}; expected the old or the new content"
+                    )
     return problems
 
 

@@ -32,8 +32,11 @@ def _assert_clean(run: Run, scenario: str) -> None:
     assert run.crashes == [], "\n".join(run.crashes)
     for kind, least in EXPECTED.get(scenario, {}).items():
         assert run.counts.get(kind, 0) >= least, f"{kind}: {run.counts}"
-    in_scope = [p for p in run.model.unknown if any(s.covers(os.path.join(run.workdir, p)) for s in run.scopes)] \
-        if run.model else []
+    in_scope = (
+        [p for p in run.model.unknown if any(s.covers(os.path.join(run.workdir, p)) for s in run.scopes)]
+        if run.model
+        else []
+    )
     assert in_scope == [], "the trace never showed these created"
 
 
@@ -76,8 +79,9 @@ def test_restore_flushes_with_one_syncfs_not_per_file(recorder: str, tmp_path) -
     after = run.events[begin:]
     assert [e.kind for e in after].count(SYNCFS) == 1
     out = os.path.join(run.workdir, "out")
-    assert [e.path for e in after if e.kind == FSYNC and e.path and e.path.startswith(out)] == [out], \
+    assert [e.path for e in after if e.kind == FSYNC and e.path and e.path.startswith(out)] == [out], (
         "one fsync of the parent after the rename, none per file"
+    )
 
 
 def test_checkpoint_makes_objects_a_crashed_writer_left_durable_before_publishing(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -15,16 +15,16 @@ from tests.durability.harness import run_scenario
 
 #: mutant → the rules its violations must name
 RULES = {
-    "put-no-object-fsync": ("(a)",),                 # object file not fsynced before its rename
-    "put-no-object-folder-fsync": ("(b)",),          # object folder not fsynced after the rename
-    "restore-no-syncfs": ("(a)",),                   # restored tree renamed into place unsynced
-    "atomic-write-no-folder-fsync": ("(b)",),        # atomic_write acknowledged before its folder fsync
-    "put-trusts-existing-object": ("(a)", "(b)"),    # an existing object acknowledged as it was found
-    "put-object-root-not-durable": ("(c)",),         # the store's new folders: parents not fsynced
-    "restore-no-parent-fsync": ("(b)",),             # the restored folder's rename not synced
-    "delete-no-folder-fsync": ("(d)",),              # unlinks acknowledged before the folder fsync
-    "checkpoint-no-object-folder-fsync": ("(b)",),   # objects not durable at the publish commit
-    "checkpoint-trusts-found-objects": ("(b)",),     # a crashed writer's unsynced objects published as found
+    "put-no-object-fsync": ("(a)",),  # object file not fsynced before its rename
+    "put-no-object-folder-fsync": ("(b)",),  # object folder not fsynced after the rename
+    "restore-no-syncfs": ("(a)",),  # restored tree renamed into place unsynced
+    "atomic-write-no-folder-fsync": ("(b)",),  # atomic_write acknowledged before its folder fsync
+    "put-trusts-existing-object": ("(a)", "(b)"),  # an existing object acknowledged as it was found
+    "put-object-root-not-durable": ("(c)",),  # the store's new folders: parents not fsynced
+    "restore-no-parent-fsync": ("(b)",),  # the restored folder's rename not synced
+    "delete-no-folder-fsync": ("(d)",),  # unlinks acknowledged before the folder fsync
+    "checkpoint-no-object-folder-fsync": ("(b)",),  # objects not durable at the publish commit
+    "checkpoint-trusts-found-objects": ("(b)",),  # a crashed writer's unsynced objects published as found
 }
 CRASHES = {"put", "put-existing", "gc-delete", "atomic-write"}
 

@@ -10,8 +10,24 @@ from tenure.fsio import atomic_write
 from tenure.snapshots.fsutil import sync_filesystem
 from tests.durability.conftest import need_strace
 from tests.durability.rules import Ack, Scope, Window, check_rules, crash_violations
-from tests.durability.trace import (CLOSE, FSYNC, MARK, MARK_PREFIX, MKDIR, OPEN, RENAME, SYNCFS, UNLINK, WRITE,
-                                    Event, InProcessRecorder, dump_events, load_events, mark, parse_strace)
+from tests.durability.trace import (
+    CLOSE,
+    FSYNC,
+    MARK,
+    MARK_PREFIX,
+    MKDIR,
+    OPEN,
+    RENAME,
+    SYNCFS,
+    UNLINK,
+    WRITE,
+    Event,
+    InProcessRecorder,
+    dump_events,
+    load_events,
+    mark,
+    parse_strace,
+)
 
 LOG = f"""\
 100 openat(AT_FDCWD</w>, "d/tmp-1", O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC, 0644) = 3</w/d/tmp-1>
@@ -36,11 +52,19 @@ def test_parser_reads_the_calls_that_matter() -> None:
     events = parse_strace(LOG)
     kinds = [(e.kind, e.path, e.path2) for e in events]
     assert kinds == [
-        (OPEN, "/w/d/tmp-1", None), (WRITE, "/w/d/tmp-1", None), (WRITE, "/w/d/tmp-1", None),
+        (OPEN, "/w/d/tmp-1", None),
+        (WRITE, "/w/d/tmp-1", None),
+        (WRITE, "/w/d/tmp-1", None),
         (FSYNC, "/w/d", None),  # placed where it started, before the file's fsync
-        (FSYNC, "/w/d/tmp-1", None), (CLOSE, "/w/d/tmp-1", None), (RENAME, "/w/d/tmp-1", "/w/d/final"),
-        (MARK, None, None), (UNLINK, "/w/d/old", None), ("rmdir", "/w/gone", None), (MKDIR, "/w/new\u00e9", None),
-        (SYNCFS, "/w/x", None)]
+        (FSYNC, "/w/d/tmp-1", None),
+        (CLOSE, "/w/d/tmp-1", None),
+        (RENAME, "/w/d/tmp-1", "/w/d/final"),
+        (MARK, None, None),
+        (UNLINK, "/w/d/old", None),
+        ("rmdir", "/w/gone", None),
+        (MKDIR, "/w/new\u00e9", None),
+        (SYNCFS, "/w/x", None),
+    ]
     assert events[0].creat and events[0].fd == 3 and not events[0].trunc
     assert (events[1].size, events[1].offset, events[2].offset) == (40, None, 0)
     assert events[7].label == "ack"
@@ -71,8 +95,14 @@ def _events(*events: Event) -> list[Event]:
 
 def test_model_requires_data_then_rename_then_folder_sync() -> None:
     w = "/w"
-    good = _events(Event(OPEN, "/w/t", fd=3, creat=True), Event(WRITE, "/w/t", fd=3, size=5), Event(FSYNC, "/w/t", fd=3),
-                   Event(RENAME, "/w/t", "/w/f"), Event(OPEN, "/w", fd=4), Event(FSYNC, "/w", fd=4))
+    good = _events(
+        Event(OPEN, "/w/t", fd=3, creat=True),
+        Event(WRITE, "/w/t", fd=3, size=5),
+        Event(FSYNC, "/w/t", fd=3),
+        Event(RENAME, "/w/t", "/w/f"),
+        Event(OPEN, "/w", fd=4),
+        Event(FSYNC, "/w", fd=4),
+    )
     scope, ack, window = [Scope("/w/f", w)], [Ack("ack")], [Window("begin", "ack", ("/w/f",))]
     assert check_rules(good, w, scope, ack)[0] == []
     assert crash_violations(good, w, window) == []

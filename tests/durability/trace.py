@@ -35,13 +35,26 @@ from typing import Any
 
 MARK_PREFIX = "/nonexistent-tenure-durability-mark/"
 STRACE = "/usr/bin/strace"
-STRACE_TRACE = ("%file,%desc,fsync,fdatasync,syncfs,sync_file_range,sync,rename,renameat,renameat2,"
-                "unlink,unlinkat,mkdir,mkdirat")
+STRACE_TRACE = (
+    "%file,%desc,fsync,fdatasync,syncfs,sync_file_range,sync,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat"
+)
 
 # Event kinds. Path arguments are absolute and normalized.
 OPEN, CLOSE, WRITE, TRUNCATE, FSYNC, SYNCFS, RENAME, MKDIR, UNLINK, RMDIR, LINK, SYMLINK, MARK = (
-    "open", "close", "write", "truncate", "fsync", "syncfs", "rename", "mkdir", "unlink", "rmdir", "link",
-    "symlink", "mark")
+    "open",
+    "close",
+    "write",
+    "truncate",
+    "fsync",
+    "syncfs",
+    "rename",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "link",
+    "symlink",
+    "mark",
+)
 SYNCS = (FSYNC, SYNCFS)
 
 
@@ -84,12 +97,18 @@ def mark(label: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- strace
 
+
 def strace_problem() -> str | None:
     """Why strace cannot record here (not installed, ptrace refused), or None when it can."""
     if not os.path.exists(STRACE) and shutil.which("strace") is None:
         return "strace is not installed (Debian: apt-get install -y strace)"
-    probe = subprocess.run([strace_binary(), "-f", "-qq", "-o", os.devnull, "true"], check=False,
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [strace_binary(), "-f", "-qq", "-o", os.devnull, "true"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         return f"strace cannot trace here (ptrace not permitted?): {probe.stderr.strip()[:300]}"
     return None
@@ -153,13 +172,13 @@ def _unescape(text: str) -> str:
             out.append(simple[nxt])
             i += 2
         elif nxt == "x":
-            out.append(int(text[i + 2:i + 4], 16))
+            out.append(int(text[i + 2 : i + 4], 16))
             i += 4
         else:
             j = i + 1
             while j < len(text) and j < i + 4 and text[j] in "01234567":
                 j += 1
-            out.append(int(text[i + 1:j], 8))
+            out.append(int(text[i + 1 : j], 8))
             i = j
     return os.fsdecode(bytes(out))
 
@@ -253,7 +272,7 @@ def _events(body: str, tid: int, cwd: dict[int, str]) -> list[Event]:
     for arg in args:
         s = arg.string
         if s is not None and s.startswith(MARK_PREFIX):
-            return [Event(MARK, label=s[len(MARK_PREFIX):], tid=tid)]
+            return [Event(MARK, label=s[len(MARK_PREFIX) :], tid=tid)]
     if ret.startswith("-") or ret == "?":
         return []
     value = int(ret, 0)
@@ -265,13 +284,25 @@ def _events(body: str, tid: int, cwd: dict[int, str]) -> list[Event]:
     here = cwd.get(tid)
     fd, fd_path = args[0].fd if args else (None, None)
     if name in ("openat", "open", "creat", "openat2"):
-        flags = args[2].text if name in ("openat", "openat2") and len(args) > 2 else (
-            args[1].text if name == "open" and len(args) > 1 else "O_CREAT|O_WRONLY|O_TRUNC")
+        flags = (
+            args[2].text
+            if name in ("openat", "openat2") and len(args) > 2
+            else (args[1].text if name == "open" and len(args) > 1 else "O_CREAT|O_WRONLY|O_TRUNC")
+        )
         path = _clean_fd_path(ret_path) if ret_path else None
         if path is None:
             path = _at(args[0], args[1]) if name.startswith("openat") else _plain(args[0], here)
-        return [Event(OPEN, path=path, fd=value, creat="O_CREAT" in flags, trunc="O_TRUNC" in flags,
-                      append="O_APPEND" in flags, tid=tid)]
+        return [
+            Event(
+                OPEN,
+                path=path,
+                fd=value,
+                creat="O_CREAT" in flags,
+                trunc="O_TRUNC" in flags,
+                append="O_APPEND" in flags,
+                tid=tid,
+            )
+        ]
     if name == "close":
         return [Event(CLOSE, path=fd_path, fd=fd, tid=tid)]
     if name in _WRITES:
@@ -316,6 +347,7 @@ def _events(body: str, tid: int, cwd: dict[int, str]) -> list[Event]:
 
 # ---------------------------------------------------------------------------------------------- in-process
 
+
 class InProcessRecorder:
     """Records tenure's ``os`` calls in this process (see the module docstring)."""
 
@@ -340,17 +372,44 @@ class InProcessRecorder:
         return os.path.normpath(text)
 
     def install(self) -> None:
-        real = {name: getattr(os, name) for name in (
-            "open", "close", "write", "pwrite", "fsync", "fdatasync", "rename", "replace", "mkdir", "unlink",
-            "remove", "rmdir", "link", "symlink", "ftruncate", "truncate", "sync")}
+        real = {
+            name: getattr(os, name)
+            for name in (
+                "open",
+                "close",
+                "write",
+                "pwrite",
+                "fsync",
+                "fdatasync",
+                "rename",
+                "replace",
+                "mkdir",
+                "unlink",
+                "remove",
+                "rmdir",
+                "link",
+                "symlink",
+                "ftruncate",
+                "truncate",
+                "sync",
+            )
+        }
         self._saved = dict(real, CDLL=ctypes.CDLL)
 
         def _open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
             fd: int = real["open"](path, flags, mode, dir_fd=dir_fd)
             full = self._abs(path, dir_fd)
             self._paths[fd] = full
-            self.add(Event(OPEN, path=full, fd=fd, creat=bool(flags & os.O_CREAT), trunc=bool(flags & os.O_TRUNC),
-                           append=bool(flags & os.O_APPEND)))
+            self.add(
+                Event(
+                    OPEN,
+                    path=full,
+                    fd=fd,
+                    creat=bool(flags & os.O_CREAT),
+                    trunc=bool(flags & os.O_TRUNC),
+                    append=bool(flags & os.O_APPEND),
+                )
+            )
             return fd
 
         def _close(fd: int) -> None:
@@ -372,12 +431,14 @@ class InProcessRecorder:
                 number = fd if isinstance(fd, int) else fd.fileno()
                 self.add(Event(FSYNC, path=self._paths.get(number), fd=number))  # placed where it starts
                 real[name](fd)
+
             return sync
 
         def _mover(name: str) -> Callable[..., None]:
             def move(src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
                 real[name](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
                 self.add(Event(RENAME, path=self._abs(src, src_dir_fd), path2=self._abs(dst, dst_dir_fd)))
+
             return move
 
         def _mkdir(path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
@@ -388,10 +449,17 @@ class InProcessRecorder:
             def remove(path: Any, *, dir_fd: int | None = None) -> None:
                 real[name](path, dir_fd=dir_fd)
                 self.add(Event(kind, path=self._abs(path, dir_fd)))
+
             return remove
 
-        def _link(src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
-                  follow_symlinks: bool = True) -> None:
+        def _link(
+            src: Any,
+            dst: Any,
+            *,
+            src_dir_fd: int | None = None,
+            dst_dir_fd: int | None = None,
+            follow_symlinks: bool = True,
+        ) -> None:
             real["link"](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=follow_symlinks)
             self.add(Event(LINK, path=self._abs(src, src_dir_fd), path2=self._abs(dst, dst_dir_fd)))
 
@@ -428,14 +496,28 @@ class InProcessRecorder:
                     recorder.add(Event(SYNCFS, path=recorder._paths.get(fd), fd=fd))
                     rc: int = func(fd)
                     return rc
+
                 return syncfs
 
         wrapped: dict[str, Any] = {
-            "open": _open, "close": _close, "write": _write, "pwrite": _pwrite, "fsync": _syncer("fsync"),
-            "fdatasync": _syncer("fdatasync"), "rename": _mover("rename"), "replace": _mover("replace"),
-            "mkdir": _mkdir, "unlink": _remover("unlink", UNLINK), "remove": _remover("remove", UNLINK),
-            "rmdir": _remover("rmdir", RMDIR), "link": _link, "symlink": _symlink, "ftruncate": _ftruncate,
-            "truncate": _truncate, "sync": _sync}
+            "open": _open,
+            "close": _close,
+            "write": _write,
+            "pwrite": _pwrite,
+            "fsync": _syncer("fsync"),
+            "fdatasync": _syncer("fdatasync"),
+            "rename": _mover("rename"),
+            "replace": _mover("replace"),
+            "mkdir": _mkdir,
+            "unlink": _remover("unlink", UNLINK),
+            "remove": _remover("remove", UNLINK),
+            "rmdir": _remover("rmdir", RMDIR),
+            "link": _link,
+            "symlink": _symlink,
+            "ftruncate": _ftruncate,
+            "truncate": _truncate,
+            "sync": _sync,
+        }
         for name, func in wrapped.items():
             setattr(os, name, func)
         ctypes.CDLL = RecordingCDLL  # type: ignore[misc]
@@ -461,5 +543,3 @@ def dump_events(events: list[Event]) -> list[dict[str, Any]]:
 
 def load_events(rows: list[dict[str, Any]]) -> list[Event]:
     return [Event(**row) for row in rows]
-
-

@@ -35,16 +35,29 @@ def unprivileged() -> list[str]:
     return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}"]
 
 
-def tenure(args: Sequence[str], *, prefix: Sequence[str] = (), cwd: str = ROOT,
-           preexec_fn: Callable[[], None] | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+def tenure(
+    args: Sequence[str],
+    *,
+    prefix: Sequence[str] = (),
+    cwd: str = ROOT,
+    preexec_fn: Callable[[], None] | None = None,
+    **extra: str,
+) -> subprocess.CompletedProcess[str]:
     # No byte-code writes: a child under a file-size limit would leave truncated .pyc files behind.
-    return subprocess.run([*prefix, sys.executable, "-m", "tenure.cli.main", *args], cwd=cwd,
-                          env=env(PYTHONDONTWRITEBYTECODE="1", **extra), text=True, capture_output=True,
-                          timeout=300, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "tenure.cli.main", *args],
+        cwd=cwd,
+        env=env(PYTHONDONTWRITEBYTECODE="1", **extra),
+        text=True,
+        capture_output=True,
+        timeout=300,
+        preexec_fn=preexec_fn,
+    )
 
 
 def file_size_limit(limit: int) -> Callable[[], None]:
     """A ``preexec_fn``: no file of the child may grow past ``limit`` bytes (write fails with EFBIG)."""
+
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

@@ -37,8 +37,7 @@ def _claim(data: str, pod: str) -> Any:
     return tenure(["--data", data, "--json", "project", "--lease-ttl", "60", "claim", "acme/web", "--pod-id", pod])
 
 
-def test_claim_stamped_in_the_future_is_live_until_the_readers_clock_passes_it_plus_the_ttl(
-        tmp_path: Path) -> None:
+def test_claim_stamped_in_the_future_is_live_until_the_readers_clock_passes_it_plus_the_ttl(tmp_path: Path) -> None:
     data = _project(tmp_path)
     _sql(data, f"UPDATE projects SET claimed_at = {NOW} + ?", (HOUR,))
     refused = _claim(data, "pod-right")
@@ -64,15 +63,19 @@ def _workspace_with_a_lease(tmp_path: Path, issued_in: float, ttl: float) -> tup
     ok_json(tenure(["--data", data, "--json", "workspace", "create", "w"]))
     ok_json(tenure(["--data", data, "--json", "workspace", "checkpoint", "w", "--from", str(src)]))
     (src / "a.txt").write_text("b")
-    _sql(data, f"UPDATE writer_leases SET state = 'ACTIVE', holder = 'writer-ahead', issued_at = {NOW} + ?,"
-               f" expires_at = {NOW} + ? + ?"
-               " WHERE generation = (SELECT writer_generation FROM workspaces WHERE name = 'w')",
-         (issued_in, issued_in, ttl))
+    _sql(
+        data,
+        f"UPDATE writer_leases SET state = 'ACTIVE', holder = 'writer-ahead', issued_at = {NOW} + ?,"
+        f" expires_at = {NOW} + ? + ?"
+        " WHERE generation = (SELECT writer_generation FROM workspaces WHERE name = 'w')",
+        (issued_in, issued_in, ttl),
+    )
     return data, str(src)
 
 
 def test_writer_lease_issued_in_the_future_is_live_until_the_readers_clock_passes_it_plus_the_ttl(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     data, src = _workspace_with_a_lease(tmp_path, HOUR, 60.0)
     result = tenure(["--data", data, "--json", "workspace", "checkpoint", "w", "--from", src])
     assert result.returncode == 4

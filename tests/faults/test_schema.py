@@ -37,7 +37,7 @@ class Backend:
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.kind == "sqlite":
-            with sqlite3.connect(str(self.url)[len("sqlite:///"):]) as conn:
+            with sqlite3.connect(str(self.url)[len("sqlite:///") :]) as conn:
                 return conn.execute(statement, params).fetchall()
         import psycopg
 
@@ -66,8 +66,10 @@ def test_every_applied_migration_is_recorded_with_the_checksum_of_its_file(backe
 
 def test_schema_newer_than_the_code_is_refused_by_every_command(backend: Backend) -> None:
     future = max(_files()) + 1
-    backend.sql("INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, 0, ?)",
-                (future, "from_a_newer_tenure", "0" * 64))
+    backend.sql(
+        "INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, 0, ?)",
+        (future, "from_a_newer_tenure", "0" * 64),
+    )
     for command in COMMANDS:
         result = backend.cli(*command)
         assert result.returncode == 5, command
@@ -93,8 +95,7 @@ def test_renumbered_migration_is_schema_mismatch(backend: Backend) -> None:
     """The store applied this tenure's 0004 as its 0003 and the other way round: both files were renumbered."""
     files = _files()
     for version, other in ((3, 4), (4, 3)):
-        backend.sql("UPDATE schema_migrations SET name = ?, checksum = ? WHERE version = ?",
-                    (*files[other], version))
+        backend.sql("UPDATE schema_migrations SET name = ?, checksum = ? WHERE version = ?", (*files[other], version))
     result = backend.cli("db", "migrate")
     assert result.returncode == 5
     error = error_of(result)
@@ -115,8 +116,7 @@ def test_migrations_applied_before_the_checksum_column_get_their_checksums(backe
     assert ok_json(backend.cli("db", "migrate")) == {"applied": []}
 
 
-def test_migration_applied_before_the_checksum_column_under_another_name_is_schema_mismatch(
-        backend: Backend) -> None:
+def test_migration_applied_before_the_checksum_column_under_another_name_is_schema_mismatch(backend: Backend) -> None:
     _before_checksums(backend)
     backend.sql("UPDATE schema_migrations SET name = 'something_else' WHERE version = 3")
     result = backend.cli("workspace", "list")

@@ -124,10 +124,15 @@ def test_full_file_system_under_the_store_is_disk_full(tmp_path: Path) -> None:
         f'mount -t tmpfs -o size=1m tmpfs "{mount}" && '
         f'"$PY" -m tenure.cli.main --data "{data}" workspace create w >/dev/null && '
         f'(dd if=/dev/zero of="{mount}/filler" bs=4k 2>/dev/null; true) && '
-        f'exec "$PY" -m tenure.cli.main --data "{data}" --json workspace create x')
-    result = subprocess.run([*_namespaced_tmpfs(), "sh", "-c", script],
-                            env=env(PY=sys.executable, PYTHONDONTWRITEBYTECODE="1"), text=True,
-                            capture_output=True, timeout=300)
+        f'exec "$PY" -m tenure.cli.main --data "{data}" --json workspace create x'
+    )
+    result = subprocess.run(
+        [*_namespaced_tmpfs(), "sh", "-c", script],
+        env=env(PY=sys.executable, PYTHONDONTWRITEBYTECODE="1"),
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert result.returncode == 5, result.stderr
     error = error_of(result)
     assert error["code"] == "disk-full" and "file system is full" in error["message"]
@@ -137,8 +142,10 @@ def test_file_size_limit_under_the_object_folder_is_disk_full(tmp_path: Path) ->
     data = _store(tmp_path)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "big.bin").write_bytes(os.urandom(3_000_000))  # incompressible chunks of ~1 MiB
-    result = tenure(["--data", data, "--json", "workspace", "checkpoint", "w", "--from", str(tmp_path / "src")],
-                    preexec_fn=file_size_limit(200_000))
+    result = tenure(
+        ["--data", data, "--json", "workspace", "checkpoint", "w", "--from", str(tmp_path / "src")],
+        preexec_fn=file_size_limit(200_000),
+    )
     assert result.returncode == 5
     error = error_of(result)
     assert error["code"] == "disk-full" and "objects" in error["message"]

@@ -30,8 +30,23 @@ def test_object_url_file_localhost_names_an_absolute_folder(tmp_path: Path) -> N
     (tmp_path / "src" / "a.txt").write_text("a")
     url, cwd = f"file://localhost{objects}", str(tmp_path)  # read as a relative path, it would land in cwd
     ok_json(tenure(["--data", data, "--objects", url, "--json", "workspace", "create", "w"], cwd=cwd))
-    ok_json(tenure(["--data", data, "--objects", url, "--json", "workspace", "checkpoint", "w", "--from",
-                    str(tmp_path / "src")], cwd=cwd))
+    ok_json(
+        tenure(
+            [
+                "--data",
+                data,
+                "--objects",
+                url,
+                "--json",
+                "workspace",
+                "checkpoint",
+                "w",
+                "--from",
+                str(tmp_path / "src"),
+            ],
+            cwd=cwd,
+        )
+    )
     assert any(len(name) == 2 for name in os.listdir(objects))
 
 
@@ -61,8 +76,12 @@ def test_read_only_object_folder_without_tmp_can_be_restored_from(tmp_path: Path
         for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
             os.chmod(name, os.stat(name).st_mode & ~0o222)
     try:
-        restored = ok_json(tenure(["--data", data, "--json", "workspace", "restore", "w", "--to",
-                                   str(tmp_path / "copy")], prefix=unprivileged()))
+        restored = ok_json(
+            tenure(
+                ["--data", data, "--json", "workspace", "restore", "w", "--to", str(tmp_path / "copy")],
+                prefix=unprivileged(),
+            )
+        )
         assert not os.path.exists(os.path.join(objects, "tmp"))
     finally:
         for folder, dirs, files in os.walk(objects):

@@ -12,8 +12,13 @@ from tests.identity.helpers import Backend
 @pytest.fixture(params=["folder", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request, tmp_path) -> Iterator[Backend]:  # type: ignore[no-untyped-def]
     if request.param == "folder":
-        yield Backend("folder", f"sqlite:///{tmp_path}/tenure.db", f"file://{tmp_path}/objects",
-                      f"file://{tmp_path}/other-objects", tmp_path)
+        yield Backend(
+            "folder",
+            f"sqlite:///{tmp_path}/tenure.db",
+            f"file://{tmp_path}/objects",
+            f"file://{tmp_path}/other-objects",
+            tmp_path,
+        )
         return
     from tests.conftest import new_pg_schema_url
 

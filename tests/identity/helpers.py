@@ -28,7 +28,7 @@ class Backend:
     def corrupt(self, oid: str) -> None:
         """Replace object ``oid``'s stored bytes with different bytes of the same length."""
         if self.kind == "folder":
-            path = os.path.join(self.objects_url[len("file://"):], oid[:2], oid)
+            path = os.path.join(self.objects_url[len("file://") :], oid[:2], oid)
             data = bytearray(Path(path).read_bytes())
             os.chmod(path, 0o644)
             for i in range(len(data) // 2, len(data)):

@@ -42,7 +42,7 @@ def test_another_object_store_is_refused_before_anything_is_written(backend: Bac
     assert error.context["found_url"] in error.message and error.context["expected_url"] in error.message
     assert {oid for oid, _ in other.list_ids()} == other_before  # nothing stored there
     if backend.kind == "folder":
-        assert not os.path.exists(backend.other_objects_url[len("file://"):])  # not even created
+        assert not os.path.exists(backend.other_objects_url[len("file://") :])  # not even created
     assert store.workspaces.workspace("notes").head_snapshot_id == first.id
     assert len(store.snapshots.list(first.workspace_id)) == 1
     other.close()

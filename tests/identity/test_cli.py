@@ -71,8 +71,7 @@ def test_a_read_only_object_folder_with_its_identity_can_be_read(tmp_path: Path)
     _chmod_tree(objects, writable=False)
     try:
         listed = _cli(tmp_path, "snapshot", "list", "notes", prefix=unprivileged())
-        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"),
-                        prefix=unprivileged())
+        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"), prefix=unprivileged())
         verified = _cli(tmp_path, "snapshot", "verify", snap["id"], prefix=unprivileged())
     finally:
         _chmod_tree(objects, writable=True)
@@ -98,8 +97,7 @@ def test_a_read_only_object_folder_without_identity_is_refused_only_when_a_check
     (src / "today.txt").write_text("new\n")
     _chmod_tree(objects, writable=False)
     try:
-        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"),
-                        prefix=unprivileged())
+        restored = _cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out"), prefix=unprivileged())
         refused = _cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(src), prefix=unprivileged())
     finally:
         _chmod_tree(objects, writable=True)

@@ -36,7 +36,8 @@ def _victim(objects: ObjectStore, root: str, kind: str) -> str:
 
 @pytest.mark.parametrize("kind", ["pack", "chunk"])
 def test_a_corrupt_object_is_set_aside_stored_again_by_the_next_checkpoint_and_the_old_snapshot_heals(
-        backend: Backend, tmp_path: Path, kind: str) -> None:
+    backend: Backend, tmp_path: Path, kind: str
+) -> None:
     src = tmp_path / "src"
     write_tree(src)
     store, objects = backend.store(), backend.objects()
@@ -52,7 +53,7 @@ def test_a_corrupt_object_is_set_aside_stored_again_by_the_next_checkpoint_and_t
     assert report.snapshot.state is SnapshotState.DEGRADED
     assert objects.has_many([victim]) == set()  # moved aside: it counts as missing
     if backend.kind == "folder":
-        aside = os.listdir(os.path.join(backend.objects_url[len("file://"):], CORRUPT_FOLDER))
+        aside = os.listdir(os.path.join(backend.objects_url[len("file://") :], CORRUPT_FOLDER))
         assert [name.split(".")[0] for name in aside] == [victim]
 
     # The folder is intact and the index says every file is unchanged: still not "unchanged".
@@ -93,8 +94,7 @@ def test_a_corrupt_object_found_by_a_restore_is_set_aside_and_stored_again(backe
     store.close()
 
 
-def test_a_degraded_head_whose_corrupt_object_is_still_in_place_is_not_reused(backend: Backend,
-                                                                             tmp_path: Path) -> None:
+def test_a_degraded_head_whose_corrupt_object_is_still_in_place_is_not_reused(backend: Backend, tmp_path: Path) -> None:
     """A head made DEGRADED while its corrupt object stayed (an older tenure): the checkpoint sets it aside first."""
     src = tmp_path / "src"
     write_tree(src)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,14 @@ from tenure.intake.pack import new_manifest, write_package
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def put(ws: Workspace, name: str, case: str = "case-A", package: str = "pkg-1",
-        files: Mapping[str, bytes] | None = None, **manifest_args: Any) -> Path:
+def put(
+    ws: Workspace,
+    name: str,
+    case: str = "case-A",
+    package: str = "pkg-1",
+    files: Mapping[str, bytes] | None = None,
+    **manifest_args: Any,
+) -> Path:
     """Write a fresh NEW package into the inbox under ``name``."""
     manifest = new_manifest(case, package, **manifest_args)
     files = {"input/report.txt": f"{case}/{package}".encode()} if files is None else files
@@ -43,17 +49,21 @@ def to_building(ws: Workspace, case: str = "case-A", package: str = "pkg-1") -> 
 
 
 def past(seconds: float = 1) -> datetime:
-    return datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    return datetime.now(UTC) - timedelta(seconds=seconds)
 
 
 def future(seconds: float = 3600) -> datetime:
-    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
-def rewrite_zip(source: Path, out: Path, changes: Mapping[str, bytes | None] | None = None,
-                manifest: Callable[[dict[str, Any]], None] | None = None,
-                edit: Mapping[str, Callable[[dict[str, Any]], None]] | None = None,
-                method: int = zipfile.ZIP_DEFLATED) -> Path:
+def rewrite_zip(
+    source: Path,
+    out: Path,
+    changes: Mapping[str, bytes | None] | None = None,
+    manifest: Callable[[dict[str, Any]], None] | None = None,
+    edit: Mapping[str, Callable[[dict[str, Any]], None]] | None = None,
+    method: int = zipfile.ZIP_DEFLATED,
+) -> Path:
     """Copy a zip with entries replaced/removed/added and JSON entries edited."""
     changes = dict(changes or {})
     edits = dict(edit or {})
@@ -75,22 +85,28 @@ def rewrite_zip(source: Path, out: Path, changes: Mapping[str, bytes | None] | N
     return out
 
 
-def run_python(code: str, *args: str, env: Mapping[str, str] | None = None,
-               timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_python(
+    code: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter (a real worker process)."""
     full_env = {**os.environ, "PYTHONPATH": SRC, **(env or {})}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=full_env, timeout=timeout, check=False
+    )
 
 
-POLL = ("import sys, json\n"
-        "from tenure.intake import Workspace, InboxProcessor\n"
-        "res = InboxProcessor(Workspace(sys.argv[1])).poll(max_jobs=int(sys.argv[2]) "
-        "if len(sys.argv) > 2 else 100)\n"
-        "print(json.dumps([r.to_dict() for r in res]))\n")
+POLL = (
+    "import sys, json\n"
+    "from tenure.intake import Workspace, InboxProcessor\n"
+    "res = InboxProcessor(Workspace(sys.argv[1])).poll(max_jobs=int(sys.argv[2]) "
+    "if len(sys.argv) > 2 else 100)\n"
+    "print(json.dumps([r.to_dict() for r in res]))\n"
+)
 
-ADVANCE = ("import sys, json\n"
-           "from tenure.intake import Workspace, CheckpointStore\n"
-           "p = CheckpointStore(Workspace(sys.argv[1])).advance(sys.argv[2], sys.argv[3], "
-           "sys.argv[4], step_id=sys.argv[5])\n"
-           "print(p.generation)\n")
+ADVANCE = (
+    "import sys, json\n"
+    "from tenure.intake import Workspace, CheckpointStore\n"
+    "p = CheckpointStore(Workspace(sys.argv[1])).advance(sys.argv[2], sys.argv[3], "
+    "sys.argv[4], step_id=sys.argv[5])\n"
+    "print(p.generation)\n"
+)

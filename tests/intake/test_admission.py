@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
+from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig, Limits, Package, ResultKind, State, Workspace
 from tests.intake.intake_support import admit, future, past, put, rewrite_zip, to_building
-from tenure.intake import (CheckpointStore, InboxProcessor, IntakeConfig, Limits, Package,
-                           ResultKind, State, Workspace)
 
 
 def kinds(results: list[Any]) -> list[ResultKind]:
     return [r.kind for r in results]
 
 
-def elsewhere(ws: Workspace, tmp_path: Path, name: str = "elsewhere",
-              upto: int | None = None) -> tuple[Workspace, CheckpointStore]:
+def elsewhere(
+    ws: Workspace, tmp_path: Path, name: str = "elsewhere", upto: int | None = None
+) -> tuple[Workspace, CheckpointStore]:
     """Another service holding copies of this case's generations (external work)."""
     other = Workspace(tmp_path / name)
     source, target = ws.case_dir("case-A", "pkg-1"), other.case_dir("case-A", "pkg-1")
@@ -86,8 +86,7 @@ def test_i69_seen_generation_with_other_content_is_a_conflict(ws: Workspace) -> 
 
 def test_i69_same_returning_generation_with_other_content(ws: Workspace, tmp_path: Path) -> None:
     package = to_building(ws)
-    altered = rewrite_zip(package.path, tmp_path / "alt.zip",
-                          changes={"extra.txt": b"not in the stored generation"})
+    altered = rewrite_zip(package.path, tmp_path / "alt.zip", changes={"extra.txt": b"not in the stored generation"})
     result = deliver(ws, altered)
     assert result.kind is ResultKind.QUARANTINED and result.code == "generation-conflict"
 
@@ -122,8 +121,7 @@ def test_i61_returning_routing_preserved(ws: Workspace, tmp_path: Path) -> None:
     package = to_building(ws)
     _, store = elsewhere(ws, tmp_path)
     newer = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
-    routed = rewrite_zip(newer.path, tmp_path / "r.zip",
-                         manifest=set_manifest(generation=5, routing="review"))
+    routed = rewrite_zip(newer.path, tmp_path / "r.zip", manifest=set_manifest(generation=5, routing="review"))
     result = deliver(ws, routed)
     assert result.kind is ResultKind.ACCEPTED
     current = CheckpointStore(ws).current("case-A", "pkg-1")
@@ -135,14 +133,14 @@ def test_i74_newer_generation_manifest_is_authoritative(ws: Workspace, tmp_path:
     to_building(ws)
     _, store = elsewhere(ws, tmp_path)
     newer = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
-    external = rewrite_zip(newer.path, tmp_path / "e.zip",
-                           manifest=set_manifest(generation=7, state="HYPOTHESIZING",
-                                                 analysis_revision=3,
-                                                 history={"revisions": 3}))
+    external = rewrite_zip(
+        newer.path,
+        tmp_path / "e.zip",
+        manifest=set_manifest(generation=7, state="HYPOTHESIZING", analysis_revision=3, history={"revisions": 3}),
+    )
     assert deliver(ws, external).kind is ResultKind.ACCEPTED
     current = CheckpointStore(ws).current("case-A", "pkg-1")
-    assert (current.state, current.analysis_revision, current.generation) == \
-        (State.HYPOTHESIZING, 3, 7)
+    assert (current.state, current.analysis_revision, current.generation) == (State.HYPOTHESIZING, 3, 7)
     advanced = CheckpointStore(ws).advance("case-A", "pkg-1", "DIAGNOSING", step_id="d")
     assert advanced.generation == 8
 
@@ -152,11 +150,9 @@ def test_i70_protected_files_must_be_kept(ws: Workspace, tmp_path: Path) -> None
     CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b")
     _, store = elsewhere(ws, tmp_path)
     newer = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
-    changed = rewrite_zip(newer.path, tmp_path / "c.zip",
-                          changes={"evidence/log.txt": b"tampered"})
+    changed = rewrite_zip(newer.path, tmp_path / "c.zip", changes={"evidence/log.txt": b"tampered"})
     assert deliver(ws, changed).code == "returning-protected-changed"
-    unprotected = rewrite_zip(newer.path, tmp_path / "u.zip",
-                              manifest=set_manifest(protected_files=[]))
+    unprotected = rewrite_zip(newer.path, tmp_path / "u.zip", manifest=set_manifest(protected_files=[]))
     assert deliver(ws, unprotected, "u.zip").code == "returning-protected-changed"
     assert deliver(ws, newer, "ok.zip").kind is ResultKind.ACCEPTED
 
@@ -174,29 +170,34 @@ def test_i72_revision_may_not_go_down(ws: Workspace, tmp_path: Path) -> None:
     to_building(ws)
     _, store = elsewhere(ws, tmp_path)
     newer = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
-    raised = rewrite_zip(newer.path, tmp_path / "r3.zip",
-                         manifest=set_manifest(generation=9, analysis_revision=3,
-                                               history={"revisions": 3}))
+    raised = rewrite_zip(
+        newer.path,
+        tmp_path / "r3.zip",
+        manifest=set_manifest(generation=9, analysis_revision=3, history={"revisions": 3}),
+    )
     assert deliver(ws, raised).kind is ResultKind.ACCEPTED
-    lowered = rewrite_zip(newer.path, tmp_path / "r1.zip",
-                          manifest=set_manifest(generation=10))
+    lowered = rewrite_zip(newer.path, tmp_path / "r1.zip", manifest=set_manifest(generation=10))
     result = deliver(ws, lowered, "lower.zip")
     assert result.kind is ResultKind.QUARANTINED and result.code == "returning-revision-lowered"
 
 
 def test_i73_history_cannot_be_erased(ws: Workspace, tmp_path: Path) -> None:
     to_building(ws)
-    CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="r",
-                                artifacts={"reports/r1.md": b"# one"},
-                                artifact_pointers={"report": "reports/r1.md"})
+    CheckpointStore(ws).advance(
+        "case-A",
+        "pkg-1",
+        "BUILDING_CASE",
+        step_id="r",
+        artifacts={"reports/r1.md": b"# one"},
+        artifact_pointers={"report": "reports/r1.md"},
+    )
     _, store = elsewhere(ws, tmp_path)
     newer = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
 
     def drop_pointer(manifest: dict[str, Any]) -> None:
         del manifest["artifacts"]["report"]
 
-    erased = rewrite_zip(newer.path, tmp_path / "e.zip", changes={"reports/r1.md": None},
-                         manifest=drop_pointer)
+    erased = rewrite_zip(newer.path, tmp_path / "e.zip", changes={"reports/r1.md": None}, manifest=drop_pointer)
     result = deliver(ws, erased)
     assert result.kind is ResultKind.QUARANTINED and result.code == "returning-history-erased"
     replaced = rewrite_zip(newer.path, tmp_path / "x.zip", changes={"reports/r1.md": b"# two"})
@@ -225,11 +226,9 @@ def test_i105_i106_valid_admitted_invalid_quarantined_same_pass(ws: Workspace) -
     (ws.inbox / "2-text.txt").write_text("hello")
     put(ws, "3-good.zip", "case-good-2")
     results = InboxProcessor(ws).poll()
-    assert kinds(results) == [ResultKind.QUARANTINED, ResultKind.ACCEPTED,
-                              ResultKind.QUARANTINED, ResultKind.ACCEPTED]
+    assert kinds(results) == [ResultKind.QUARANTINED, ResultKind.ACCEPTED, ResultKind.QUARANTINED, ResultKind.ACCEPTED]
     assert [r.code for r in results] == ["truncated-zip", None, "not-a-zip", None]
-    reports = [json.loads((q / "validation_error.json").read_text())
-               for q in ws.quarantine.iterdir()]
+    reports = [json.loads((q / "validation_error.json").read_text()) for q in ws.quarantine.iterdir()]
     assert {r["code"] for r in reports} == {"truncated-zip", "not-a-zip"}
     assert all(r["message"] and r["hint"] for r in reports)
     assert list(ws.inbox.iterdir()) == []
@@ -285,15 +284,15 @@ def test_i110_deferred_and_busy_do_not_use_max_jobs(ws: Workspace) -> None:
         results = InboxProcessor(ws).poll(max_jobs=1)
     finally:
         lock.release()
-    assert kinds(results) == [ResultKind.BUSY, ResultKind.ACCEPTED, ResultKind.DEFERRED,
-                              ResultKind.DEFERRED]
+    assert kinds(results) == [ResultKind.BUSY, ResultKind.ACCEPTED, ResultKind.DEFERRED, ResultKind.DEFERRED]
     assert results[0].code == "case-busy" and (ws.inbox / "1-busy.zip").exists()
 
 
 def test_i112_corrupt_records_quarantined(ws: Workspace, tmp_path: Path) -> None:
     package = to_building(ws)
-    corrupt = rewrite_zip(package.path, tmp_path / "c.zip",
-                          edit={package.chain[0].path: lambda d: d.update(case_id="other")})
+    corrupt = rewrite_zip(
+        package.path, tmp_path / "c.zip", edit={package.chain[0].path: lambda d: d.update(case_id="other")}
+    )
     result = deliver(ws, corrupt)
     assert result.kind is ResultKind.QUARANTINED and result.code == "checkpoint-identity"
 

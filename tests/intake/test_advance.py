@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.intake.intake_support import admit, future, to_building
 from tenure.intake import CheckpointStore, LifecycleError, State, Workspace
+from tests.intake.intake_support import admit, future, to_building
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
-    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in folder.iterdir()}
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()) for p in folder.iterdir()}
 
 
 def test_i75_step_id_required(ws: Workspace) -> None:
@@ -33,24 +32,29 @@ def test_i75_step_id_required(ws: Workspace) -> None:
 def test_i76_same_step_same_request_writes_nothing(ws: Workspace) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
-    first = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="collect",
-                          details={"n": 1}, artifacts={"notes/a.txt": b"A"})
+    first = store.advance(
+        "case-A", "pkg-1", "BUILDING_CASE", step_id="collect", details={"n": 1}, artifacts={"notes/a.txt": b"A"}
+    )
     store.advance("case-A", "pkg-1", "INTERPRETING", step_id="interpret")
     folder = ws.case_dir("case-A", "pkg-1")
     before = snapshot(folder)
-    again = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="collect",
-                          details={"n": 1}, artifacts={"notes/a.txt": b"A"})
+    again = store.advance(
+        "case-A", "pkg-1", "BUILDING_CASE", step_id="collect", details={"n": 1}, artifacts={"notes/a.txt": b"A"}
+    )
     assert snapshot(folder) == before
     assert again.generation == first.generation + 1  # the latest confirmed package
     assert again.state is State.INTERPRETING
 
 
-@pytest.mark.parametrize("change", [
-    {"state": "INTERPRETING"},
-    {"details": {"n": 2}},
-    {"artifacts": {"notes/a.txt": b"B"}},
-    {"artifacts": {"notes/b.txt": b"A"}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"state": "INTERPRETING"},
+        {"details": {"n": 2}},
+        {"artifacts": {"notes/a.txt": b"B"}},
+        {"artifacts": {"notes/b.txt": b"A"}},
+    ],
+)
 def test_i77_same_step_different_request_rejected(ws: Workspace, change: dict[str, object]) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
@@ -69,8 +73,7 @@ def test_i77_different_retry_request_rejected(ws: Workspace) -> None:
     store = CheckpointStore(ws)
     when = future()
     store.block("case-A", "pkg-1", step_id="b", reason="x", retry_at=when)
-    assert store.block("case-A", "pkg-1", step_id="b", reason="x",
-                       retry_at=when.astimezone()).generation == 3
+    assert store.block("case-A", "pkg-1", step_id="b", reason="x", retry_at=when.astimezone()).generation == 3
     with pytest.raises(LifecycleError) as caught:
         store.block("case-A", "pkg-1", step_id="b", reason="y", retry_at=when)
     assert caught.value.code == "step-id-reused"
@@ -79,17 +82,21 @@ def test_i77_different_retry_request_rejected(ws: Workspace) -> None:
 def test_i78_artifacts_and_checkpoint_in_one_generation(ws: Workspace) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
-    package = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i",
-                            artifacts={"analysis/interpretation.json": b'{"ok": true}'},
-                            artifact_pointers={"interpretation": "analysis/interpretation.json"})
+    package = store.advance(
+        "case-A",
+        "pkg-1",
+        "INTERPRETING",
+        step_id="i",
+        artifacts={"analysis/interpretation.json": b'{"ok": true}'},
+        artifact_pointers={"interpretation": "analysis/interpretation.json"},
+    )
     assert package.read("analysis/interpretation.json") == b'{"ok": true}'
     assert package.manifest["artifacts"]["interpretation"] == "analysis/interpretation.json"
     assert package.latest is not None and package.latest.step_id == "i"
     previous = store.storage.load_generation(ws.case_dir("case-A", "pkg-1"), 2)
     assert "analysis/interpretation.json" not in previous.entry_hashes
     with pytest.raises(LifecycleError):
-        store.advance("case-A", "pkg-1", "HYPOTHESIZING", step_id="h",
-                      artifacts={"../escape.txt": b"x"})
+        store.advance("case-A", "pkg-1", "HYPOTHESIZING", step_id="h", artifacts={"../escape.txt": b"x"})
     assert store.generations("case-A", "pkg-1") == [1, 2, 3]
 
 
@@ -100,8 +107,7 @@ def test_i78_failed_validation_publishes_nothing(tmp_path: Path) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
     with pytest.raises(LifecycleError) as caught:
-        store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i",
-                      artifacts={"a.txt": b"1", "b.txt": b"2"})
+        store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i", artifacts={"a.txt": b"1", "b.txt": b"2"})
     assert caught.value.code == "too-many-entries"
     folder = ws.case_dir("case-A", "pkg-1")
     assert sorted(os.listdir(folder)) == ["current.json", "g00000001.zip", "g00000002.zip"]
@@ -109,17 +115,19 @@ def test_i78_failed_validation_publishes_nothing(tmp_path: Path) -> None:
     assert store.current("case-A", "pkg-1").state is State.BUILDING_CASE
 
 
-@pytest.mark.parametrize("kwargs,code", [
-    ({"artifacts": {"history/checkpoints/" + "0" * 64 + ".json": b"{}"}}, "artifact-reserved"),
-    ({"artifacts": {"manifest.json": b"{}"}}, "artifact-reserved"),
-    ({"artifact_pointers": {"lifecycle_checkpoint": "input/report.txt"}}, "artifact-reserved"),
-    ({"artifact_pointers": {"x": "history/checkpoints/a.json"}}, "artifact-reserved"),
-    ({"artifact_pointers": {"x": "missing.txt"}}, "artifact-invalid"),
-    ({"artifacts": {"/abs.txt": b"x"}}, "artifact-invalid"),
-    ({"artifacts": {"input/report.txt": b"replaced"}}, "artifact-exists"),
-])
-def test_i16_reserved_namespace_and_pointer(ws: Workspace, kwargs: dict[str, object],
-                                            code: str) -> None:
+@pytest.mark.parametrize(
+    "kwargs,code",
+    [
+        ({"artifacts": {"history/checkpoints/" + "0" * 64 + ".json": b"{}"}}, "artifact-reserved"),
+        ({"artifacts": {"manifest.json": b"{}"}}, "artifact-reserved"),
+        ({"artifact_pointers": {"lifecycle_checkpoint": "input/report.txt"}}, "artifact-reserved"),
+        ({"artifact_pointers": {"x": "history/checkpoints/a.json"}}, "artifact-reserved"),
+        ({"artifact_pointers": {"x": "missing.txt"}}, "artifact-invalid"),
+        ({"artifacts": {"/abs.txt": b"x"}}, "artifact-invalid"),
+        ({"artifacts": {"input/report.txt": b"replaced"}}, "artifact-exists"),
+    ],
+)
+def test_i16_reserved_namespace_and_pointer(ws: Workspace, kwargs: dict[str, object], code: str) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
     with pytest.raises(LifecycleError) as caught:
@@ -189,5 +197,4 @@ def test_i06_checkpoint_fields(ws: Workspace) -> None:
 
 
 def admit_fingerprint(ws: Workspace) -> str:
-    return CheckpointStore(ws).storage.load_generation(ws.case_dir("case-A", "pkg-1"),
-                                                       1).fingerprint
+    return CheckpointStore(ws).storage.load_generation(ws.case_dir("case-A", "pkg-1"), 1).fingerprint

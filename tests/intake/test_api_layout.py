@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.intake.intake_support import admit, put, to_building
 from tenure.errors import IntakeError
-from tenure.intake import (CheckpointStore, InboxProcessor, LifecycleError, ResultKind, State,
-                           Workspace)
+from tenure.intake import CheckpointStore, InboxProcessor, LifecycleError, ResultKind, State, Workspace
 from tenure.intake.canonical import id_hash
+from tests.intake.intake_support import admit, put, to_building
 
 
 def test_i97_public_names_import() -> None:
@@ -32,8 +31,7 @@ def test_i98_workspace_accepts_relative_path(tmp_path: Path, monkeypatch: pytest
 
 
 def test_i21_workspace_creates_layout(ws: Workspace) -> None:
-    for name in ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtime",
-                 "runtime/locks"):
+    for name in ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtime", "runtime/locks"):
         assert (ws.root / name).is_dir(), name
 
 
@@ -56,8 +54,7 @@ def test_i23_each_quarantine_gets_its_own_folder(ws: Workspace) -> None:
         assert sorted(p.name for p in folder.iterdir()) == ["package.zip", "validation_error.json"]
         report = json.loads((folder / "validation_error.json").read_text())
         assert report["code"] == "not-a-zip" and report["input_name"] == "bad.zip"
-    assert {(f / "package.zip").read_bytes() for f in folders} == {b"not a zip at all",
-                                                                   b"still not a zip"}
+    assert {(f / "package.zip").read_bytes() for f in folders} == {b"not a zip at all", b"still not a zip"}
 
 
 def test_i24_cache_holds_exact_input(ws: Workspace) -> None:
@@ -99,8 +96,9 @@ def test_i27_outbox_and_review_stay_empty(ws: Workspace) -> None:
     to_building(ws)
     store.fail("case-A", "pkg-1", step_id="f")
     to_building(ws, "case-B")
-    for i, state in enumerate(["INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING",
-                               "OUTPUT_READY", "HANDED_OFF"]):
+    for i, state in enumerate(
+        ["INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING", "OUTPUT_READY", "HANDED_OFF"]
+    ):
         store.advance("case-B", "pkg-1", state, step_id=f"s{i}")
     assert list(ws.outbox.iterdir()) == [] and list(ws.review.iterdir()) == []
 
@@ -123,8 +121,7 @@ def test_i29_lock_file_names(ws: Workspace) -> None:
     assert locks == sorted(["worker.lock", f"case-{id_hash('case-A')}.lock"])
 
 
-@pytest.mark.parametrize("hostile", ["../../x", "/etc/passwd", "C:\\evil", "a" * 10_000,
-                                     "..", "c/../../d"])
+@pytest.mark.parametrize("hostile", ["../../x", "/etc/passwd", "C:\\evil", "a" * 10_000, "..", "c/../../d"])
 def test_i30_ids_never_become_raw_paths(ws: Workspace, tmp_path: Path, hostile: str) -> None:
     before = {p for p in tmp_path.rglob("*")}
     admit(ws, hostile, hostile)
@@ -148,12 +145,25 @@ def test_i32_filenames_never_supply_identity_or_state(ws: Workspace) -> None:
 
 def test_i33_runtime_summary_fields(ws: Workspace) -> None:
     to_building(ws)
-    summary = ws.job_summary("case-A", "pkg-1", input_generation=2, analysis_revision=1,
-                             target="INTERPRETING",
-                             started_at=__import__("tests.intake.intake_support", fromlist=["past"]).past(),
-                             last_checkpoint_at=None)
-    assert set(summary) == {"case_id", "package_id", "input_generation", "analysis_revision",
-                            "target_state", "started_at", "last_checkpoint_at", "pid"}
+    summary = ws.job_summary(
+        "case-A",
+        "pkg-1",
+        input_generation=2,
+        analysis_revision=1,
+        target="INTERPRETING",
+        started_at=__import__("tests.intake.intake_support", fromlist=["past"]).past(),
+        last_checkpoint_at=None,
+    )
+    assert set(summary) == {
+        "case_id",
+        "package_id",
+        "input_generation",
+        "analysis_revision",
+        "target_state",
+        "started_at",
+        "last_checkpoint_at",
+        "pid",
+    }
     assert "details" not in json.dumps(summary)
 
 
@@ -191,8 +201,9 @@ def test_i35_stale_index_and_runtime_do_not_change_answers(ws: Workspace) -> Non
     to_building(ws)
     folder = ws.case_dir("case-A", "pkg-1")
     index = json.loads((folder / "current.json").read_text())
-    (folder / "current.json").write_text(json.dumps({**index, "generation": 1, "state": "NEW",
-                                                     "file": "g00000001.zip"}))
+    (folder / "current.json").write_text(
+        json.dumps({**index, "generation": 1, "state": "NEW", "file": "g00000001.zip"})
+    )
     ws.write_runtime({"case_id": "case-A", "stale": True})
     store = CheckpointStore(ws)
     assert store.current("case-A", "pkg-1").state is State.BUILDING_CASE
@@ -216,9 +227,13 @@ def test_i99_poll_returns_list(ws: Workspace) -> None:
 
 def test_i100_advance_returns_latest_package(ws: Workspace) -> None:
     admit(ws)
-    package = CheckpointStore(ws).advance("case-A", "pkg-1", State.BUILDING_CASE,
-                                          step_id="revision-1:start-case-building",
-                                          details={"inputs_collected": []})
+    package = CheckpointStore(ws).advance(
+        "case-A",
+        "pkg-1",
+        State.BUILDING_CASE,
+        step_id="revision-1:start-case-building",
+        details={"inputs_collected": []},
+    )
     assert package.state is State.BUILDING_CASE and package.generation == 2
     assert package.latest is not None and package.latest.details == {"inputs_collected": []}
 
@@ -233,9 +248,20 @@ def test_i101_error_code_and_message(ws: Workspace) -> None:
 
 def test_i102_state_members() -> None:
     names = {s.value for s in State}
-    assert names == {"NEW", "VALIDATED", "BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING",
-                     "DIAGNOSING", "REPORTING", "OUTPUT_READY", "HANDED_OFF", "BLOCKED",
-                     "FAILED_TO_ANALYZE", "REOPENED"}
+    assert names == {
+        "NEW",
+        "VALIDATED",
+        "BUILDING_CASE",
+        "INTERPRETING",
+        "HYPOTHESIZING",
+        "DIAGNOSING",
+        "REPORTING",
+        "OUTPUT_READY",
+        "HANDED_OFF",
+        "BLOCKED",
+        "FAILED_TO_ANALYZE",
+        "REOPENED",
+    }
 
 
 def test_i103_poll_is_a_single_pass(ws: Workspace) -> None:
@@ -247,8 +273,15 @@ def test_i103_poll_is_a_single_pass(ws: Workspace) -> None:
 
 
 def test_i111_result_kinds_and_fields(ws: Workspace) -> None:
-    assert {k.value for k in ResultKind} == {"ACCEPTED", "DUPLICATE", "QUARANTINED", "DEFERRED",
-                                             "BUSY", "RESUMED", "ERROR"}
+    assert {k.value for k in ResultKind} == {
+        "ACCEPTED",
+        "DUPLICATE",
+        "QUARANTINED",
+        "DEFERRED",
+        "BUSY",
+        "RESUMED",
+        "ERROR",
+    }
     (ws.inbox / "junk").write_bytes(b"junk")
     [result] = InboxProcessor(ws).poll()
     document = result.to_dict()
@@ -260,8 +293,9 @@ def test_i111_result_kinds_and_fields(ws: Workspace) -> None:
 def test_i01_i63_intake_runs_no_analysis_and_delivers_nothing(ws: Workspace) -> None:
     admit(ws, files={"input/report.txt": b"r"})
     store = CheckpointStore(ws)
-    for i, state in enumerate(["BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING",
-                               "REPORTING", "OUTPUT_READY", "HANDED_OFF"]):
+    for i, state in enumerate(
+        ["BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING", "OUTPUT_READY", "HANDED_OFF"]
+    ):
         package = store.advance("case-A", "pkg-1", state, step_id=f"s{i}")
     produced = {f for f in package.files if not f.startswith("history/checkpoints/")}
     assert produced == {"input/report.txt", "manifest.json"}

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.intake.intake_support import admit, rewrite_zip, to_building
-from tenure.intake import (CheckpointStore, IntakeConfig, LifecycleError, Limits, Package,
-                           Workspace, read_package)
+from tenure.intake import CheckpointStore, IntakeConfig, LifecycleError, Limits, Package, Workspace, read_package
 from tenure.intake.errors import PackageRejectedError
 from tenure.intake.package import checkpoint_path
+from tests.intake.intake_support import admit, rewrite_zip, to_building
 
 
 @pytest.fixture
@@ -27,8 +26,9 @@ def stored(ws: Workspace) -> Package:
     return store.advance("case-A", "pkg-1", "INTERPRETING", step_id="interpret")
 
 
-def reject(stored: Package, tmp_path: Path, code: str, config: IntakeConfig | None = None,
-           **rewrite: Any) -> PackageRejectedError:
+def reject(
+    stored: Package, tmp_path: Path, code: str, config: IntakeConfig | None = None, **rewrite: Any
+) -> PackageRejectedError:
     out = rewrite_zip(stored.path, tmp_path / "corrupt.zip", **rewrite)
     with pytest.raises(PackageRejectedError) as caught:
         read_package(out, config)
@@ -46,34 +46,35 @@ def setter(**fields: Any) -> Callable[[dict[str, Any]], None]:
 
 def test_valid_chain_reads_back(stored: Package) -> None:
     package = read_package(stored.path)
-    assert [c.step_id for c in package.chain] == ["interpret", "progress", "start",
-                                                  package.chain[-1].step_id]
+    assert [c.step_id for c in package.chain] == ["interpret", "progress", "start", package.chain[-1].step_id]
 
 
 def test_i08_link_escaping_the_package(stored: Package, tmp_path: Path) -> None:
-    reject(stored, tmp_path, "checkpoint-path",
-           edit={stored.chain[0].path: setter(previous="../../outside.json")})
+    reject(stored, tmp_path, "checkpoint-path", edit={stored.chain[0].path: setter(previous="../../outside.json")})
 
 
 def test_i08_pointer_outside_checkpoint_folder(stored: Package, tmp_path: Path) -> None:
     def point_elsewhere(manifest: dict[str, Any]) -> None:
         manifest["artifacts"]["lifecycle_checkpoint"] = "input/report.txt"
+
     reject(stored, tmp_path, "checkpoint-path", manifest=point_elsewhere)
 
 
 def test_i08_file_not_named_after_its_step(stored: Package, tmp_path: Path) -> None:
-    reject(stored, tmp_path, "checkpoint-path",
-           edit={older(stored): setter(step_id="renamed")})
+    reject(stored, tmp_path, "checkpoint-path", edit={older(stored): setter(step_id="renamed")})
 
 
 def test_i08_link_to_missing_checkpoint(stored: Package, tmp_path: Path) -> None:
-    reject(stored, tmp_path, "checkpoint-missing",
-           edit={stored.chain[0].path: setter(previous=checkpoint_path("never-written"))})
+    reject(
+        stored,
+        tmp_path,
+        "checkpoint-missing",
+        edit={stored.chain[0].path: setter(previous=checkpoint_path("never-written"))},
+    )
 
 
 def test_i09_cycle(stored: Package, tmp_path: Path) -> None:
-    reject(stored, tmp_path, "checkpoint-cycle",
-           edit={older(stored, 2): setter(previous=older(stored, 1))})
+    reject(stored, tmp_path, "checkpoint-cycle", edit={older(stored, 2): setter(previous=older(stored, 1))})
 
 
 def test_i09_self_link(stored: Package, tmp_path: Path) -> None:
@@ -95,8 +96,7 @@ def test_i11_generation_backwards(stored: Package, tmp_path: Path) -> None:
 
 
 def test_i11_revision_backwards(stored: Package, tmp_path: Path) -> None:
-    reject(stored, tmp_path, "checkpoint-order",
-           edit={older(stored, 2): setter(analysis_revision=5)})
+    reject(stored, tmp_path, "checkpoint-order", edit={older(stored, 2): setter(analysis_revision=5)})
 
 
 def test_i11_checkpoint_newer_than_manifest(stored: Package, tmp_path: Path) -> None:
@@ -108,30 +108,30 @@ def test_i12_identity_differs(stored: Package, tmp_path: Path, field: str) -> No
     reject(stored, tmp_path, "checkpoint-identity", edit={older(stored): setter(**{field: "other"})})
 
 
-@pytest.mark.parametrize("manifest_change", [
-    {"state": "HYPOTHESIZING"},
-    {"analysis_revision": 2, "history": {"revisions": 2}},
-    {"routing": "outbox"},
-    {"retry_count": 3},
-])
-def test_i13_latest_disagrees_with_manifest(stored: Package, tmp_path: Path,
-                                            manifest_change: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "manifest_change",
+    [
+        {"state": "HYPOTHESIZING"},
+        {"analysis_revision": 2, "history": {"revisions": 2}},
+        {"routing": "outbox"},
+        {"retry_count": 3},
+    ],
+)
+def test_i13_latest_disagrees_with_manifest(stored: Package, tmp_path: Path, manifest_change: dict[str, Any]) -> None:
     error = reject(stored, tmp_path, "checkpoint-mismatch", manifest=setter(**manifest_change))
     assert error.context["fields"]
 
 
 def test_i13_older_latest_checkpoint_is_not_compared(stored: Package, tmp_path: Path) -> None:
     """A newer generation made elsewhere: the manifest is authoritative (I-74)."""
-    out = rewrite_zip(stored.path, tmp_path / "newer.zip",
-                      manifest=setter(generation=9, state="HYPOTHESIZING"))
+    out = rewrite_zip(stored.path, tmp_path / "newer.zip", manifest=setter(generation=9, state="HYPOTHESIZING"))
     assert read_package(out).state.value == "HYPOTHESIZING"
 
 
 def test_i14_checkpoint_read_is_capped(stored: Package, tmp_path: Path) -> None:
     config = IntakeConfig(limits=Limits(manifest_bytes=4096))
     padded = json.dumps(json.loads(stored.read(older(stored)))) + " " * 5000
-    reject(stored, tmp_path, "checkpoint-too-large", config=config,
-           changes={older(stored): padded.encode()})
+    reject(stored, tmp_path, "checkpoint-too-large", config=config, changes={older(stored): padded.encode()})
 
 
 def test_checkpoint_not_json_or_not_schema(stored: Package, tmp_path: Path) -> None:
@@ -175,8 +175,8 @@ def test_i37_truncated_newest_generation_reported(ws: Workspace, stored: Package
 
 
 def test_i37_corrupt_case_is_an_error_not_a_quarantine(ws: Workspace, stored: Package) -> None:
-    from tests.intake.intake_support import put
     from tenure.intake import InboxProcessor, ResultKind
+    from tests.intake.intake_support import put
 
     stored.path.unlink()
     stored.path.write_bytes(b"garbage")
@@ -192,9 +192,12 @@ def test_manifest_rules(ws: Workspace, tmp_path: Path) -> None:
     package = admit(ws)
     reject(package, tmp_path, "invalid-manifest", manifest=lambda m: m.pop("routing"))
     reject(package, tmp_path, "invalid-manifest", manifest=setter(history={"revisions": 3}))
-    reject(package, tmp_path, "invalid-manifest",
-           manifest=setter(blocked={"reason": "x", "retry_at": "2030-01-01T00:00:00",
-                                    "resume_state": "BUILDING_CASE"}))
+    reject(
+        package,
+        tmp_path,
+        "invalid-manifest",
+        manifest=setter(blocked={"reason": "x", "retry_at": "2030-01-01T00:00:00", "resume_state": "BUILDING_CASE"}),
+    )
     reject(package, tmp_path, "invalid-package", manifest=setter(protected_files=["nope.txt"]))
     reject(package, tmp_path, "missing-manifest", changes={"manifest.json": None})
     reject(package, tmp_path, "invalid-manifest", changes={"manifest.json": b'{"a": 1, "a": 2}'})

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.intake.intake_support import SRC, put, run_python
 from tenure.cli.main import root as tenure
 from tenure.intake import CheckpointStore, InboxProcessor, Workspace
+from tests.intake.intake_support import SRC, put, run_python
 
 
 def invoke(*args: str, options: tuple[str, ...] = ()) -> tuple[int, str, str]:
@@ -32,15 +32,26 @@ def test_init_poll_show_json(tmp_path: Path) -> None:
     code, out, _ = invoke("poll", str(root), "--max-jobs", "10", "--json")
     assert code == 0
     results = json.loads(out)["results"]
-    assert [(r["kind"], r["code"]) for r in results] == [("ACCEPTED", None),
-                                                         ("QUARANTINED", "not-a-zip")]
+    assert [(r["kind"], r["code"]) for r in results] == [("ACCEPTED", None), ("QUARANTINED", "not-a-zip")]
     code, out, _ = invoke("show", str(root), "--json")
     [package] = json.loads(out)["packages"]
     assert package["state"] == "VALIDATED" and package["generation"] == 1
 
 
-PACKAGE_KEYS = {"case_id", "package_id", "generation", "analysis_revision", "state", "routing",
-                "retry_count", "blocked", "checkpoints", "latest_step", "fingerprint", "path"}
+PACKAGE_KEYS = {
+    "case_id",
+    "package_id",
+    "generation",
+    "analysis_revision",
+    "state",
+    "routing",
+    "retry_count",
+    "blocked",
+    "checkpoints",
+    "latest_step",
+    "fingerprint",
+    "path",
+}
 
 
 def test_json_documents_keep_their_documented_keys(tmp_path: Path) -> None:
@@ -51,18 +62,15 @@ def test_json_documents_keep_their_documented_keys(tmp_path: Path) -> None:
     put(Workspace(root), "a.zip")
     code, out, _ = invoke("poll", str(root), "--json")
     [result] = json.loads(out)["results"]
-    assert set(result) == {"kind", "input", "paths", "case_id", "package_id", "generation", "state",
-                           "code", "message"}
+    assert set(result) == {"kind", "input", "paths", "case_id", "package_id", "generation", "state", "code", "message"}
     code, out, _ = invoke("show", str(root), "--json")
     assert set(json.loads(out)) == {"packages"} and set(json.loads(out)["packages"][0]) == PACKAGE_KEYS
-    code, out, _ = invoke("advance", str(root), "case-A", "pkg-1", "BUILDING_CASE", "--step-id", "s",
-                          "--json")
+    code, out, _ = invoke("advance", str(root), "case-A", "pkg-1", "BUILDING_CASE", "--step-id", "s", "--json")
     assert set(json.loads(out)) == {"package"} and set(json.loads(out)["package"]) == PACKAGE_KEYS
     code, out, _ = invoke("show", str(root), "case-A", "--package", "pkg-1", "--json")
     document = json.loads(out)
     assert set(document) == {"package", "checkpoints"} and set(document["package"]) == PACKAGE_KEYS
-    assert [set(c) for c in document["checkpoints"]] == \
-        [{"generation", "state", "step_id", "created_at", "path"}] * 2
+    assert [set(c) for c in document["checkpoints"]] == [{"generation", "state", "step_id", "created_at", "path"}] * 2
     source = tmp_path / "src"
     source.mkdir()
     (source / "manifest.json").write_text(json.dumps({"case_id": "c", "package_id": "p"}))
@@ -91,15 +99,37 @@ def test_advance_block_resume_reopen(tmp_path: Path) -> None:
     invoke("poll", str(root))
     artifact = tmp_path / "notes.md"
     artifact.write_text("# notes")
-    code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "building_case",
-                            "--step-id", "s1", "--details", '{"k": 1}',
-                            "--artifact", f"notes/n.md={artifact}", "--pointer",
-                            "notes=notes/n.md", "--json")
+    code, out, err = invoke(
+        "advance",
+        str(root),
+        "case-A",
+        "pkg-1",
+        "building_case",
+        "--step-id",
+        "s1",
+        "--details",
+        '{"k": 1}',
+        "--artifact",
+        f"notes/n.md={artifact}",
+        "--pointer",
+        "notes=notes/n.md",
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["package"]["state"] == "BUILDING_CASE"
-    code, out, err = invoke("block", str(root), "case-A", "pkg-1", "--step-id", "b",
-                            "--reason", "tool down", "--retry-at", "2000-01-01T00:00:00+00:00",
-                            "--json")
+    code, out, err = invoke(
+        "block",
+        str(root),
+        "case-A",
+        "pkg-1",
+        "--step-id",
+        "b",
+        "--reason",
+        "tool down",
+        "--retry-at",
+        "2000-01-01T00:00:00+00:00",
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["package"]["retry_count"] == 1
     code, out, _ = invoke("resume", str(root), "case-A", "pkg-1", "--step-id", "r", "--json")
@@ -110,23 +140,22 @@ def test_advance_block_resume_reopen(tmp_path: Path) -> None:
     code, out, _ = invoke("show", str(root), "case-A", "--package", "pkg-1", "--json")
     steps = [c["step_id"] for c in json.loads(out)["checkpoints"]]
     assert steps[1:] == ["s1", "b", "r", "f", "o"]
-    assert CheckpointStore(Workspace(root)).current("case-A", "pkg-1").read("notes/n.md") == \
-        b"# notes"
+    assert CheckpointStore(Workspace(root)).current("case-A", "pkg-1").read("notes/n.md") == b"# notes"
 
 
 def test_error_is_one_line_with_code(tmp_path: Path) -> None:
     root = tmp_path / "svc"
     put(Workspace(root), "a.zip")
     invoke("poll", str(root))
-    code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "REPORTING",
-                            "--step-id", "skip")
+    code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "REPORTING", "--step-id", "skip")
     assert code == 4 and out == ""  # TransitionRefusedError is a ConflictError
     lines = err.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("error[transition-skip]: ")
     assert "Traceback" not in err
-    code, _, err = invoke("advance", str(root), "case-A", "pkg-1", "REPORTING",
-                          "--step-id", "skip", options=("--debug",))
+    code, _, err = invoke(
+        "advance", str(root), "case-A", "pkg-1", "REPORTING", "--step-id", "skip", options=("--debug",)
+    )
     assert code == 4 and "Traceback" in err and "error[transition-skip]" in err
 
 
@@ -134,8 +163,9 @@ def test_missing_case_and_bad_option_errors(tmp_path: Path) -> None:
     Workspace(tmp_path / "svc")
     code, _, err = invoke("resume", str(tmp_path / "svc"), "nope", "nope", "--step-id", "x")
     assert code == 3 and err.startswith("error[case-not-found]: ")  # a NotFoundError
-    code, _, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
-                          "--reason", "r", "--retry-at", "tomorrow")
+    code, _, err = invoke(
+        "block", str(tmp_path / "svc"), "c", "p", "--step-id", "x", "--reason", "r", "--retry-at", "tomorrow"
+    )
     assert code == 2 and err.startswith("error[invalid-input]: ")
 
 
@@ -156,8 +186,9 @@ def test_json_error_is_one_document_on_stderr(tmp_path: Path, where: str) -> Non
 
 
 def test_json_error_for_bad_options_and_rejected_packages(tmp_path: Path) -> None:
-    code, out, err = invoke("block", str(tmp_path / "svc"), "c", "p", "--step-id", "x",
-                            "--reason", "r", "--retry-at", "tomorrow", "--json")
+    code, out, err = invoke(
+        "block", str(tmp_path / "svc"), "c", "p", "--step-id", "x", "--reason", "r", "--retry-at", "tomorrow", "--json"
+    )
     assert code == 2 and out == "" and json.loads(err)["error"]["code"] == "invalid-input"
     source = tmp_path / "src"
     source.mkdir()
@@ -170,14 +201,22 @@ def test_unreadable_artifact_is_invalid_input(tmp_path: Path) -> None:
     root = tmp_path / "svc"
     put(Workspace(root), "a.zip")
     invoke("poll", str(root))
-    code, out, err = invoke("advance", str(root), "case-A", "pkg-1", "BUILDING_CASE", "--step-id", "s",
-                            "--artifact", f"notes.md={tmp_path / 'missing.md'}")
+    code, out, err = invoke(
+        "advance",
+        str(root),
+        "case-A",
+        "pkg-1",
+        "BUILDING_CASE",
+        "--step-id",
+        "s",
+        "--artifact",
+        f"notes.md={tmp_path / 'missing.md'}",
+    )
     assert code == 2 and out == ""
     assert err.startswith("error[invalid-input]: ") and len(err.strip().splitlines()) == 1
 
 
-def test_unexpected_exception_is_one_internal_line_exit_70(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_exception_is_one_internal_line_exit_70(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: InboxProcessor, max_jobs: int = 100) -> None:
         raise RuntimeError("disk on fire")
 
@@ -212,13 +251,19 @@ def test_pack_builds_a_valid_package(tmp_path: Path) -> None:
 
 
 def test_module_entry_point_runs_through_the_root_group(tmp_path: Path) -> None:
-    result = run_python("import runpy; runpy.run_module('tenure.cli.intake', run_name='__main__')",
-                        env={"PYTHONPATH": SRC})
+    result = run_python(
+        "import runpy; runpy.run_module('tenure.cli.intake', run_name='__main__')", env={"PYTHONPATH": SRC}
+    )
     assert "Usage: tenure intake" in result.stdout + result.stderr
 
     def module(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tenure.cli.intake", *args], capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": SRC}, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "tenure.cli.intake", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+            check=False,
+        )
 
     done = module("init", str(tmp_path / "m"), "--json")
     assert done.returncode == 0 and (tmp_path / "m" / "inbox").is_dir()

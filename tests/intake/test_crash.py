@@ -10,22 +10,29 @@ import os
 
 import pytest
 
-from tests.intake.intake_support import ADVANCE, POLL, put, run_python, to_building
 from tenure.faults import POINTS
 from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, State, Workspace
 from tenure.intake.commit import CRASH_POINTS
+from tests.intake.intake_support import ADVANCE, POLL, put, run_python, to_building
 
-BEFORE_PUBLISH = ["intake.admit.cached", "intake.commit.validated",
-                  "intake.commit.runtime-written", "intake.commit.generation-written"]
-AFTER_PUBLISH = ["intake.commit.published", "intake.commit.index-written",
-                 "intake.commit.runtime-cleared", "intake.admit.before-ack"]
+BEFORE_PUBLISH = [
+    "intake.admit.cached",
+    "intake.commit.validated",
+    "intake.commit.runtime-written",
+    "intake.commit.generation-written",
+]
+AFTER_PUBLISH = [
+    "intake.commit.published",
+    "intake.commit.index-written",
+    "intake.commit.runtime-cleared",
+    "intake.admit.before-ack",
+]
 
 
 def test_every_intake_crash_point_has_a_crash_test() -> None:
     import tenure.intake.inbox  # noqa: F401 - registers the admission points
 
-    covered = set(BEFORE_PUBLISH) | set(AFTER_PUBLISH) | {"intake.quarantine.copied",
-                                                          "intake.quarantine.reported"}
+    covered = set(BEFORE_PUBLISH) | set(AFTER_PUBLISH) | {"intake.quarantine.copied", "intake.quarantine.reported"}
     assert {p for p in POINTS if p.startswith("intake.")} == covered
     assert set(CRASH_POINTS) <= covered
 
@@ -54,13 +61,11 @@ def test_i92_i93_crash_during_admission(ws: Workspace, point: str) -> None:
     published = point in AFTER_PUBLISH
     assert generation_files(ws) == (["g00000001.zip"] if published else [])
     assert inbox_file.exists(), "never acknowledged before publication"
-    if point in ("intake.commit.runtime-written", "intake.commit.generation-written",
-                 "intake.commit.published"):
+    if point in ("intake.commit.runtime-written", "intake.commit.generation-written", "intake.commit.published"):
         assert ws.read_runtime()["case_id"] == "case-A"
 
     results = InboxProcessor(ws).poll()
-    assert [r.kind for r in results] == [ResultKind.DUPLICATE if published
-                                         else ResultKind.ACCEPTED]
+    assert [r.kind for r in results] == [ResultKind.DUPLICATE if published else ResultKind.ACCEPTED]
     assert generation_files(ws) == ["g00000001.zip"]
     assert not inbox_file.exists()
     assert_repaired(ws, 1)
@@ -87,8 +92,9 @@ def test_i92_i93_crash_during_advance(ws: Workspace, point: str) -> None:
 
 def test_i95_temp_files_are_not_generations(ws: Workspace) -> None:
     to_building(ws)
-    crash(ADVANCE, str(ws.root), "case-A", "pkg-1", "INTERPRETING", "interpret",
-          point="intake.commit.generation-written")
+    crash(
+        ADVANCE, str(ws.root), "case-A", "pkg-1", "INTERPRETING", "interpret", point="intake.commit.generation-written"
+    )
     folder = ws.case_dir("case-A", "pkg-1")
     leftovers = [p for p in folder.iterdir() if p.name.startswith(".tmp-")]
     assert len(leftovers) == 1  # a complete, validated but unpublished zip
@@ -115,8 +121,15 @@ def test_i87_validation_happens_before_any_write(ws: Workspace) -> None:
     folder = ws.case_dir("case-A", "pkg-1")
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     runtime = ws.runtime_file.stat().st_mtime_ns
-    result = run_python(ADVANCE, str(ws.root), "case-A", "pkg-1", "REPORTING", "skip",
-                        env={"TENURE_CRASH_AT": "intake.commit.validated"})
+    result = run_python(
+        ADVANCE,
+        str(ws.root),
+        "case-A",
+        "pkg-1",
+        "REPORTING",
+        "skip",
+        env={"TENURE_CRASH_AT": "intake.commit.validated"},
+    )
     assert result.returncode == 1 and "transition-skip" not in result.stdout
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
     assert ws.runtime_file.stat().st_mtime_ns == runtime

@@ -13,8 +13,10 @@ DOC = (ROOT / "docs" / "intake.md").read_text("utf-8")
 
 
 def test_i86_network_filesystems_documented_unsupported() -> None:
-    assert "Shared\nnetwork filesystems (NFS, SMB) are not supported" in DOC or \
-        "network filesystems (NFS, SMB) are not supported" in DOC.replace("\n", " ")
+    assert (
+        "Shared\nnetwork filesystems (NFS, SMB) are not supported" in DOC
+        or "network filesystems (NFS, SMB) are not supported" in DOC.replace("\n", " ")
+    )
 
 
 def test_i122_every_error_code_is_documented() -> None:
@@ -31,7 +33,7 @@ def test_every_crash_point_is_documented() -> None:
 
 def test_requirements_table_covers_every_intake_id() -> None:
     doc = (ROOT / "docs" / "requirements.md").read_text("utf-8")
-    table = doc[doc.index("## Intake (I-nn)"):]
+    table = doc[doc.index("## Intake (I-nn)") :]
     ids = set(re.findall(r"^\| (I-\d+) \|", table, re.MULTILINE))
     assert ids == {f"I-{n:02d}" for n in range(1, 135)}
     tests = "\n".join(p.read_text("utf-8") for p in Path(__file__).parent.glob("test_*.py"))

@@ -14,17 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.intake.intake_support import put
-from tenure.intake import (InboxProcessor, IntakeConfig, Limits, ResultKind, Workspace,
-                           read_package)
+from tenure.intake import InboxProcessor, IntakeConfig, Limits, ResultKind, Workspace, read_package
 from tenure.intake.errors import PackageRejectedError
 from tenure.intake.pack import new_manifest
+from tests.intake.intake_support import put
 
 MANIFEST = json.dumps(new_manifest("hostile", "pkg")).encode()
 
 
-def zip_with(entries: list[tuple[zipfile.ZipInfo | str, bytes]],
-             method: int = zipfile.ZIP_DEFLATED) -> bytes:
+def zip_with(entries: list[tuple[zipfile.ZipInfo | str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", method) as zf:
         for name, data in entries:
@@ -49,15 +47,34 @@ def overlapping_bomb() -> bytes:
     compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
     data = compressor.compress(plain) + compressor.flush()
     crc = zlib.crc32(plain)
-    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data),
-                        len(plain), 1, 0) + b"a" + data
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), len(plain), 1, 0) + b"a" + data
     central = b""
     names = [b"a", b"b", b"c", b"d"]
     for name in names:
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc,
-                               len(data), len(plain), len(name), 0, 0, 0, 0, 0, 0) + name
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(names), len(names), len(central),
-                      len(local), 0)
+        central += (
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                20,
+                20,
+                0,
+                8,
+                0,
+                0,
+                crc,
+                len(data),
+                len(plain),
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            )
+            + name
+        )
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(names), len(names), len(central), len(local), 0)
     return local + central + end
 
 
@@ -78,8 +95,7 @@ def encrypted() -> bytes:
 
 
 def corrupt_crc() -> bytes:
-    raw = bytearray(zip_with([("manifest.json", MANIFEST), ("data.txt", b"A" * 64)],
-                             zipfile.ZIP_STORED))
+    raw = bytearray(zip_with([("manifest.json", MANIFEST), ("data.txt", b"A" * 64)], zipfile.ZIP_STORED))
     at = raw.find(b"A" * 64)
     raw[at] = ord("B")
     return bytes(raw)
@@ -103,8 +119,7 @@ def ratio_bomb() -> bytes:
 
 
 def many_entries() -> bytes:
-    return zip_with([("manifest.json", MANIFEST)] + [(f"f/{i}", b"") for i in range(10_001)],
-                    zipfile.ZIP_STORED)
+    return zip_with([("manifest.json", MANIFEST)] + [(f"f/{i}", b"") for i in range(10_001)], zipfile.ZIP_STORED)
 
 
 def bzip2_entry() -> bytes:
@@ -125,8 +140,7 @@ CORPUS: dict[str, tuple[Callable[[], bytes], str]] = {
     "absolute.zip": (lambda: with_manifest(("/etc/cron.d/x", b"x")), "unsafe-path"),
     "drive.zip": (lambda: with_manifest(("C:/Windows/x", b"x")), "unsafe-path"),
     "backslash.zip": (lambda: with_manifest(("a\\..\\..\\b", b"x")), "unsafe-path"),
-    "symlink.zip": (lambda: with_manifest((unix_entry("link", 0o120777), b"/etc/passwd")),
-                    "symlink-entry"),
+    "symlink.zip": (lambda: with_manifest((unix_entry("link", 0o120777), b"/etc/passwd")), "symlink-entry"),
     "fifo.zip": (lambda: with_manifest((unix_entry("pipe", 0o010644), b"")), "special-entry"),
     "overlap-bomb.zip": (overlapping_bomb, "overlapping-entries"),
     "deep.zip": (lambda: with_manifest(("/".join(["d"] * 40) + "/f", b"x")), "path-too-deep"),
@@ -155,8 +169,9 @@ def test_hostile_corpus_quarantined_valid_admitted(ws: Workspace) -> None:
     put(ws, "valid-2.zip", "good-2")
     results = InboxProcessor(ws).poll(max_jobs=1000)
     by_name = {r.input_path.name: r for r in results if r.input_path is not None}
-    assert {n: (r.kind.value, r.code) for n, r in by_name.items() if n in CORPUS} == \
-        {n: ("QUARANTINED", code) for n, (_b, code) in CORPUS.items()}
+    assert {n: (r.kind.value, r.code) for n, r in by_name.items() if n in CORPUS} == {
+        n: ("QUARANTINED", code) for n, (_b, code) in CORPUS.items()
+    }
     assert by_name["valid-1.zip"].kind is ResultKind.ACCEPTED
     assert by_name["valid-2.zip"].kind is ResultKind.ACCEPTED
     assert list(ws.inbox.iterdir()) == []
@@ -169,8 +184,11 @@ def test_hostile_corpus_quarantined_valid_admitted(ws: Workspace) -> None:
 
 
 def test_limits_are_configuration(tmp_path: Path) -> None:
-    small = IntakeConfig(limits=Limits(max_entries=3, max_path_depth=2, max_path_bytes=20,
-                                       uncompressed_bytes=1000, manifest_bytes=10_000))
+    small = IntakeConfig(
+        limits=Limits(
+            max_entries=3, max_path_depth=2, max_path_bytes=20, uncompressed_bytes=1000, manifest_bytes=10_000
+        )
+    )
     cases = {
         "too-many-entries": with_manifest(("a", b""), ("b", b""), ("c", b"")),
         "path-too-deep": with_manifest(("a/b/c", b"")),
@@ -184,10 +202,16 @@ def test_limits_are_configuration(tmp_path: Path) -> None:
             read_package(path, small)
         assert caught.value.code == code
     defaults = Limits()
-    assert (defaults.archive_bytes, defaults.uncompressed_bytes, defaults.max_entries,
-            defaults.max_ratio, defaults.ratio_min_bytes, defaults.manifest_bytes,
-            defaults.max_path_depth, defaults.max_path_bytes) == (
-        256 * 2**20, 2**30, 10_000, 200.0, 2**20, 2**20, 32, 1024)
+    assert (
+        defaults.archive_bytes,
+        defaults.uncompressed_bytes,
+        defaults.max_entries,
+        defaults.max_ratio,
+        defaults.ratio_min_bytes,
+        defaults.manifest_bytes,
+        defaults.max_path_depth,
+        defaults.max_path_bytes,
+    ) == (256 * 2**20, 2**30, 10_000, 200.0, 2**20, 2**20, 32, 1024)
 
 
 def test_ratio_limit_applies_only_above_one_mebibyte(tmp_path: Path) -> None:

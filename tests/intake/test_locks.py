@@ -10,32 +10,40 @@ import sys
 import time
 from pathlib import Path
 
-from tests.intake.intake_support import SRC, put
 from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, Workspace
 from tenure.intake.fsio import FileLock
+from tests.intake.intake_support import SRC, put
 
-HOLD = ("import sys\n"
-        "from tenure.intake import Workspace\n"
-        "ws = Workspace(sys.argv[1])\n"
-        "lock = ws.worker_lock() if sys.argv[2] == 'worker' else ws.case_lock(sys.argv[2])\n"
-        "assert lock.acquire()\n"
-        "print('locked', flush=True)\n"
-        "sys.stdin.read()\n")
+HOLD = (
+    "import sys\n"
+    "from tenure.intake import Workspace\n"
+    "ws = Workspace(sys.argv[1])\n"
+    "lock = ws.worker_lock() if sys.argv[2] == 'worker' else ws.case_lock(sys.argv[2])\n"
+    "assert lock.acquire()\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
-RAW_FLOCK = ("import fcntl, sys\n"
-             "fh = open(sys.argv[1], 'a')\n"
-             "fcntl.flock(fh, fcntl.LOCK_EX)\n"
-             "print('locked', flush=True)\n"
-             "sys.stdin.read()\n")
+RAW_FLOCK = (
+    "import fcntl, sys\n"
+    "fh = open(sys.argv[1], 'a')\n"
+    "fcntl.flock(fh, fcntl.LOCK_EX)\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
 
 class Holder:
     """A child process holding a lock until told to stop or killed."""
 
     def __init__(self, code: str, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONPATH": SRC})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until the child holds the lock
         assert line.strip() == "locked", line
@@ -86,8 +94,10 @@ def test_i81_case_lock_keyed_on_case_only(ws: Workspace) -> None:
     finally:
         holder.stop()
     assert [(r.case_id, r.package_id, r.kind) for r in results] == [
-        ("case-A", "pkg-1", ResultKind.BUSY), ("case-A", "pkg-2", ResultKind.BUSY),
-        ("case-B", "pkg-1", ResultKind.ACCEPTED)]
+        ("case-A", "pkg-1", ResultKind.BUSY),
+        ("case-A", "pkg-2", ResultKind.BUSY),
+        ("case-B", "pkg-1", ResultKind.ACCEPTED),
+    ]
 
 
 def test_i82_no_stealing_however_old(ws: Workspace) -> None:
@@ -140,15 +150,17 @@ def test_file_lock_excludes_within_one_process(tmp_path: Path) -> None:
     second.release()
 
 
-WAIT_THEN_POLL = ("import sys, os, time, json\n"
-                  "go = sys.argv[2]\n"
-                  "deadline = time.monotonic() + 30\n"
-                  "while not os.path.exists(go):\n"
-                  "    assert time.monotonic() < deadline, 'no go signal'\n"
-                  "from tenure.intake import Workspace, InboxProcessor\n"
-                  "ws = Workspace(sys.argv[1])\n"
-                  "res = InboxProcessor(ws).poll(max_jobs=100)\n"
-                  "print(json.dumps([r.to_dict() for r in res]))\n")
+WAIT_THEN_POLL = (
+    "import sys, os, time, json\n"
+    "go = sys.argv[2]\n"
+    "deadline = time.monotonic() + 30\n"
+    "while not os.path.exists(go):\n"
+    "    assert time.monotonic() < deadline, 'no go signal'\n"
+    "from tenure.intake import Workspace, InboxProcessor\n"
+    "ws = Workspace(sys.argv[1])\n"
+    "res = InboxProcessor(ws).poll(max_jobs=100)\n"
+    "print(json.dumps([r.to_dict() for r in res]))\n"
+)
 
 
 def test_two_workers_never_admit_twice(ws: Workspace, tmp_path: Path) -> None:
@@ -156,9 +168,16 @@ def test_two_workers_never_admit_twice(ws: Workspace, tmp_path: Path) -> None:
         put(ws, f"{i:02d}.zip", f"case-{i}")
     go = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": SRC}
-    procs = [subprocess.Popen([sys.executable, "-c", WAIT_THEN_POLL, str(ws.root), str(go)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WAIT_THEN_POLL, str(ws.root), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     go.write_text("go")
     outputs = []
     for proc in procs:

@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from tests.intake.intake_support import admit, future, past, to_building
 from tenure.errors import IllegalTransitionError
 from tenure.intake import CheckpointStore, IntakeConfig, LifecycleError, State, Workspace
 from tenure.intake.machine import documented_machines, intake_machine
 from tenure.states import machine_doc
+from tests.intake.intake_support import admit, future, past, to_building
 
-LINEAR = ["BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING",
-          "OUTPUT_READY", "HANDED_OFF"]
+LINEAR = ["BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING", "OUTPUT_READY", "HANDED_OFF"]
 
 
 def walk(store: CheckpointStore, upto: str, case: str = "case-A") -> None:
-    for i, state in enumerate(LINEAR[:LINEAR.index(upto) + 1]):
+    for i, state in enumerate(LINEAR[: LINEAR.index(upto) + 1]):
         store.advance(case, "pkg-1", state, step_id=f"walk-{i}")
 
 
-def refused(store: CheckpointStore, state: str, code: str, case: str = "case-A",
-            **kwargs: object) -> LifecycleError:
+def refused(store: CheckpointStore, state: str, code: str, case: str = "case-A", **kwargs: object) -> LifecycleError:
     generations = store.generations(case, "pkg-1")
     with pytest.raises(LifecycleError) as caught:
         store.advance(case, "pkg-1", state, step_id=f"refused-{state}", **kwargs)  # type: ignore[arg-type]
@@ -49,15 +47,13 @@ def test_i39_reopened_goes_only_to_building_case(ws: Workspace) -> None:
     store.reopen("case-A", "pkg-1", step_id="reopen")
     for target in ("INTERPRETING", "HANDED_OFF", "VALIDATED", "REOPENED"):
         refused(store, target, "transition-not-allowed")
-    assert store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="rebuild").state \
-        is State.BUILDING_CASE
+    assert store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="rebuild").state is State.BUILDING_CASE
 
 
 def test_i40_checkpoint_in_place(ws: Workspace) -> None:
     to_building(ws)
     store = CheckpointStore(ws)
-    package = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="progress-1",
-                            details={"files_seen": 3})
+    package = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="progress-1", details={"files_seen": 3})
     assert package.state is State.BUILDING_CASE and package.generation == 3
     refused_state = admit(ws, "case-V")
     assert refused_state.state is State.VALIDATED
@@ -71,8 +67,7 @@ def test_i41_active_phase_may_block(ws: Workspace) -> None:
     package = store.block("case-A", "pkg-1", step_id="b", reason="tool down", retry_at=future())
     assert package.state is State.BLOCKED
     admit(ws, "case-V")
-    refused(store, "BLOCKED", "transition-not-allowed", case="case-V", reason="x",
-            retry_at=future())
+    refused(store, "BLOCKED", "transition-not-allowed", case="case-V", reason="x", retry_at=future())
 
 
 def test_i42_active_phase_may_fail(ws: Workspace) -> None:
@@ -131,8 +126,7 @@ def test_i46_unrelated_blocked_resume_rejected(ws: Workspace) -> None:
     store.block("case-A", "pkg-1", step_id="b", reason="wait", retry_at=past())
     for target in ("BUILDING_CASE", "HYPOTHESIZING", "DIAGNOSING"):
         refused(store, target, "resume-state-mismatch")
-    assert store.advance("case-A", "pkg-1", "INTERPRETING", step_id="back").state \
-        is State.INTERPRETING
+    assert store.advance("case-A", "pkg-1", "INTERPRETING", step_id="back").state is State.INTERPRETING
 
 
 def test_i47_first_building_case_starts_revision_1(ws: Workspace) -> None:
@@ -234,19 +228,17 @@ def test_i57_resume_clears_reason_keeps_retry_count(ws: Workspace) -> None:
 
 
 def test_i58_retry_clock_is_utc_aware(ws: Workspace, tmp_path: Path) -> None:
-    moment = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
+    moment = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
     clock = {"now": moment}
     store = CheckpointStore(ws, clock=lambda: clock["now"])
     to_building(ws)
     plus_five = timezone(timedelta(hours=5))
     # 16:30 at +05:00 is 11:30 UTC: already due at 12:00 UTC
-    store.block("case-A", "pkg-1", step_id="b", reason="x",
-                retry_at=datetime(2030, 1, 1, 16, 30, tzinfo=plus_five))
+    store.block("case-A", "pkg-1", step_id="b", reason="x", retry_at=datetime(2030, 1, 1, 16, 30, tzinfo=plus_five))
     assert store.resume("case-A", "pkg-1", step_id="r").state is State.BUILDING_CASE
     minus_five = timezone(timedelta(hours=-5))
     # 08:00 at -05:00 is 13:00 UTC: not yet due at 12:00 UTC
-    store.block("case-A", "pkg-1", step_id="b2", reason="x",
-                retry_at=datetime(2030, 1, 1, 8, 0, tzinfo=minus_five))
+    store.block("case-A", "pkg-1", step_id="b2", reason="x", retry_at=datetime(2030, 1, 1, 8, 0, tzinfo=minus_five))
     with pytest.raises(LifecycleError) as caught:
         store.resume("case-A", "pkg-1", step_id="r2")
     assert caught.value.code == "resume-too-early"
@@ -258,10 +250,18 @@ def test_i58_retry_clock_is_utc_aware(ws: Workspace, tmp_path: Path) -> None:
 
 def test_i59_routing_follows_state(ws: Workspace) -> None:
     machine = intake_machine()
-    expected = {"NEW": "inbox", "VALIDATED": "cases", "BUILDING_CASE": "cases",
-                "INTERPRETING": "cases", "REPORTING": "cases", "REOPENED": "cases",
-                "BLOCKED": "inbox", "FAILED_TO_ANALYZE": "review", "OUTPUT_READY": "outbox",
-                "HANDED_OFF": "outbox"}
+    expected = {
+        "NEW": "inbox",
+        "VALIDATED": "cases",
+        "BUILDING_CASE": "cases",
+        "INTERPRETING": "cases",
+        "REPORTING": "cases",
+        "REOPENED": "cases",
+        "BLOCKED": "inbox",
+        "FAILED_TO_ANALYZE": "review",
+        "OUTPUT_READY": "outbox",
+        "HANDED_OFF": "outbox",
+    }
     assert {s: machine.routing(s) for s in expected} == expected
     to_building(ws)
     assert CheckpointStore(ws).fail("case-A", "pkg-1", step_id="f").routing == "review"
@@ -271,8 +271,7 @@ def test_i60_state_and_routing_are_separate_fields(ws: Workspace) -> None:
     package = to_building(ws)
     manifest = json.loads(package.read("manifest.json"))
     assert manifest["state"] == "BUILDING_CASE" and manifest["routing"] == "cases"
-    blocked = CheckpointStore(ws).block("case-A", "pkg-1", step_id="b", reason="x",
-                                        retry_at=future())
+    blocked = CheckpointStore(ws).block("case-A", "pkg-1", step_id="b", reason="x", retry_at=future())
     manifest = json.loads(blocked.read("manifest.json"))
     assert manifest["state"] == "BLOCKED" and manifest["routing"] == "inbox"
 
@@ -292,8 +291,7 @@ def test_i116_phase_list_is_configurable(tmp_path: Path) -> None:
 
 def test_i117_active_states_are_building_and_phases() -> None:
     machine = intake_machine()
-    assert machine.active == {"BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING",
-                              "REPORTING"}
+    assert machine.active == {"BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING"}
     for state in State:
         has_loop = (state, state) in machine.machine.edges
         assert has_loop == (state.value in machine.active), state

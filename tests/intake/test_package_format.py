@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.intake.intake_support import admit, put, rewrite_zip, to_building
-from tenure.intake import (CheckpointStore, InboxProcessor, ResultKind, State, Workspace,
-                           read_package)
+from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, State, Workspace, read_package
 from tenure.intake.canonical import step_hash
 from tenure.intake.errors import PackageRejectedError
 from tenure.intake.pack import new_manifest, pack_directory, write_package
 from tenure.intake.schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors, schema_text
+from tests.intake.intake_support import admit, put, rewrite_zip, to_building
 
 
 def test_i02_manifest_is_authoritative(ws: Workspace) -> None:
@@ -38,8 +37,7 @@ def test_i03_checkpoint_artifact_path(ws: Workspace) -> None:
 def test_i04_pointer_names_latest(ws: Workspace) -> None:
     package = to_building(ws)
     package = CheckpointStore(ws).advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
-    assert package.manifest["artifacts"]["lifecycle_checkpoint"] == \
-        f"history/checkpoints/{step_hash('i')}.json"
+    assert package.manifest["artifacts"]["lifecycle_checkpoint"] == f"history/checkpoints/{step_hash('i')}.json"
 
 
 def test_i05_links_reach_the_first(ws: Workspace) -> None:
@@ -66,11 +64,16 @@ def test_i07_every_checkpoint_matches_shipped_schema(ws: Workspace) -> None:
 def test_i07_schema_inside_archive_is_ignored(ws: Workspace, tmp_path: Path) -> None:
     package = admit(ws)
     permissive = json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema"}).encode()
-    out = rewrite_zip(package.path, tmp_path / "x.zip",
-                      changes={"checkpoint-v1.schema.json": permissive,
-                               "manifest-v1.schema.json": permissive,
-                               "schemas/manifest-v1.schema.json": permissive},
-                      manifest=lambda m: m.update(routing="nowhere"))
+    out = rewrite_zip(
+        package.path,
+        tmp_path / "x.zip",
+        changes={
+            "checkpoint-v1.schema.json": permissive,
+            "manifest-v1.schema.json": permissive,
+            "schemas/manifest-v1.schema.json": permissive,
+        },
+        manifest=lambda m: m.update(routing="nowhere"),
+    )
     with pytest.raises(PackageRejectedError) as caught:
         read_package(out)
     assert caught.value.code == "invalid-manifest"
@@ -89,8 +92,7 @@ def test_i17_checkpoints_outside_analysis_revisions(ws: Workspace) -> None:
     admit(ws, files={"analysis/revisions/1/report.md": b"frozen"})
     package = CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b")
     assert all(c.path.startswith("history/checkpoints/") for c in package.chain)
-    assert [f for f in package.files if f.startswith("analysis/")] == \
-        ["analysis/revisions/1/report.md"]
+    assert [f for f in package.files if f.startswith("analysis/")] == ["analysis/revisions/1/report.md"]
 
 
 def test_i20_generations_alone_reproduce_the_chain(ws: Workspace, tmp_path: Path) -> None:
@@ -116,8 +118,7 @@ def rezip(source: Path, out: Path, method: int, reverse: bool, pretty: bool) -> 
         for name, data in entries:
             if name == "manifest.json":
                 document = json.loads(data)
-                data = json.dumps(dict(reversed(list(document.items()))),
-                                  indent=8 if pretty else None).encode()
+                data = json.dumps(dict(reversed(list(document.items()))), indent=8 if pretty else None).encode()
             dst.writestr(name, data)
     return out
 
@@ -126,8 +127,7 @@ def test_i65_fingerprint_covers_paths_and_bytes(ws: Workspace, tmp_path: Path) -
     base = write_package(tmp_path / "a.zip", new_manifest("c", "p"), {"x/1.txt": b"one"})
     renamed = write_package(tmp_path / "b.zip", new_manifest("c", "p"), {"x/2.txt": b"one"})
     changed = write_package(tmp_path / "c.zip", new_manifest("c", "p"), {"x/1.txt": b"One"})
-    meta = write_package(tmp_path / "d.zip", new_manifest("c", "p", metadata={"k": 1}),
-                         {"x/1.txt": b"one"})
+    meta = write_package(tmp_path / "d.zip", new_manifest("c", "p", metadata={"k": 1}), {"x/1.txt": b"one"})
     fingerprints = {p.fingerprint for p in (base, renamed, changed, meta)}
     assert len(fingerprints) == 4
 
@@ -148,8 +148,9 @@ def test_i118_pack_directory(tmp_path: Path) -> None:
     source = tmp_path / "src"
     (source / "logs").mkdir(parents=True)
     (source / "logs" / "run.log").write_bytes(b"log")
-    (source / "manifest.json").write_text(json.dumps({"case_id": "c", "package_id": "p",
-                                                      "protected_files": ["logs/run.log"]}))
+    (source / "manifest.json").write_text(
+        json.dumps({"case_id": "c", "package_id": "p", "protected_files": ["logs/run.log"]})
+    )
     package = pack_directory(source, tmp_path / "out.zip")
     assert package.state is State.NEW and package.generation == 0
     assert package.files == ["logs/run.log", "manifest.json"]

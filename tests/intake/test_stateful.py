@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tests.intake.intake_support import put
 from tenure.intake import CheckpointStore, InboxProcessor, LifecycleError, Workspace
+from tests.intake.intake_support import put
 
-LINEAR = ["NEW", "VALIDATED", "BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING",
-          "REPORTING", "OUTPUT_READY", "HANDED_OFF"]
+LINEAR = [
+    "NEW",
+    "VALIDATED",
+    "BUILDING_CASE",
+    "INTERPRETING",
+    "HYPOTHESIZING",
+    "DIAGNOSING",
+    "REPORTING",
+    "OUTPUT_READY",
+    "HANDED_OFF",
+]
 ACTIVE = LINEAR[2:7]
 ALL = LINEAR + ["BLOCKED", "FAILED_TO_ANALYZE", "REOPENED"]
 
@@ -25,7 +34,7 @@ class IntakeModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="intake-model-"))
-        self.now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
         self.ws = Workspace(self.dir / "ws")
         put(self.ws, "p.zip")
         InboxProcessor(self.ws, clock=lambda: self.now).poll()
@@ -49,8 +58,8 @@ class IntakeModel(RuleBasedStateMachine):
             return True
         if src == "BLOCKED":
             return target == "FAILED_TO_ANALYZE" or (
-                target == self.resume_state and self.retry_at is not None
-                and self.now >= self.retry_at)
+                target == self.resume_state and self.retry_at is not None and self.now >= self.retry_at
+            )
         if src in ("HANDED_OFF", "FAILED_TO_ANALYZE"):
             return target == "REOPENED"
         return src == "REOPENED" and target == "BUILDING_CASE"
@@ -145,6 +154,7 @@ class IntakeModel(RuleBasedStateMachine):
         assert package.resume_state == self.resume_state
 
 
-IntakeModel.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None,
-                                         suppress_health_check=[HealthCheck.too_slow])
+IntakeModel.TestCase.settings = settings(
+    max_examples=50, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_intake_machine_model = IntakeModel.TestCase

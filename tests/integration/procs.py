@@ -19,14 +19,21 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def spawn(args: Sequence[str], **extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env(**extra), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=env(**extra), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def tenure(args: Sequence[str], **extra: str) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "tenure.cli.main", *args], cwd=ROOT, env=env(**extra),
-                          text=True, capture_output=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tenure.cli.main", *args],
+        cwd=ROOT,
+        env=env(**extra),
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def wait_for(path: str, timeout: float = 30.0) -> None:

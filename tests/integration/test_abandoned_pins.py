@@ -18,8 +18,9 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def test_a_pin_of_a_killed_process_is_dropped_and_a_live_ones_kept(store: Store, objects: LocalObjectStore,
-                                                                   tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_pin_of_a_killed_process_is_dropped_and_a_live_ones_kept(
+    store: Store, objects: LocalObjectStore, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     service = WorkspaceService(store, objects, str(tmp_path / "data"))
     src = tmp_path / "src"
     src.mkdir()

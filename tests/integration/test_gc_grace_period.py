@@ -33,15 +33,17 @@ class Pair:
     def age(self, oid: str, seconds: float) -> None:
         """Make object ``oid`` look ``seconds`` old, without touching its content."""
         if self.objects_url.startswith("file://"):
-            path = os.path.join(self.objects_url[len("file://"):], oid[:2], oid)
+            path = os.path.join(self.objects_url[len("file://") :], oid[:2], oid)
             then = time.time() - seconds
             os.utime(path, (then, then))
             return
         import psycopg
 
         with psycopg.connect(self.objects_url, autocommit=True) as conn:
-            updated = conn.execute("UPDATE tenure_objects SET created_at = now() - make_interval(secs => %s)"
-                                   " WHERE oid = %s", (seconds, oid)).rowcount
+            updated = conn.execute(
+                "UPDATE tenure_objects SET created_at = now() - make_interval(secs => %s) WHERE oid = %s",
+                (seconds, oid),
+            ).rowcount
         assert updated == 1
 
     def stored(self) -> set[str]:
@@ -82,9 +84,13 @@ def test_unreferenced_object_is_kept_within_the_grace_period_and_removed_after_i
     young, _ = encode(b"an upload still in flight: no snapshot references it yet")
     aging, _ = encode(b"uploaded 50 minutes ago, never referenced")
     old, _ = encode(b"uploaded 70 minutes ago, never referenced")
-    pair.objects.put_many([encode(b"an upload still in flight: no snapshot references it yet"),
-                           encode(b"uploaded 50 minutes ago, never referenced"),
-                           encode(b"uploaded 70 minutes ago, never referenced")])
+    pair.objects.put_many(
+        [
+            encode(b"an upload still in flight: no snapshot references it yet"),
+            encode(b"uploaded 50 minutes ago, never referenced"),
+            encode(b"uploaded 70 minutes ago, never referenced"),
+        ]
+    )
     pair.age(aging, GRACE_S - 600)
     pair.age(old, GRACE_S + 600)
     for oid in referenced:
@@ -100,4 +106,3 @@ def test_unreferenced_object_is_kept_within_the_grace_period_and_removed_after_i
     pair.age(aging, GRACE_S + 1)
     later = collect(pair.store, pair.objects, grace_s=GRACE_S)
     assert later.removed == 2 and pair.stored() == referenced
-

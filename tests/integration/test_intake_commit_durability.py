@@ -28,8 +28,13 @@ Event = tuple[str, ...]
 class Recorder:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[Event] = []
-        real_fsync, real_link, real_rename, real_replace, real_unlink = (os.fsync, os.link, os.rename, os.replace,
-                                                                         os.unlink)
+        real_fsync, real_link, real_rename, real_replace, real_unlink = (
+            os.fsync,
+            os.link,
+            os.rename,
+            os.replace,
+            os.unlink,
+        )
 
         def fsync(fd: int) -> None:
             self.events.append(("fsync", os.path.realpath(os.readlink(f"/proc/self/fd/{fd}"))))
@@ -39,6 +44,7 @@ class Recorder:
             def call(src, dst, *args, **kwargs):  # type: ignore[no-untyped-def]
                 real(src, dst, *args, **kwargs)
                 self.events.append((kind, os.path.realpath(os.fsdecode(src)), os.path.realpath(os.fsdecode(dst))))
+
             return call
 
         def unlink(path, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -63,10 +69,10 @@ class Recorder:
                 _, src, dst = event
                 if ("fsync", src) not in self.events[:i]:
                     out.append(f"{dst} was named before its data was fsynced (as {src})")
-                if ("fsync", os.path.dirname(dst)) not in self.events[i + 1:]:
+                if ("fsync", os.path.dirname(dst)) not in self.events[i + 1 :]:
                     out.append(f"{dst}: its folder was not fsynced after it was named")
             elif event[0] == "unlink" and os.path.dirname(event[1]) == os.path.realpath(inbox):
-                if ("fsync", os.path.dirname(event[1])) not in self.events[i + 1:]:
+                if ("fsync", os.path.dirname(event[1])) not in self.events[i + 1 :]:
                     out.append(f"{event[1]}: acknowledged, but the inbox folder was not fsynced after the removal")
         return out
 
@@ -76,7 +82,8 @@ def generations(recorder: Recorder, root: Path) -> list[str]:
 
 
 def test_admission_makes_the_generation_the_cache_and_the_acknowledgement_durable(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = Workspace(tmp_path / "ws")
     put(ws, "incoming.zip")
     recorder = Recorder(monkeypatch)
@@ -89,7 +96,8 @@ def test_admission_makes_the_generation_the_cache_and_the_acknowledgement_durabl
 
 
 def test_advance_makes_the_new_generation_and_the_index_durable_before_returning(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = Workspace(tmp_path / "ws")
     put(ws, "incoming.zip")
     assert [r.kind for r in InboxProcessor(ws).poll() if r.input_path is not None] == [ResultKind.ACCEPTED]

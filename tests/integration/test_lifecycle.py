@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tenure.errors import IntegrityError, InvalidInputError
 from tenure.projects import (
     ActivationRegistry,
     ClaimRejectedError,
@@ -35,7 +36,6 @@ from tenure.projects import (
     StatusConflictError,
     SystemProjectError,
 )
-from tenure.errors import IntegrityError, InvalidInputError
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import LeaseLostError, Store
 from tests.acceptance.helpers import describe
@@ -46,7 +46,7 @@ TTL = 60.0
 SHORT = 0.05  # a lease TTL policy under which any claim older than a moment has expired
 
 
-# --------------------------------------------------------------------------- audit: store writes and events on one timeline
+# ----------------------------------------------------------------- audit: store writes and events on one timeline
 
 _SQLITE_AUDIT = [
     "CREATE TABLE test_audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT NOT NULL)",
@@ -118,7 +118,7 @@ class Audit:
     def __init__(self, store: Store) -> None:
         self.store = store
         with store.db.sql_transaction() as tx:
-            for sql in (_PG_AUDIT if tx.dialect == "postgres" else _SQLITE_AUDIT):
+            for sql in _PG_AUDIT if tx.dialect == "postgres" else _SQLITE_AUDIT:
                 tx.execute_sql(sql)
         self.mark = 0
 
@@ -207,16 +207,27 @@ class RecordingEngine:
 class Pod:
     """One simulated pod: identity, its own data folder, one recording engine, one lifecycle service."""
 
-    def __init__(self, store: Store, objects: Any, data_dir: str, name: str, audit: Audit | None, *,
-                 ttl: float = TTL, stop_timeout: float = 5.0, identity: PodIdentity | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        objects: Any,
+        data_dir: str,
+        name: str,
+        audit: Audit | None,
+        *,
+        ttl: float = TTL,
+        stop_timeout: float = 5.0,
+        identity: PodIdentity | None = None,
+    ) -> None:
         self.store, self.objects, self.data_dir, self.name, self.audit = store, objects, data_dir, name, audit
         self.identity = identity or PodIdentity.fresh(name, f"http://{name}:8470")
         self.engine = RecordingEngine(store, audit)
         self.engine.pod_id = self.identity.pod_id
         self.config = LifecycleConfig(lease_ttl=ttl, engine_stop_timeout=stop_timeout)
         self.registry = ActivationRegistry()
-        self.service = LifecycleService(store, objects, data_dir, self.identity, config=self.config,
-                                        engines=[self.engine], registry=self.registry)
+        self.service = LifecycleService(
+            store, objects, data_dir, self.identity, config=self.config, engines=[self.engine], registry=self.registry
+        )
 
     @property
     def pod_id(self) -> str:
@@ -224,8 +235,15 @@ class Pod:
 
     def restarted(self, *, ttl: float = TTL) -> Pod:
         """The same host after a crash: same data folder and node name, a fresh pod id, an empty registry."""
-        return Pod(self.store, self.objects, self.data_dir, self.name, self.audit, ttl=ttl,
-                   identity=PodIdentity.fresh(self.identity.node_name, self.identity.endpoint))
+        return Pod(
+            self.store,
+            self.objects,
+            self.data_dir,
+            self.name,
+            self.audit,
+            ttl=ttl,
+            identity=PodIdentity.fresh(self.identity.node_name, self.identity.endpoint),
+        )
 
     def folder(self, project: Project) -> str:
         return self.service.folder(project)
@@ -316,7 +334,12 @@ def test_p40_p44_p45_bring_runs_claim_unbind_recovering_init_start_running_in_or
     world.audit.reset()
     brought = a.service.bring(T, "p")
     assert world.audit.log("claim", "renew", "unbind", "status", "start") == [
-        "claim", "unbind", "status:RECOVERING", "start", "status:RUNNING"]
+        "claim",
+        "unbind",
+        "status:RECOVERING",
+        "start",
+        "status:RUNNING",
+    ]
     # step 4 sees step 3 done and the status still RECOVERING (P-44, P-133)
     ((kind, event, status_seen, folder_existed),) = a.engine.events
     assert (kind, status_seen, folder_existed) == ("start", S.RECOVERING, True)
@@ -414,7 +437,11 @@ def test_p47_p18_running_but_not_in_this_registry_runs_the_full_sequence(world: 
     world.audit.reset()
     same.service.bring(T, "p")
     assert world.audit.log("claim", "renew", "status", "start") == [
-        "renew", "status:RECOVERING", "start", "status:RUNNING"]
+        "renew",
+        "status:RECOVERING",
+        "start",
+        "status:RUNNING",
+    ]
     assert same.engine.kinds() == ["start"] and project.id in same.registry
 
 
@@ -436,7 +463,12 @@ def test_p47_p55_a_claim_without_bring_is_not_running_and_the_next_bring_is_comp
     world.audit.reset()
     b.service.bring(T, "p")
     assert world.audit.log("claim", "renew", "unbind", "status", "start") == [
-        "renew", "unbind", "status:RECOVERING", "start", "status:RUNNING"]
+        "renew",
+        "unbind",
+        "status:RECOVERING",
+        "start",
+        "status:RUNNING",
+    ]
     assert project.id in b.registry and world.owner() == b.pod_id
 
 
@@ -468,8 +500,7 @@ def test_p49_without_bring_the_stale_binding_would_refuse_the_reconnect(world: W
 
 
 @pytest.mark.parametrize("start", NON_CLOSED, ids=lambda s: s.name)
-def test_p10_bring_from_each_non_closed_status_ends_running_on_the_caller(world: World,
-                                                                          start: ProjectStatus) -> None:
+def test_p10_bring_from_each_non_closed_status_ends_running_on_the_caller(world: World, start: ProjectStatus) -> None:
     a = world.pod("a")
     project = reach(world, a, start)
     assert project.status is start
@@ -540,7 +571,12 @@ def test_p57_p58_suspend_runs_its_steps_in_order_and_leaves_no_folder(world: Wor
     world.audit.reset()
     suspended = a.service.suspend(T, "p")
     assert world.audit.log("status", "stop", "head", "release") == [
-        "status:SUSPENDING", "stop", "head", "status:SUSPENDED", "release"]
+        "status:SUSPENDING",
+        "stop",
+        "head",
+        "status:SUSPENDED",
+        "release",
+    ]
     ((kind, event, status_seen, folder_existed),) = a.engine.events[1:]
     assert (kind, status_seen, folder_existed) == ("stop", S.SUSPENDING, True)
     assert event == EnginesStopRequested(T, "p") and a.engine.seen_folders[-1] == content
@@ -560,7 +596,7 @@ def test_p11_suspend_from_each_non_closed_status_ends_suspended(world: World, st
     suspended = a.service.suspend(T, "p")
     assert suspended.status is S.SUSPENDED and world.get().status is S.SUSPENDED
     assert not os.path.exists(a.folder(project)) and project.id not in a.registry
-    new_events = a.engine.kinds()[len(events_before):]
+    new_events = a.engine.kinds()[len(events_before) :]
     log = world.audit.log("status", "claim", "head")
     if start is S.INIT:  # P-63: straight to SUSPENDED, no workspace work, no event
         assert new_events == [] and log == ["status:SUSPENDED"] and world.head() is None
@@ -637,8 +673,7 @@ def test_engine_stop_timeout_leaves_suspending_and_the_next_suspend_completes(wo
 
 
 @pytest.mark.parametrize("start", NON_CLOSED, ids=lambda s: s.name)
-def test_p12_p65_close_from_each_non_closed_status_without_a_stop_event(world: World,
-                                                                        start: ProjectStatus) -> None:
+def test_p12_p65_close_from_each_non_closed_status_without_a_stop_event(world: World, start: ProjectStatus) -> None:
     a = world.pod("a")
     project = reach(world, a, start)
     events_before = list(a.engine.kinds())
@@ -647,8 +682,10 @@ def test_p12_p65_close_from_each_non_closed_status_without_a_stop_event(world: W
     assert a.engine.kinds() == events_before
     assert not os.path.exists(a.folder(project)) and project.id not in a.registry
     assert world.store.workspaces.workspace(project.workspace_id).state is WorkspaceState.DELETED
-    assert all(s.state in (SnapshotState.DELETING, SnapshotState.FAILED)
-               for s in world.store.snapshots.list(project.workspace_id))
+    assert all(
+        s.state in (SnapshotState.DELETING, SnapshotState.FAILED)
+        for s in world.store.snapshots.list(project.workspace_id)
+    )
 
 
 def test_p64_close_fences_then_disposes_then_closes(world: World) -> None:

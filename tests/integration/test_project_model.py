@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import event as hypothesis_event
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tenure.errors import TenureError
@@ -151,8 +151,9 @@ class ProjectModel(RuleBasedStateMachine):
         registry = ActivationRegistry()
         engine = Engine()
         data_dir = os.path.join(self.tmp, f"data-{i}")
-        service = LifecycleService(self.store, self.objects, data_dir, identity, config=self.policy,
-                                   engines=[engine], registry=registry)
+        service = LifecycleService(
+            self.store, self.objects, data_dir, identity, config=self.policy, engines=[engine], registry=registry
+        )
         return SimPod(identity, registry, engine, service, data_dir)
 
     def _folder(self, i: int) -> str:
@@ -193,8 +194,12 @@ class ProjectModel(RuleBasedStateMachine):
         pod_id = self.pods[i].identity.pod_id
         if self.status is S.CLOSED:
             return ProjectClosedError
-        if (self.status is S.RUNNING and self.running[i] and self.holder == pod_id
-                and self.running_gen[i] == self.generation):
+        if (
+            self.status is S.RUNNING
+            and self.running[i]
+            and self.holder == pod_id
+            and self.running_gen[i] == self.generation
+        ):
             self.expired = False
             return None  # the shortcut: running here under the current lease, only the lease is renewed
         if self.running[i]:
@@ -375,9 +380,12 @@ class ProjectModel(RuleBasedStateMachine):
 
     @invariant()
     def never_two_pods_running_it_while_both_holding_it(self) -> None:
-        both = [i for i, pod in enumerate(self.pods)
-                if self.project.id in pod.registry
-                and self.ownership.holds(self.project.id, pod.identity.pod_id, self.policy.lease_ttl)]
+        both = [
+            i
+            for i, pod in enumerate(self.pods)
+            if self.project.id in pod.registry
+            and self.ownership.holds(self.project.id, pod.identity.pod_id, self.policy.lease_ttl)
+        ]
         assert len(both) <= 1, both
 
     @invariant()
@@ -409,15 +417,22 @@ class ProjectModel(RuleBasedStateMachine):
 
 
 ProjectModel.TestCase.settings = settings(
-    max_examples=25, stateful_step_count=15, deadline=None,
+    max_examples=25,
+    stateful_step_count=15,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestProjectModel = ProjectModel.TestCase
 
 
-INVARIANTS = ("status_generation_and_holder_match_the_model", "registries_and_engine_events_match_the_model",
-              "never_two_pods_running_it_while_both_holding_it", "folders_on_every_host_match_the_model",
-              "preserved_folders_are_counted_and_archived", "the_status_is_one_the_machine_knows")
+INVARIANTS = (
+    "status_generation_and_holder_match_the_model",
+    "registries_and_engine_events_match_the_model",
+    "never_two_pods_running_it_while_both_holding_it",
+    "folders_on_every_host_match_the_model",
+    "preserved_folders_are_counted_and_archived",
+    "the_status_is_one_the_machine_knows",
+)
 
 
 def run_script(steps: list[tuple[str, int | None]]) -> ProjectModel:
@@ -440,18 +455,57 @@ def run_script(steps: list[tuple[str, int | None]]) -> ProjectModel:
 SCRIPTS = {
     # pod 0 dies with a folder on disk; pod 1 takes over and checkpoints; pod 0's host comes back:
     # its folder is based on an older head, so it is preserved and the head restored
-    "preserve-after-takeover": [("bring", 0), ("write", 0), ("crash", 0), ("expire", None), ("bring", 1),
-                                ("write", 1), ("suspend", 1), ("bring", 0), ("suspend", 0)],
+    "preserve-after-takeover": [
+        ("bring", 0),
+        ("write", 0),
+        ("crash", 0),
+        ("expire", None),
+        ("bring", 1),
+        ("write", 1),
+        ("suspend", 1),
+        ("bring", 0),
+        ("suspend", 0),
+    ],
     # the same host comes back while its folder's base is still the head: adopted with its change
-    "adopt-after-crash": [("bring", 0), ("suspend", 0), ("bring", 0), ("write", 0), ("crash", 0),
-                          ("expire", None), ("bring", 0), ("suspend", 0), ("bring", 2)],
+    "adopt-after-crash": [
+        ("bring", 0),
+        ("suspend", 0),
+        ("bring", 0),
+        ("write", 0),
+        ("crash", 0),
+        ("expire", None),
+        ("bring", 0),
+        ("suspend", 0),
+        ("bring", 2),
+    ],
     # a paused pod keeps the project in its registry but no longer holds it after a takeover
-    "paused-owner": [("bring", 0), ("expire", None), ("bring", 1), ("bring", 0), ("expire", None),
-                     ("claim", 2), ("bring", 2), ("renew", 0), ("suspend", 1), ("suspend", 2)],
+    "paused-owner": [
+        ("bring", 0),
+        ("expire", None),
+        ("bring", 1),
+        ("bring", 0),
+        ("expire", None),
+        ("claim", 2),
+        ("bring", 2),
+        ("renew", 0),
+        ("suspend", 1),
+        ("suspend", 2),
+    ],
     # crashes in the transient states, finished by other pods (P-68..P-71, in-process)
-    "transient-states": [("bring_with_failing_engine", 0), ("crash", 0), ("expire", None), ("suspend", 1),
-                         ("bring", 2), ("suspend_with_failing_engine", 2), ("expire", None), ("bring", 0),
-                         ("suspend_with_failing_engine", 0), ("suspend", 0), ("close", 1), ("bring", 2)],
+    "transient-states": [
+        ("bring_with_failing_engine", 0),
+        ("crash", 0),
+        ("expire", None),
+        ("suspend", 1),
+        ("bring", 2),
+        ("suspend_with_failing_engine", 2),
+        ("expire", None),
+        ("bring", 0),
+        ("suspend_with_failing_engine", 0),
+        ("suspend", 0),
+        ("close", 1),
+        ("bring", 2),
+    ],
 }
 
 

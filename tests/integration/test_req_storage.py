@@ -112,16 +112,23 @@ def test_s12_a_snapshot_is_ready_only_with_its_whole_closure_stored(service: Wor
     assert verify_tree(snap.root_oid or "", service.objects).ok, "every object of a READY snapshot is there"
 
 
-@pytest.mark.xfail(strict=True, reason="S-12 half: VALIDATING checks that the closure exists (has_many), not that "
-                   "each object's content hashes to its key; a checkpoint trusts an object it finds already stored "
-                   "(snapshots/build.py settle, workspaces/service.py _verify_closure)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="S-12 half: VALIDATING checks that the closure exists (has_many), not that "
+    "each object's content hashes to its key; a checkpoint trusts an object it finds already stored "
+    "(snapshots/build.py settle, workspaces/service.py _verify_closure)",
+)
 def test_s12_a_snapshot_never_becomes_ready_over_an_object_whose_content_is_not_its_key(
-        service: WorkspaceService, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    service: WorkspaceService, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     src, big = _folder(tmp_path)
     scratch = open_object_store(f"file://{tmp_path}/scratch")
     build_tree(src, scratch)  # the same folder into a scratch store: which chunk ids the checkpoint will need
-    chunk_ids = [oid for oid, _ in scratch.list_ids() if big.find(decode(oid, scratch.get(oid))) >= 0
-                 and len(decode(oid, scratch.get(oid))) > 1024]
+    chunk_ids = [
+        oid
+        for oid, _ in scratch.list_ids()
+        if big.find(decode(oid, scratch.get(oid))) >= 0 and len(decode(oid, scratch.get(oid))) > 1024
+    ]
     assert chunk_ids
     forged = encode(b"other content under a chunk's id")[1]
     assert service.objects.put_many([(chunk_ids[0], forged)]) == 1  # a damaged object already in the store
@@ -203,8 +210,14 @@ def test_s73_materialization_and_teardown_need_no_mounts_and_no_privileges(tmp_p
     mounts_before = _mounts()
 
     def run(*args: str) -> dict[str, object]:
-        done = subprocess.run([*prefix, sys.executable, "-m", "tenure.cli.main", "--data", data, "--json", *args],
-                              cwd=ROOT, env=env(), text=True, capture_output=True, timeout=300)
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "tenure.cli.main", "--data", data, "--json", *args],
+            cwd=ROOT,
+            env=env(),
+            text=True,
+            capture_output=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"{args}: {done.stderr}"
         return json.loads(done.stdout)  # type: ignore[no-any-return]
 

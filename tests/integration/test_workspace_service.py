@@ -131,8 +131,9 @@ def test_gc_running_during_checkpoints_never_breaks_a_snapshot(store_url: str, t
     store.close()
 
 
-def test_gc_skips_a_damaged_snapshot_reports_it_and_still_reclaims_the_rest(service: WorkspaceService,
-                                                                           tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_gc_skips_a_damaged_snapshot_reports_it_and_still_reclaims_the_rest(
+    service: WorkspaceService, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     from tenure.snapshots import tree_closure
 
     src = str(tmp_path / "src")

@@ -26,8 +26,15 @@ def user_env(**extra: str) -> dict[str, str]:
 
 def run(args: Sequence[str], *, cwd: str, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
     """``tenure ARGS`` in ``cwd``, stdin a pipe (no terminal)."""
-    return subprocess.run([sys.executable, "-m", "tenure.cli.main", *args], cwd=cwd, env=user_env(**extra),
-                          text=True, capture_output=True, input=stdin if stdin is not None else "", timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tenure.cli.main", *args],
+        cwd=cwd,
+        env=user_env(**extra),
+        text=True,
+        capture_output=True,
+        input=stdin if stdin is not None else "",
+        timeout=300,
+    )
 
 
 def ok(args: Sequence[str], *, cwd: str, **extra: str) -> Any:
@@ -41,8 +48,9 @@ def error_of(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(result.stderr)["error"]  # type: ignore[no-any-return]
 
 
-def run_on_terminal(args: Sequence[str], *, cwd: str, answer: str = "", terminal_stderr: bool = False,
-                    **extra: str) -> tuple[int, str, str]:
+def run_on_terminal(
+    args: Sequence[str], *, cwd: str, answer: str = "", terminal_stderr: bool = False, **extra: str
+) -> tuple[int, str, str]:
     """``tenure ARGS`` with stdin on a pseudo-terminal (and stderr too, if asked), ``answer`` typed ahead.
 
     Returns the exit code, stdout and what the terminal showed (stderr, and the echo of the typed answer).
@@ -50,9 +58,16 @@ def run_on_terminal(args: Sequence[str], *, cwd: str, answer: str = "", terminal
     master, slave = pty.openpty()
     err_r, err_w = (None, slave) if terminal_stderr else os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "tenure.cli.main", *args], cwd=cwd,
-                                env=user_env(COLUMNS="160", TERM="xterm", **extra), stdin=slave,
-                                stdout=subprocess.PIPE, stderr=err_w, text=False, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tenure.cli.main", *args],
+            cwd=cwd,
+            env=user_env(COLUMNS="160", TERM="xterm", **extra),
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=err_w,
+            text=False,
+            close_fds=True,
+        )
     finally:
         os.close(slave)
         if err_w != slave:

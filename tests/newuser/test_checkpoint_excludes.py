@@ -8,8 +8,7 @@ from tests.acceptance.helpers import describe, make_tree
 from tests.newuser.helpers import ok
 
 
-def test_checkpoint_of_the_current_folder_leaves_out_the_data_folder_and_is_unchanged_the_second_time(
-        tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoint_of_the_current_folder_leaves_out_the_data_folder_and_is_unchanged_the_second_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
     src = str(tmp_path / "project")
     make_tree(src, files=12)
     ok(["workspace", "create", "notes"], cwd=src)  # default data folder: ./.tenure, inside the source
@@ -46,17 +45,42 @@ def test_data_and_object_folders_elsewhere_in_the_source_are_left_out_too(tmp_pa
 
 def test_exclude_patterns_use_gitignore_syntax_and_add_to_tenureignore(tmp_path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "project"
-    for rel in ("keep.txt", "build/out.o", "logs/a.log", "logs/keep.log", "src/x.log", "src/main.py",
-                "node_modules/m/index.js", "cache/c.bin"):
+    for rel in (
+        "keep.txt",
+        "build/out.o",
+        "logs/a.log",
+        "logs/keep.log",
+        "src/x.log",
+        "src/main.py",
+        "node_modules/m/index.js",
+        "cache/c.bin",
+    ):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(rel)
     (src / ".tenureignore").write_text("cache/\n")
     data = str(tmp_path / "data")
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
-    ok(["--data", data, "workspace", "checkpoint", "w", "--from", str(src), "--exclude", "build/",
-        "--exclude", "*.log", "--exclude", "!logs/keep.log", "--exclude", "/node_modules"], cwd=str(tmp_path))
+    ok(
+        [
+            "--data",
+            data,
+            "workspace",
+            "checkpoint",
+            "w",
+            "--from",
+            str(src),
+            "--exclude",
+            "build/",
+            "--exclude",
+            "*.log",
+            "--exclude",
+            "!logs/keep.log",
+            "--exclude",
+            "/node_modules",
+        ],
+        cwd=str(tmp_path),
+    )
     copy = tmp_path / "copy"
     ok(["--data", data, "workspace", "restore", "w", "--to", str(copy)], cwd=str(tmp_path))
     kept = sorted(os.path.relpath(os.path.join(d, f), copy) for d, _, files in os.walk(copy) for f in files)
     assert kept == [".tenureignore", "keep.txt", "logs/keep.log", "src/main.py"]
-

@@ -16,9 +16,28 @@ from tests.newuser.helpers import error_of, ok, run, user_env
 def _paused_checkpoint(tmp_path, data: str, src: str) -> tuple[subprocess.Popen[str], str]:  # type: ignore[no-untyped-def]
     ready, go = str(tmp_path / "ready"), str(tmp_path / "go")
     os.mkfifo(go)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.newuser.paused_cli", ready, go, "--data", data, "--json",
-                             "workspace", "checkpoint", "w", "--from", src], cwd=ROOT, env=user_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.newuser.paused_cli",
+            ready,
+            go,
+            "--data",
+            data,
+            "--json",
+            "workspace",
+            "checkpoint",
+            "w",
+            "--from",
+            src,
+        ],
+        cwd=ROOT,
+        env=user_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wait_for(ready)
     return proc, go
 
@@ -34,8 +53,9 @@ def test_a_second_checkpoint_is_refused_at_once_naming_the_first_and_its_pid(tmp
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
     first, go = _paused_checkpoint(tmp_path, data, src)
     try:
-        objects_before = sorted(os.listdir(os.path.join(data, "objects"))) if os.path.isdir(
-            os.path.join(data, "objects")) else []
+        objects_before = (
+            sorted(os.listdir(os.path.join(data, "objects"))) if os.path.isdir(os.path.join(data, "objects")) else []
+        )
         second = run(["--data", data, "--json", "workspace", "checkpoint", "w", "--from", src], cwd=str(tmp_path))
         assert second.returncode == 4, second.stderr
         error = error_of(second)
@@ -43,8 +63,9 @@ def test_a_second_checkpoint_is_refused_at_once_naming_the_first_and_its_pid(tmp
         assert f"pid {first.pid}" in error["message"] and socket.gethostname() in error["message"]
         assert error["context"]["pid"] == first.pid
         assert "--wait" in error["hint"]
-        objects_after = sorted(os.listdir(os.path.join(data, "objects"))) if os.path.isdir(
-            os.path.join(data, "objects")) else []
+        objects_after = (
+            sorted(os.listdir(os.path.join(data, "objects"))) if os.path.isdir(os.path.join(data, "objects")) else []
+        )
         assert objects_after == objects_before, "the refused checkpoint read and stored nothing"
         human = run(["--data", data, "workspace", "checkpoint", "w", "--from", src], cwd=str(tmp_path))
         assert human.returncode == 4 and human.stderr.startswith("error[lease-held]: workspace 'w' is busy")
@@ -64,9 +85,26 @@ def test_with_wait_the_second_checkpoint_waits_for_the_first_then_runs(tmp_path)
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
     first, go = _paused_checkpoint(tmp_path, data, src)
     try:
-        second = subprocess.Popen([sys.executable, "-m", "tenure.cli.main", "--data", data, "workspace",
-                                   "checkpoint", "w", "--from", src, "--wait"], cwd=str(tmp_path), env=user_env(),
-                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        second = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tenure.cli.main",
+                "--data",
+                data,
+                "workspace",
+                "checkpoint",
+                "w",
+                "--from",
+                src,
+                "--wait",
+            ],
+            cwd=str(tmp_path),
+            env=user_env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert second.stderr is not None
         notice = second.stderr.readline()  # printed once it found the workspace busy and began to wait
         assert notice.startswith("waiting: workspace 'w' is busy") and f"pid {first.pid}" in notice
@@ -85,8 +123,11 @@ def test_a_checkpoint_killed_mid_way_is_taken_over_at_once_by_the_next(tmp_path)
     data, src = str(tmp_path / "data"), str(tmp_path / "src")
     make_tree(src)
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
-    crashed = run(["--data", data, "workspace", "checkpoint", "w", "--from", src, "--key", "k1"], cwd=str(tmp_path),
-                  TENURE_CRASH_AT="checkpoint.after_begin")
+    crashed = run(
+        ["--data", data, "workspace", "checkpoint", "w", "--from", src, "--key", "k1"],
+        cwd=str(tmp_path),
+        TENURE_CRASH_AT="checkpoint.after_begin",
+    )
     assert crashed.returncode == -9
     resumed = ok(["--data", data, "workspace", "checkpoint", "w", "--from", src, "--key", "k1"], cwd=str(tmp_path))
     assert resumed["unchanged"] is False

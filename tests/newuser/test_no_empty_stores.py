@@ -24,8 +24,9 @@ READ_ONLY = [
 
 
 def _everything(folder: str) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, n), folder) for d, dirs, files in os.walk(folder)
-                  for n in dirs + files)
+    return sorted(
+        os.path.relpath(os.path.join(d, n), folder) for d, dirs, files in os.walk(folder) for n in dirs + files
+    )
 
 
 @pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a[:2]) for a in READ_ONLY])
@@ -80,8 +81,9 @@ def test_checkpoint_creates_the_data_folder_and_then_names_the_missing_workspace
 
 @pytest.mark.parametrize("args", [["show"], ["poll"], ["advance", "c", "p", "VALIDATED", "--step-id", "s"]])
 @pytest.mark.parametrize("where", ["missing", "empty folder"])
-def test_intake_commands_on_a_path_without_an_intake_fail_and_create_no_layout(tmp_path, args: list[str],
-                                                                                where: str) -> None:  # type: ignore[no-untyped-def]
+def test_intake_commands_on_a_path_without_an_intake_fail_and_create_no_layout(
+    tmp_path, args: list[str], where: str
+) -> None:  # type: ignore[no-untyped-def]
     target = tmp_path / "intkae"
     if where == "empty folder":
         target.mkdir()

@@ -70,8 +70,9 @@ def test_checkpoint_on_a_terminal_shows_files_bytes_and_final_totals(tmp_path) -
     count = _tree(src)
     data = str(tmp_path / "data")
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
-    code, out, shown = run_on_terminal(["--data", data, "workspace", "checkpoint", "w", "--from", src],
-                                       cwd=str(tmp_path), terminal_stderr=True)
+    code, out, shown = run_on_terminal(
+        ["--data", data, "workspace", "checkpoint", "w", "--from", src], cwd=str(tmp_path), terminal_stderr=True
+    )
     assert code == 0, shown
     assert "published: snapshot" in out
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
@@ -103,7 +104,10 @@ def test_no_progress_line_without_a_terminal_or_under_json(tmp_path) -> None:  #
     _tree(src, files=5, big=2 * MiB)
     data = str(tmp_path / "data")
     ok(["--data", data, "workspace", "create", "w"], cwd=str(tmp_path))
-    code, out, shown = run_on_terminal(["--data", data, "--json", "workspace", "checkpoint", "w", "--from", src],
-                                       cwd=str(tmp_path), terminal_stderr=True)
+    code, out, shown = run_on_terminal(
+        ["--data", data, "--json", "workspace", "checkpoint", "w", "--from", src],
+        cwd=str(tmp_path),
+        terminal_stderr=True,
+    )
     assert code == 0 and '"snapshot"' in out
     assert "checkpoint" not in shown and "files" not in shown, "under --json no progress line is drawn"

@@ -16,8 +16,12 @@ def _object_files(data: str) -> dict[str, str]:
     root = os.path.join(data, "objects")
     if not os.path.isdir(root):
         return {}
-    return {name: os.path.join(root, prefix, name) for prefix in os.listdir(root) if len(prefix) == 2
-            for name in os.listdir(os.path.join(root, prefix))}
+    return {
+        name: os.path.join(root, prefix, name)
+        for prefix in os.listdir(root)
+        if len(prefix) == 2
+        for name in os.listdir(os.path.join(root, prefix))
+    }
 
 
 def _checkpoint_new_tree(data: str, src: str, seed: int, cwd: str) -> tuple[str, set[str]]:

@@ -71,21 +71,25 @@ def _blocked_or_done(url: str, app_name: str, thread: threading.Thread, timeout:
         while time.monotonic() < deadline:
             if not thread.is_alive():
                 return "done"
-            row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-                                " AND wait_event_type = 'Lock'", (app_name,)).fetchone()
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (app_name,),
+            ).fetchone()
             if row and row[0]:
                 return "blocked"
             thread.join(0.005)
     raise AssertionError("the competitor neither finished nor blocked on a lock")
 
 
-def interleave(url: str, point: str, first: Callable[[], T], competitor: Callable[[Store], Any]
-               ) -> tuple[Outcome[T], Outcome[Any], str]:
+def interleave(
+    url: str, point: str, first: Callable[[], T], competitor: Callable[[Store], Any]
+) -> tuple[Outcome[T], Outcome[Any], str]:
     """Run ``first``; at ``point`` run ``competitor`` on a second connection (see the module docstring)."""
     mine: Outcome[T] = Outcome()
     theirs: Outcome[Any] = Outcome()
     seen: list[str] = []
     with second_store(url) as (other, app_name):
+
         def run_competitor() -> None:
             try:
                 theirs.value = competitor(other)

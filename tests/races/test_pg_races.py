@@ -52,9 +52,12 @@ def test_dispose_and_a_takeover_in_between_leave_one_consistent_winner(store: St
     store.workspaces.create("w")
     lease = store.workspaces.acquire("w", "closer", TTL)
     head = publish(store, lease, "k1")
-    mine, theirs, how = interleave(url, "dispose.after_read",
-                                   lambda: store.workspaces.dispose("w", lease.generation),
-                                   lambda other: other.workspaces.acquire("w", "new-owner", TTL, takeover=True))
+    mine, theirs, how = interleave(
+        url,
+        "dispose.after_read",
+        lambda: store.workspaces.dispose("w", lease.generation),
+        lambda other: other.workspaces.acquire("w", "new-owner", TTL, takeover=True),
+    )
     assert how == "blocked", "the takeover was not held back by the row dispose decided on"
     mine.get()
     assert isinstance(theirs.error, ConflictError) and theirs.error.code == "workspace-not-mountable"
@@ -69,9 +72,12 @@ def test_a_fork_committed_while_its_base_is_deleted_is_never_left_on_a_deleting_
     lease = store.workspaces.acquire("w", "a", TTL)
     base = publish(store, lease, "k1")
     publish(store, lease, "k2")  # base is no longer the head
-    mine, theirs, how = interleave(url, "workspace_create.after_insert",
-                                   lambda: store.workspaces.create("fork", base),
-                                   lambda other: other.snapshots.delete(base))
+    mine, theirs, how = interleave(
+        url,
+        "workspace_create.after_insert",
+        lambda: store.workspaces.create("fork", base),
+        lambda other: other.snapshots.delete(base),
+    )
     assert how == "blocked"
     fork = mine.get()
     assert isinstance(theirs.error, ConflictError) and theirs.error.code == "snapshot-is-head"
@@ -83,9 +89,12 @@ def test_a_base_deleted_while_a_fork_of_it_is_created_refuses_the_fork(store: St
     lease = store.workspaces.acquire("w", "a", TTL)
     base = publish(store, lease, "k1")
     publish(store, lease, "k2")
-    mine, theirs, how = interleave(url, "snapshot_delete.after_update",
-                                   lambda: store.snapshots.delete(base),
-                                   lambda other: other.workspaces.create("fork", base))
+    mine, theirs, how = interleave(
+        url,
+        "snapshot_delete.after_update",
+        lambda: store.snapshots.delete(base),
+        lambda other: other.workspaces.create("fork", base),
+    )
     assert how == "blocked"
     assert mine.get().state is SnapshotState.DELETING
     assert isinstance(theirs.error, ConflictError) and theirs.error.code == "snapshot-not-ready"
@@ -95,20 +104,25 @@ def test_a_base_deleted_while_a_fork_of_it_is_created_refuses_the_fork(store: St
 def test_a_checkpoint_begun_while_a_new_writer_takes_over_leaves_no_orphan_upload(store: Store, url: str) -> None:
     store.workspaces.create("w")
     old = store.workspaces.acquire("w", "old", TTL)
-    mine, theirs, how = interleave(url, "acquire.after_read",
-                                   lambda: store.workspaces.acquire("w", "new", TTL, takeover=True),
-                                   lambda other: other.workspaces.begin_checkpoint(old, "k1"))
+    mine, theirs, how = interleave(
+        url,
+        "acquire.after_read",
+        lambda: store.workspaces.acquire("w", "new", TTL, takeover=True),
+        lambda other: other.workspaces.begin_checkpoint(old, "k1"),
+    )
     assert how == "blocked"
     new = mine.get()
     assert isinstance(theirs.error, StaleGenerationError)
     ws = store.workspaces.workspace("w")
-    unfinished = [s for s in store.snapshots.list(ws.id)
-                  if s.state in (SnapshotState.UPLOADING, SnapshotState.VALIDATING)]
+    unfinished = [
+        s for s in store.snapshots.list(ws.id) if s.state in (SnapshotState.UPLOADING, SnapshotState.VALIDATING)
+    ]
     assert unfinished == [] and ws.writer_generation == new.generation
 
 
-def test_a_paused_former_owner_resuming_inside_bring_cannot_unbind_the_new_owners_clients(store: Store,
-                                                                                           url: str) -> None:
+def test_a_paused_former_owner_resuming_inside_bring_cannot_unbind_the_new_owners_clients(
+    store: Store, url: str
+) -> None:
     projects, ownership = ProjectStore(store), Ownership(store)
     projects.create("acme", "p")
     a = PodIdentity.fresh("a")

@@ -1,7 +1,7 @@
 """A child process that builds or restores once, for the crash-point tests.
 
-    python -m tests.snapshots.crash_worker build OBJECTS FOLDER INDEX
-    python -m tests.snapshots.crash_worker restore OBJECTS ROOT DEST INDEX
+python -m tests.snapshots.crash_worker build OBJECTS FOLDER INDEX
+python -m tests.snapshots.crash_worker restore OBJECTS ROOT DEST INDEX
 """
 
 from __future__ import annotations

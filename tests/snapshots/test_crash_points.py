@@ -22,8 +22,14 @@ RESTORE_POINTS = ["restore.after_materialize", "restore.after_rename"]
 
 def run_child(point: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TENURE_CRASH_AT": point}
-    return subprocess.run([sys.executable, "-m", "tests.snapshots.crash_worker", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tests.snapshots.crash_worker", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_every_engine_crash_point_is_exercised() -> None:

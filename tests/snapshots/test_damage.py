@@ -54,9 +54,9 @@ class Layout:
 
     root: str
     pack: str
-    big_chunks: tuple[str, ...]   # big.bin's chunks, in file order
+    big_chunks: tuple[str, ...]  # big.bin's chunks, in file order
     tree_chunks: frozenset[str]
-    packed: frozenset[str]        # every path whose content is in the pack
+    packed: frozenset[str]  # every path whose content is in the pack
 
 
 def layout(store: LocalObjectStore, src: str) -> Layout:
@@ -171,8 +171,9 @@ def test_a_lost_tree_chunk_loses_only_the_folders_recorded_in_it(tmp_path) -> No
         folder.mkdir(parents=True)
         for _ in range(50):
             file_name = rng.randbytes(60).hex()  # varied names, sizes and times: a stream with cut points
-            write_file(str(folder / file_name), rng.randbytes(rng.randrange(300)),
-                       mtime_ns=PAST_NS + rng.randrange(10**15))
+            write_file(
+                str(folder / file_name), rng.randbytes(rng.randrange(300)), mtime_ns=PAST_NS + rng.randrange(10**15)
+            )
     store = LocalObjectStore(str(tmp_path / "objects"))
     built = build_tree(str(src), store)
     plain = stored_plain(store)
@@ -231,8 +232,10 @@ def test_many_data_objects_are_listed_in_id_chunks(tmp_path, monkeypatch) -> Non
 def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: ignore[no-untyped-def]
     _, store, built, _ = sample
     store.delete_many([built.root])
-    for call in (lambda: tree_closure(built.root, store),
-                 lambda: restore_tree(built.root, store, str(tmp_path / "d1"), partial=True)):
+    for call in (
+        lambda: tree_closure(built.root, store),
+        lambda: restore_tree(built.root, store, str(tmp_path / "d1"), partial=True),
+    ):
         with pytest.raises(SnapshotDamagedError) as caught:
             call()
         assert caught.value.context["lost_paths"] == ["./"]
@@ -240,6 +243,7 @@ def test_a_missing_root_fails_every_reader(tmp_path, sample) -> None:  # type: i
 
 
 # --------------------------------------------------------------------------- forgeries of the same length
+
 
 def _replace(store: LocalObjectStore, oid: str, payload: bytes) -> None:
     path = store._path(oid)
@@ -270,19 +274,25 @@ def _same_length_frame(plain: bytes, payload: bytes) -> bytes:
 def _victims(found: Layout) -> dict[str, tuple[str, set[str]]]:
     """Each victim object with the paths it loses: a big.bin chunk, the pack, the (only) tree chunk, the root."""
     assert len(found.tree_chunks) == 1, "the sample's tree stream fits one chunk: losing it loses the root record"
-    return {"data": (found.big_chunks[0], {"big.bin"}), "packed": (found.pack, set(found.packed)),
-            "tree-chunk": (next(iter(found.tree_chunks)), {"./"}), "root": (found.root, {"./"})}
+    return {
+        "data": (found.big_chunks[0], {"big.bin"}),
+        "packed": (found.pack, set(found.packed)),
+        "tree-chunk": (next(iter(found.tree_chunks)), {"./"}),
+        "root": (found.root, {"./"}),
+    }
 
 
 @pytest.mark.parametrize("forgery", ["garbage", "zstd-frame"])
 @pytest.mark.parametrize("victim", ["data", "packed", "tree-chunk", "root"])
-def test_same_length_corruption_is_refused_by_restore_and_reported_by_verify(tmp_path, sample, victim: str,
-                                                                            forgery: str) -> None:  # type: ignore[no-untyped-def]
+def test_same_length_corruption_is_refused_by_restore_and_reported_by_verify(
+    tmp_path, sample, victim: str, forgery: str
+) -> None:  # type: ignore[no-untyped-def]
     _, store, built, found = sample
     oid, lost = _victims(found)[victim]
     payload = store.get(oid)
-    forged = _same_length_garbage(payload) if forgery == "garbage" \
-        else _same_length_frame(decode(oid, payload), payload)
+    forged = (
+        _same_length_garbage(payload) if forgery == "garbage" else _same_length_frame(decode(oid, payload), payload)
+    )
     _replace(store, oid, forged)
 
     with pytest.raises(SnapshotDamagedError) as caught:

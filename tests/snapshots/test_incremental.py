@@ -85,7 +85,7 @@ def test_small_edits_to_a_big_file_store_little(tmp_path) -> None:  # type: igno
     assert first.bytes_new > 20 * MiB
 
     edits = {
-        "overwrite": original[:10 * MiB] + b"EDITED" + original[10 * MiB + 6:],
+        "overwrite": original[: 10 * MiB] + b"EDITED" + original[10 * MiB + 6 :],
         "insert": b"inserted at the front" + original,
         "append": original + b"appended at the end",
     }
@@ -164,7 +164,8 @@ def test_objects_missing_behind_the_index_are_uploaded_again(tmp_path) -> None: 
 
     second = build_tree(src, store, index_path=index, pin=lambda oids: store.calls.append(("pin", oids)))
     assert store.calls[:2] == [("pin", first.objects), ("has_many", first.objects)], (
-        "the index's closure is pinned, then checked in one call, before anything is read")
+        "the index's closure is pinned, then checked in one call, before anything is read"
+    )
     assert [oids for call, oids in store.calls if call == "pin"][-1] == second.objects
     assert second.bytes_read == first.bytes_read, "every file behind a missing object is read again"
     assert store.has_many(second.objects) == set(second.objects)

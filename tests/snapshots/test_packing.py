@@ -77,8 +77,13 @@ def test_memory_stays_bounded_for_a_file_much_larger_than_the_window(tmp_path) -
     size = 1536 * MiB
     with open(src / "huge.sparse", "wb") as fh:
         fh.truncate(size)  # zeros, no disk blocks: read fast, still 1.5 GiB through the chunker
-    child = subprocess.run([sys.executable, "-c", MEASURE_PEAK, str(src), str(tmp_path / "objects"), str(size)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    child = subprocess.run(
+        [sys.executable, "-c", MEASURE_PEAK, str(src), str(tmp_path / "objects"), str(size)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr
     peak_mib = int(child.stdout)
     # typically ~60 MiB; allocator slack under load has reached ~350 MiB. Holding the file would need 1.5 GiB.

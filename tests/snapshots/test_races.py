@@ -20,7 +20,7 @@ from tenure.snapshots import FolderChangedError, build_tree, iter_tree, restore_
 from tenure.snapshots import scan as scan_module
 from tests.snapshots.helpers import describe, random_bytes, write_file
 
-SECRET_SMALL = b"TOP-SECRET-" + b"s" * 53          # 64 bytes, like the file it impersonates
+SECRET_SMALL = b"TOP-SECRET-" + b"s" * 53  # 64 bytes, like the file it impersonates
 SECRET_LARGE = b"TOP-SECRET-" + random_bytes((2 << 20) - 11, 7)
 
 
@@ -45,6 +45,7 @@ def _once(rel: bytes, action: Callable[[], None]) -> Callable[[bytes], None]:
         if listed == rel and not done:
             done.append(listed)
             action()
+
     return hook
 
 
@@ -86,8 +87,7 @@ def test_a_sub_folder_swapped_before_it_is_listed_leaks_nothing(tmp_path, monkey
     (src / "a" / "b").mkdir(parents=True)
     write_file(str(src / "a" / "b" / "file.txt"), b"y" * len(SECRET_SMALL))
     store = LocalObjectStore(str(tmp_path / "objects"))
-    monkeypatch.setattr(scan_module, "after_listing",
-                        _once(b"a", lambda: _swap_for_symlink(src / "a" / "b", outside)))
+    monkeypatch.setattr(scan_module, "after_listing", _once(b"a", lambda: _swap_for_symlink(src / "a" / "b", outside)))
 
     with pytest.raises(FolderChangedError) as caught:
         build_tree(str(src), store, workers=2)

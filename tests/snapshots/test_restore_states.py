@@ -119,7 +119,19 @@ def test_s16_cli_restore_of_a_deleting_snapshot_needs_allow_deleting(tmp_path) -
     refused = tenure(["--data", data, "workspace", "restore", "w", "--snapshot", old, "--to", str(tmp_path / "d")])
     assert refused.returncode == 4 and "error[snapshot-deleting]" in refused.stderr
     assert "--allow-deleting" in refused.stderr
-    allowed = tenure(["--data", data, "workspace", "restore", "w", "--snapshot", old, "--to", str(tmp_path / "d"),
-                      "--allow-deleting"])
+    allowed = tenure(
+        [
+            "--data",
+            data,
+            "workspace",
+            "restore",
+            "w",
+            "--snapshot",
+            old,
+            "--to",
+            str(tmp_path / "d"),
+            "--allow-deleting",
+        ]
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert (tmp_path / "d" / "small.txt").read_bytes() == b"small 1"

@@ -23,8 +23,21 @@ from tenure.snapshots import build_tree, iter_tree, restore_tree, tree_closure, 
 from tenure.snapshots.fsutil import force_rmtree
 from tests.snapshots.helpers import PAST_NS, describe, make_sample_tree, overrides_file_permissions, random_bytes
 
-ODD_NAMES = [b"-rf", b"--", b"with space", b" lead", b"new\nline", b"tab\tbed", b".hidden", b"\xff\xfe raw",
-             "ünïcødé ✓".encode(), "日本語".encode(), b"back\\slash", b"*?[glob]", b"x" * 200]
+ODD_NAMES = [
+    b"-rf",
+    b"--",
+    b"with space",
+    b" lead",
+    b"new\nline",
+    b"tab\tbed",
+    b".hidden",
+    b"\xff\xfe raw",
+    "ünïcødé ✓".encode(),
+    "日本語".encode(),
+    b"back\\slash",
+    b"*?[glob]",
+    b"x" * 200,
+]
 
 
 def _clean(name: bytes) -> bytes:
@@ -34,8 +47,11 @@ def _clean(name: bytes) -> bytes:
 
 
 AS_ROOT = overrides_file_permissions()  # root that reads and writes whatever the mode bits
-LONG_NAMES = st.builds(lambda n, unit: (unit * 255)[:n], st.integers(240, 255),
-                       st.sampled_from([b"n", "é".encode(), "日".encode(), b"x-y"]))  # may end mid-character
+LONG_NAMES = st.builds(
+    lambda n, unit: (unit * 255)[:n],
+    st.integers(240, 255),
+    st.sampled_from([b"n", "é".encode(), "日".encode(), b"x-y"]),
+)  # may end mid-character
 NAMES = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).map(os.fsencode),
     st.binary(min_size=1, max_size=12),
@@ -44,9 +60,10 @@ NAMES = st.one_of(
 ).map(_clean)
 EPOCH_2038 = 2**31 * 10**9
 MTIMES = st.one_of(
-    st.integers(10**18, 1_700_000_000 * 10**9), st.just(PAST_NS),
-    st.integers(-EPOCH_2038, -1),                     # 1901-12-13 .. 1969-12-31T23:59:59.999999999
-    st.integers(EPOCH_2038, 2**63 - 1),               # 2038-01-19 .. 2262-04-11 (the i64 limit)
+    st.integers(10**18, 1_700_000_000 * 10**9),
+    st.just(PAST_NS),
+    st.integers(-EPOCH_2038, -1),  # 1901-12-13 .. 1969-12-31T23:59:59.999999999
+    st.integers(EPOCH_2038, 2**63 - 1),  # 2038-01-19 .. 2262-04-11 (the i64 limit)
     st.sampled_from([-1, 0, EPOCH_2038 - 1, EPOCH_2038, -EPOCH_2038]),
 )
 BIG_SIZES = [(1 << 20) - 1, 1 << 20, (2 << 20) + 12345, 5 << 20]
@@ -154,8 +171,9 @@ def check_round_trip(store: LocalObjectStore, base: str, src: bytes) -> None:
     assert built.root in built.objects
     assert tree_closure(built.root, store) == built.objects
     dest = os.path.join(base, "dest")
-    restored = restore_tree(built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False,
-                            keep_special_bits=True)
+    restored = restore_tree(
+        built.root, store, dest, index_path=os.path.join(base, "idx-dest"), durable=False, keep_special_bits=True
+    )
     assert restored.complete and restored.files == built.files and restored.special_bits_dropped == ()
     after = describe(dest)
     assert after.entries == before.entries
@@ -178,8 +196,10 @@ def _without_special_bits(entry: tuple[object, ...]) -> tuple[object, ...]:
     return entry
 
 
-ROUND_TRIP_SETTINGS = settings(max_examples=30, suppress_health_check=[
-    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+ROUND_TRIP_SETTINGS = settings(
+    max_examples=30,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @ROUND_TRIP_SETTINGS
@@ -251,11 +271,20 @@ def _fd_describe(root: str) -> dict[str, tuple[object, ...]]:
                 out[os.path.join(rel, name)] = ("symlink", os.readlink(name, dir_fd=dir_fd), st.st_mtime_ns)
             else:
                 with os.fdopen(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
-                    out[os.path.join(rel, name)] = ("file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ino,
-                                                    fh.read())
+                    out[os.path.join(rel, name)] = (
+                        "file",
+                        stat.S_IMODE(st.st_mode),
+                        st.st_mtime_ns,
+                        st.st_ino,
+                        fh.read(),
+                    )
     inodes = {e[3] for e in out.values() if e[0] == "file"}
-    numbered = {ino: i for i, ino in enumerate(sorted(inodes, key=lambda n: min(
-        k for k, e in out.items() if e[0] == "file" and e[3] == n)))}
+    numbered = {
+        ino: i
+        for i, ino in enumerate(
+            sorted(inodes, key=lambda n: min(k for k, e in out.items() if e[0] == "file" and e[3] == n))
+        )
+    }
     return {k: (e[:3] + (numbered[e[3]],) + e[4:] if e[0] == "file" else e) for k, e in out.items()}
 
 

@@ -97,14 +97,24 @@ def test_an_unreadable_path_fails_the_build_naming_it(tmp_path, what: str) -> No
     if os.geteuid() != 0:
         with pytest.raises(UnreadableFileError) as caught:
             build_tree(str(src), LocalObjectStore(str(tmp_path / "objects")))
-        report = {"type": "UnreadableFileError", "code": caught.value.code, "message": caught.value.message,
-                  "path": caught.value.context["path"], "invalid_input": isinstance(caught.value, InvalidInputError)}
+        report = {
+            "type": "UnreadableFileError",
+            "code": caught.value.code,
+            "message": caught.value.message,
+            "path": caught.value.context["path"],
+            "invalid_input": isinstance(caught.value, InvalidInputError),
+        }
     else:
         # root reads anything through CAP_DAC_OVERRIDE: build in a child that dropped it
         try:
-            child = subprocess.run([sys.executable, "-c", BUILD_AND_REPORT, str(src), str(tmp_path / "objects")],
-                                   capture_output=True, text=True, cwd=ROOT, preexec_fn=_drop_file_permission_override,
-                                   timeout=120)
+            child = subprocess.run(
+                [sys.executable, "-c", BUILD_AND_REPORT, str(src), str(tmp_path / "objects")],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                preexec_fn=_drop_file_permission_override,
+                timeout=120,
+            )
         except subprocess.SubprocessError as exc:
             pytest.skip(f"cannot drop CAP_DAC_OVERRIDE in a child process here: {exc}")
         assert child.returncode == 0, child.stderr
@@ -141,8 +151,17 @@ def test_tenureignore_is_honoured_and_stored_itself(tmp_path) -> None:  # type: 
     src = tmp_path / "src"
     for folder in ("build/deep", "logs", "keep", "a/b/build"):
         (src / folder).mkdir(parents=True)
-    files = ["build/deep/x.o", "logs/app.log", "logs/keep.log", "keep/app.log", "top.tmp", "sub.tmp",
-             "a/b/build/y", "a/b/z.txt", "notes.txt"]
+    files = [
+        "build/deep/x.o",
+        "logs/app.log",
+        "logs/keep.log",
+        "keep/app.log",
+        "top.tmp",
+        "sub.tmp",
+        "a/b/build/y",
+        "a/b/z.txt",
+        "notes.txt",
+    ]
     for name in files:
         (src / name).write_text(name)
     (src / ".tenureignore").write_text("# comment\nbuild/\n*.log\n!keep.log\n/top.tmp\n")
@@ -243,9 +262,14 @@ def test_a_tree_whose_folders_cannot_be_read_restores_without_root_powers(tmp_pa
         pytest.skip("only root with CAP_DAC_OVERRIDE can check in a folder it cannot read")
     dest = tmp_path / "dest"
     try:
-        child = subprocess.run([sys.executable, "-c", RESTORE_AND_REPORT, built.root, str(tmp_path / "objects"),
-                                str(dest)], capture_output=True, text=True, cwd=ROOT,
-                               preexec_fn=_drop_file_permission_override, timeout=120)
+        child = subprocess.run(
+            [sys.executable, "-c", RESTORE_AND_REPORT, built.root, str(tmp_path / "objects"), str(dest)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            preexec_fn=_drop_file_permission_override,
+            timeout=120,
+        )
     except subprocess.SubprocessError as exc:
         pytest.skip(f"cannot drop CAP_DAC_OVERRIDE in a child process here: {exc}")
     assert child.returncode == 0, child.stderr

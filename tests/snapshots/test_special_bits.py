@@ -20,14 +20,28 @@ from tests.integration.procs import tenure
 from tests.snapshots.helpers import random_bytes, set_tree_times, write_file
 
 STORED = {
-    "setuid": 0o4755, "setgid": 0o2755, "both": 0o6711, "sticky-file": 0o1644, "plain": 0o640,
-    "big-setuid": 0o4750,                # several chunks: its mode is set after the content
-    "dir-setgid": 0o2775, "dir-sticky": 0o1777, "dir-all": 0o7755, "dir-plain": 0o750,
+    "setuid": 0o4755,
+    "setgid": 0o2755,
+    "both": 0o6711,
+    "sticky-file": 0o1644,
+    "plain": 0o640,
+    "big-setuid": 0o4750,  # several chunks: its mode is set after the content
+    "dir-setgid": 0o2775,
+    "dir-sticky": 0o1777,
+    "dir-all": 0o7755,
+    "dir-plain": 0o750,
 }
 DROPPED = {
-    "setuid": 0o755, "setgid": 0o755, "both": 0o711, "sticky-file": 0o644, "plain": 0o640,
+    "setuid": 0o755,
+    "setgid": 0o755,
+    "both": 0o711,
+    "sticky-file": 0o644,
+    "plain": 0o640,
     "big-setuid": 0o750,
-    "dir-setgid": 0o775, "dir-sticky": 0o1777, "dir-all": 0o1755, "dir-plain": 0o750,
+    "dir-setgid": 0o775,
+    "dir-sticky": 0o1777,
+    "dir-all": 0o1755,
+    "dir-plain": 0o750,
 }
 
 
@@ -70,8 +84,16 @@ def test_restore_drops_setuid_and_setgid_by_default(tmp_path, built) -> None:  #
     dest = str(tmp_path / "dest")
     result = restore_tree(root, store, dest)
     assert _modes(dest) == {**DROPPED, "setuid-link": DROPPED["setuid"]}
-    assert set(result.special_bits_dropped) == {"setuid", "setuid-link", "setgid", "both", "sticky-file",
-                                                 "big-setuid", "dir-setgid", "dir-all"}
+    assert set(result.special_bits_dropped) == {
+        "setuid",
+        "setuid-link",
+        "setgid",
+        "both",
+        "sticky-file",
+        "big-setuid",
+        "dir-setgid",
+        "dir-all",
+    }
 
 
 def test_restore_keeps_special_bits_when_asked(tmp_path, built) -> None:  # type: ignore[no-untyped-def]
@@ -94,7 +116,8 @@ def test_workspace_restore_keeps_setuid_only_with_the_flag(tmp_path) -> None:  #
     assert _modes(str(tmp_path / "plain")) == {**DROPPED, "setuid-link": DROPPED["setuid"]}
     assert "--keep-setuid" in plain.stdout, "the human output says bits were dropped and how to keep them"
 
-    kept = tenure(["--data", data, "--json", "workspace", "restore", "w", "--to", str(tmp_path / "kept"),
-                   "--keep-setuid"])
+    kept = tenure(
+        ["--data", data, "--json", "workspace", "restore", "w", "--to", str(tmp_path / "kept"), "--keep-setuid"]
+    )
     assert kept.returncode == 0, kept.stderr
     assert _modes(str(tmp_path / "kept")) == {**STORED, "setuid-link": STORED["setuid"]}

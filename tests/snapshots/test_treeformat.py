@@ -35,9 +35,12 @@ OID = "ab" * 32
 
 
 def test_records_round_trip_and_are_canonical() -> None:
-    items = [SymlinkItem(b"z-link", 0o777, 5, b"../target"), DirItem(b"sub"),
-             FileItem(b"a file", 0o755, -3, 12, ((OID, 0, 5), (OID, 9, 7)), b""),
-             FileItem(b"b", 0o644, 7, 0, (), b"sub/a")]
+    items = [
+        SymlinkItem(b"z-link", 0o777, 5, b"../target"),
+        DirItem(b"sub"),
+        FileItem(b"a file", 0o755, -3, 12, ((OID, 0, 5), (OID, 9, 7)), b""),
+        FileItem(b"b", 0o644, 7, 0, (), b"sub/a"),
+    ]
     data = encode_record(b"x/y", 0o700, 123, items)
     assert data == encode_record(b"x/y", 0o700, 123, reversed(items)), "order of input does not matter"
     [(path, tree)] = list(iter_records(data, strict=True))
@@ -72,16 +75,22 @@ def store_tree(store: LocalObjectStore, *records: bytes) -> str:
     return root
 
 
-@pytest.mark.parametrize("records", [
-    [encode_record(b"", 0o755, 1, [FileItem(b"..", 0o644, 1, 10, ((OID, 0, 10),), b"")])],
-    [encode_record(b"", 0o755, 1, [FileItem(b"a/b", 0o644, 1, 10, ((OID, 0, 10),), b"")])],
-    [encode_record(b"", 0o755, 1, [DirItem(b"d")]), encode_record(b"d/../..", 0o755, 1, [])],
-    [encode_record(b"", 0o755, 1, [FileItem(b"f", 0o644, 1, 10, ((OID, 0, 10),), b"../../etc/passwd")])],
-    [encode_record(b"", 0o755, 1, [SymlinkItem(b"x", 0o777, 1, b"/tmp")]),
-     encode_record(b"x", 0o755, 1, [FileItem(b"through-the-link", 0o644, 1, 10, ((OID, 0, 10),), b"")])],
-    [encode_record(b"", 0o755, 1, [FileItem(b"f", 0o644, 1, 11, ((OID, 0, 10),), b"")])],
-    [encode_record(b"", 0o755, 1, []), encode_record(b"", 0o755, 1, [])],
-], ids=["dot-dot", "slash", "record-path", "link-path", "through-symlink", "size-mismatch", "duplicate-root"])
+@pytest.mark.parametrize(
+    "records",
+    [
+        [encode_record(b"", 0o755, 1, [FileItem(b"..", 0o644, 1, 10, ((OID, 0, 10),), b"")])],
+        [encode_record(b"", 0o755, 1, [FileItem(b"a/b", 0o644, 1, 10, ((OID, 0, 10),), b"")])],
+        [encode_record(b"", 0o755, 1, [DirItem(b"d")]), encode_record(b"d/../..", 0o755, 1, [])],
+        [encode_record(b"", 0o755, 1, [FileItem(b"f", 0o644, 1, 10, ((OID, 0, 10),), b"../../etc/passwd")])],
+        [
+            encode_record(b"", 0o755, 1, [SymlinkItem(b"x", 0o777, 1, b"/tmp")]),
+            encode_record(b"x", 0o755, 1, [FileItem(b"through-the-link", 0o644, 1, 10, ((OID, 0, 10),), b"")]),
+        ],
+        [encode_record(b"", 0o755, 1, [FileItem(b"f", 0o644, 1, 11, ((OID, 0, 10),), b"")])],
+        [encode_record(b"", 0o755, 1, []), encode_record(b"", 0o755, 1, [])],
+    ],
+    ids=["dot-dot", "slash", "record-path", "link-path", "through-symlink", "size-mismatch", "duplicate-root"],
+)
 def test_a_crafted_tree_is_refused_before_anything_is_written(tmp_path, records: list[bytes]) -> None:  # type: ignore[no-untyped-def]
     store = LocalObjectStore(str(tmp_path / "objects"))
     root = store_tree(store, *records)
@@ -90,11 +99,17 @@ def test_a_crafted_tree_is_refused_before_anything_is_written(tmp_path, records:
     assert sorted(os.listdir(tmp_path)) == ["objects"]
 
 
-SAMPLE_STREAM = b"".join([
-    encode_record(b"", 0o755, 1, [DirItem(b"d"), FileItem(b"f", 0o644, 2, 10, ((OID, 0, 10),), b""),
-                                  SymlinkItem(b"s", 0o777, 3, b"target")]),
-    encode_record(b"d", 0o700, 4, [FileItem(b"g", 0o600, 5, 3, ((OID, 1, 1), (OID, 2, 2)), b"f")]),
-])
+SAMPLE_STREAM = b"".join(
+    [
+        encode_record(
+            b"",
+            0o755,
+            1,
+            [DirItem(b"d"), FileItem(b"f", 0o644, 2, 10, ((OID, 0, 10),), b""), SymlinkItem(b"s", 0o777, 3, b"target")],
+        ),
+        encode_record(b"d", 0o700, 4, [FileItem(b"g", 0o600, 5, 3, ((OID, 1, 1), (OID, 2, 2)), b"f")]),
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -125,12 +140,23 @@ def _file_entry_named(name: bytes) -> bytes:
 
 def _raw_record(path: bytes, entries: list[bytes], count: int | None = None) -> bytes:
     """A folder record with entries exactly as given (no sorting, no checks), and any entry count."""
-    return b"".join((struct.pack("<BI", ord("R"), len(path)), path,
-                     struct.pack("<IqI", 0o755, 1, len(entries) if count is None else count), *entries))
+    return b"".join(
+        (
+            struct.pack("<BI", ord("R"), len(path)),
+            path,
+            struct.pack("<IqI", 0o755, 1, len(entries) if count is None else count),
+            *entries,
+        )
+    )
 
 
 BAD_NAMES = {
-    "empty": b"", "dot": b".", "dot-dot": b"..", "slash": b"a/b", "leading-slash": b"/etc", "nul": b"a\0b",
+    "empty": b"",
+    "dot": b".",
+    "dot-dot": b"..",
+    "slash": b"a/b",
+    "leading-slash": b"/etc",
+    "nul": b"a\0b",
     "too-long": b"n" * 256,
 }
 
@@ -138,8 +164,11 @@ BAD_NAMES = {
 @pytest.mark.parametrize("kind", ["file", "symlink", "folder"])
 @pytest.mark.parametrize("name", list(BAD_NAMES.values()), ids=list(BAD_NAMES))
 def test_tree_format_refuses_an_illegal_name_with_a_stable_problem(name: bytes, kind: str) -> None:
-    entry = {"file": _file_entry_named(name), "symlink": symlink_entry(name, 0o777, 1, b"t"),
-             "folder": folder_entry(name)}[kind]
+    entry = {
+        "file": _file_entry_named(name),
+        "symlink": symlink_entry(name, 0o777, 1, b"t"),
+        "folder": folder_entry(name),
+    }[kind]
     for entries in ([entry], [entry, _file_entry_named(b"zz")]):  # first entry, and before a later one
         for strict in (True, False):
             with pytest.raises(TreeFormatError) as caught:
@@ -150,8 +179,11 @@ def test_tree_format_refuses_an_illegal_name_with_a_stable_problem(name: bytes, 
 
 @pytest.mark.parametrize("kinds", [("file", "file"), ("folder", "file"), ("symlink", "folder")])
 def test_tree_format_refuses_duplicate_names(kinds: tuple[str, str]) -> None:
-    make = {"file": _file_entry_named(b"same"), "symlink": symlink_entry(b"same", 0o777, 1, b"t"),
-            "folder": folder_entry(b"same")}
+    make = {
+        "file": _file_entry_named(b"same"),
+        "symlink": symlink_entry(b"same", 0o777, 1, b"t"),
+        "folder": folder_entry(b"same"),
+    }
     record_ = _raw_record(b"", [_file_entry_named(b"a"), make[kinds[0]], make[kinds[1]]])
     with pytest.raises(TreeFormatError) as caught:
         list(iter_records(record_, strict=True, root="r"))
@@ -166,8 +198,7 @@ def test_tree_format_refuses_unsorted_names() -> None:
 
 @pytest.mark.parametrize("path", [b"a//b", b"a/", b"/a", b"a/./b", b"a/../b", b"a\0b"])
 def test_tree_format_refuses_an_unclean_record_or_link_path(path: bytes) -> None:
-    for record_ in (_raw_record(path, []),
-                    _raw_record(b"", [file_entry(b"f", 0o644, 1, 3, ((OID, 0, 3),), path)])):
+    for record_ in (_raw_record(path, []), _raw_record(b"", [file_entry(b"f", 0o644, 1, 3, ((OID, 0, 3),), path)])):
         with pytest.raises(TreeFormatError) as caught:
             list(iter_records(record_, strict=True))
         assert caught.value.context["problem"] == "bad-path"
@@ -188,8 +219,11 @@ def test_tree_format_refuses_a_length_beyond_the_bytes_left(field: str) -> None:
     huge = 2**32 - 1
     if field.startswith("root"):
         good = encode_root(Root([ChunkRef(OID, 10, 0)], [OID], []))
-        bad = good[:5] + struct.pack("<I", huge) + good[9:] if field == "root-chunks" \
+        bad = (
+            good[:5] + struct.pack("<I", huge) + good[9:]
+            if field == "root-chunks"
             else good[:49] + struct.pack("<I", huge) + good[53:]
+        )
         with pytest.raises(TreeFormatError) as caught:
             decode_root("r", bad)
         assert caught.value.context["problem"] == "truncated"

@@ -24,7 +24,8 @@ def test_s08_machine_docs_match_the_edge_tables(name: str) -> None:
     assert os.path.exists(path), f"missing {path}: run `python -m tenure.cli.docs docs/machines`"
     with open(path, encoding="utf-8") as fh:
         assert fh.read() == machine_doc(machine, description), (
-            f"{path} is stale: run `python -m tenure.cli.docs docs/machines`")
+            f"{path} is stale: run `python -m tenure.cli.docs docs/machines`"
+        )
 
 
 def test_every_cli_command_has_help() -> None:
@@ -53,12 +54,14 @@ def test_requirements_list_every_id_and_name_real_tests() -> None:
 
     with open(os.path.join(ROOT, "docs", "requirements.md"), encoding="utf-8") as fh:
         doc = fh.read()
-    storage = doc[doc.index("## Storage lifecycle (S-nn)"):doc.index("## Intake (I-nn)")]
+    storage = doc[doc.index("## Storage lifecycle (S-nn)") : doc.index("## Intake (I-nn)")]
     assert set(re.findall(r"^\| (S-\d+) \|", storage, re.MULTILINE)) == {f"S-{n:02d}" for n in range(1, 86)}
-    projects = doc[doc.index("## Project lifecycle (P-nn)"):doc.index("## Storage lifecycle (S-nn)")]
+    projects = doc[doc.index("## Project lifecycle (P-nn)") : doc.index("## Storage lifecycle (S-nn)")]
     assert set(re.findall(r"^\| (P-\d+) \|", projects, re.MULTILINE)) == {f"P-{n:02d}" for n in range(1, 134)}
-    sources = "\n".join(open(p, encoding="utf-8").read()
-                        for p in glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True))
+    sources = "\n".join(
+        open(p, encoding="utf-8").read()
+        for p in glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True)
+    )
     for name in set(re.findall(r"`(test_[a-z0-9_]+)", doc)):
         assert f"def {name}(" in sources, f"docs/requirements.md names a test that does not exist: {name}"
 
@@ -79,12 +82,50 @@ def test_every_storage_error_code_is_documented() -> None:
 
 
 GLOSSARY_CORE_TERMS = (
-    "project", "pod", "owner", "ownership lease", "claim", "generation", "package generation",
-    "writer lease", "workspace", "head", "snapshot", "checkpoint", "intake checkpoint", "object",
-    "object store", "pin", "gc", "prune", "mount", "session", "activation registry", "engine", "bring",
-    "suspend", "close", "owner-required", "lifecycle type", "kind", "placement selector", "placement score",
-    "drift", "trash", "preserved folder", "base file", "intake", "inbox", "quarantine", "case", "package",
-    "step id", "blocked", "error code", "error family", "retryable",
+    "project",
+    "pod",
+    "owner",
+    "ownership lease",
+    "claim",
+    "generation",
+    "package generation",
+    "writer lease",
+    "workspace",
+    "head",
+    "snapshot",
+    "checkpoint",
+    "intake checkpoint",
+    "object",
+    "object store",
+    "pin",
+    "gc",
+    "prune",
+    "mount",
+    "session",
+    "activation registry",
+    "engine",
+    "bring",
+    "suspend",
+    "close",
+    "owner-required",
+    "lifecycle type",
+    "kind",
+    "placement selector",
+    "placement score",
+    "drift",
+    "trash",
+    "preserved folder",
+    "base file",
+    "intake",
+    "inbox",
+    "quarantine",
+    "case",
+    "package",
+    "step id",
+    "blocked",
+    "error code",
+    "error family",
+    "retryable",
 )
 
 
@@ -137,8 +178,10 @@ def test_glossary_links_resolve() -> None:
     import re
 
     text, _ = _glossary()
-    slugs = {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
-             for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+    slugs = {
+        re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    }
     for target in re.findall(r"\]\(([^)]+)\)", text):
         if target.startswith("#"):
             assert target[1:] in slugs, f"docs/glossary.md links to a missing entry: {target}"

@@ -22,12 +22,17 @@ import pytest
 
 import tenure
 from tenure.projects.records import Kind, LifecycleType, PodStatus
-from tenure.states import READABLE_SNAPSHOT_STATES, LeaseState, ProjectStatus, SessionState, SnapshotState, \
-    WorkspaceState
+from tenure.states import (
+    READABLE_SNAPSHOT_STATES,
+    LeaseState,
+    ProjectStatus,
+    SessionState,
+    SnapshotState,
+    WorkspaceState,
+)
 from tenure.store import open_store
 from tenure.store.connector import bind, translate
-from tenure.store.queries import DIALECTS, STORE, Queries, QueryFileError, UnknownQueryError, load, parse, \
-    state_params
+from tenure.store.queries import DIALECTS, STORE, Queries, QueryFileError, UnknownQueryError, load, parse, state_params
 
 SRC = Path(tenure.__file__).parent
 OBJECTS = "tenure.objects"
@@ -70,8 +75,12 @@ def query_calls() -> list[tuple[str, int, str, set[str] | None]]:
     for module, tree in modules():
         parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in TX_METHODS and node.args):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in TX_METHODS
+                and node.args
+            ):
                 continue
             first = node.args[0]
             receiver = node.func.value
@@ -89,9 +98,13 @@ def _guard(node: ast.AST, parents: dict[int, ast.AST]) -> set[str] | None:
     while parent is not None:
         if isinstance(parent, ast.If) and child in parent.body:
             test = parent.test
-            if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute)
-                    and test.left.attr == "dialect" and isinstance(test.ops[0], ast.Eq)
-                    and isinstance(test.comparators[0], ast.Constant)):
+            if (
+                isinstance(test, ast.Compare)
+                and isinstance(test.left, ast.Attribute)
+                and test.left.attr == "dialect"
+                and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.comparators[0], ast.Constant)
+            ):
                 return {str(test.comparators[0].value)}
         child, parent = parent, parents.get(id(parent))
     return None
@@ -114,8 +127,12 @@ def test_no_sql_in_python_string_literals() -> None:
 def test_only_the_migrator_runs_sql_text() -> None:
     offenders = []
     for module, tree in modules():
-        if module in ("tenure/store/migrate.py", "tenure/store/connector.py", "tenure/store/sqlite.py",
-                      "tenure/store/postgres.py"):
+        if module in (
+            "tenure/store/migrate.py",
+            "tenure/store/connector.py",
+            "tenure/store/sqlite.py",
+            "tenure/store/postgres.py",
+        ):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in RAW_METHODS:
@@ -167,14 +184,21 @@ def test_blocks_for_one_dialect_are_used_only_under_that_dialect() -> None:
 
 # --------------------------------------------------------------------------- what the blocks say
 
-_ALL_STATES = {str(m.value) for e in (SnapshotState, WorkspaceState, LeaseState, SessionState, ProjectStatus,
-                                      Kind, LifecycleType, PodStatus) for m in e}
+_ALL_STATES = {
+    str(m.value)
+    for e in (SnapshotState, WorkspaceState, LeaseState, SessionState, ProjectStatus, Kind, LifecycleType, PodStatus)
+    for m in e
+}
 
 
 @pytest.mark.parametrize("package", [STORE, OBJECTS])
 def test_states_are_parameters(package: str) -> None:
-    spelled = [f"{q.source} {q.name}: '{lit}'" for q in load(package).blocks()
-               for lit in re.findall(r"'([^']*)'", q.sql) if lit in _ALL_STATES]
+    spelled = [
+        f"{q.source} {q.name}: '{lit}'"
+        for q in load(package).blocks()
+        for lit in re.findall(r"'([^']*)'", q.sql)
+        if lit in _ALL_STATES
+    ]
     assert spelled == [], "pass states as parameters (tenure.store.queries.state_params):\n" + "\n".join(spelled)
 
 
@@ -217,10 +241,16 @@ def test_files_parse_with_unique_names() -> None:
 
 
 def test_a_dialect_block_overrides_the_portable_one() -> None:
-    queries = Queries("example", parse("-- name: ids\nSELECT id FROM t WHERE id IN (:ids)\n"
-                                       "-- name: both\nSELECT 1\n", "queries.sql"),
-                      {"postgres": parse("-- name: ids\nSELECT id FROM t WHERE id = ANY(:ids)\n"
-                                         "-- name: lock\nSELECT 1 FOR UPDATE\n", "postgres/queries.sql")})
+    queries = Queries(
+        "example",
+        parse("-- name: ids\nSELECT id FROM t WHERE id IN (:ids)\n-- name: both\nSELECT 1\n", "queries.sql"),
+        {
+            "postgres": parse(
+                "-- name: ids\nSELECT id FROM t WHERE id = ANY(:ids)\n-- name: lock\nSELECT 1 FOR UPDATE\n",
+                "postgres/queries.sql",
+            )
+        },
+    )
     assert queries.sql("sqlite", "ids") == "SELECT id FROM t WHERE id IN (:ids)"
     assert queries.sql("postgres", "ids") == "SELECT id FROM t WHERE id = ANY(:ids)"
     assert queries.sql("sqlite", "both") == queries.sql("postgres", "both") == "SELECT 1"
@@ -234,7 +264,8 @@ def test_list_parameters_are_bound_per_dialect() -> None:
     assert bind("sqlite", {"ids": ["a", "b"], "n": 1}) == {"ids": '["a", "b"]', "n": 1}
     assert bind("postgres", {"ids": ("a", "b"), "n": 1}) == {"ids": ["a", "b"], "n": 1}
     assert translate("postgres", "SELECT 1 WHERE a = :a AND b::text LIKE '%' AND t < {now}").startswith(
-        "SELECT 1 WHERE a = %(a)s AND b::text LIKE '%%' AND t < extract(epoch")
+        "SELECT 1 WHERE a = %(a)s AND b::text LIKE '%%' AND t < extract(epoch"
+    )
 
 
 def test_an_unknown_name_is_a_clear_key_error() -> None:
@@ -250,11 +281,13 @@ def test_an_unknown_name_is_a_clear_key_error() -> None:
 def test_the_parser_refuses_malformed_files() -> None:
     good = parse("-- preamble\n\n-- name: a\n-- what a does\nSELECT 1;\n\n-- name: b\nSELECT 2\n", "t.sql")
     assert [(q.name, q.doc, q.sql) for q in good.values()] == [("a", "what a does", "SELECT 1"), ("b", "", "SELECT 2")]
-    for text in ("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n",   # duplicate
-                 "SELECT 1;\n",                                        # outside a block
-                 "-- name: a\n-- nothing\n",                            # empty
-                 "-- name: Bad-Name\nSELECT 1;\n",                      # invalid name
-                 "-- name: a\nSELECT 1; SELECT 2;\n"):                  # two statements
+    for text in (
+        "-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n",  # duplicate
+        "SELECT 1;\n",  # outside a block
+        "-- name: a\n-- nothing\n",  # empty
+        "-- name: Bad-Name\nSELECT 1;\n",  # invalid name
+        "-- name: a\nSELECT 1; SELECT 2;\n",
+    ):  # two statements
         with pytest.raises(QueryFileError):
             parse(text, "t.sql")
 

@@ -34,8 +34,11 @@ def modules() -> dict[str, ast.Module]:
 
 
 def calls(tree: ast.AST, method: str) -> list[ast.Call]:
-    return [node for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+    ]
 
 
 def imported(tree: ast.AST) -> set[str]:
@@ -58,21 +61,35 @@ def test_p36_transition_status_is_called_only_by_the_lifecycle_service() -> None
 def test_p36_the_store_close_is_called_only_by_the_lifecycle_service() -> None:
     # ProjectStore.close(tenant, name, closed_group_id, generation) takes four; LifecycleService.close three at
     # most; every other close() none
-    callers = {rel for rel, tree in modules().items() for call in calls(tree, "close")
-               if len(call.args) + len(call.keywords) >= 4}
+    callers = {
+        rel
+        for rel, tree in modules().items()
+        for call in calls(tree, "close")
+        if len(call.args) + len(call.keywords) >= 4
+    }
     assert callers == {LIFECYCLE}, f"the store close is called from {sorted(callers)}"
 
 
 @pytest.mark.parametrize("rel", STORE_OPERATIONS)
 def test_p36_store_operations_orchestrate_nothing(rel: str) -> None:
     tree = modules()[rel]
-    reached = {m for m in imported(tree) if m.startswith(("tenure.workspaces", "tenure.snapshots", "tenure.objects",
-                                                          "tenure.projects.lifecycle", "tenure.faults"))}
+    reached = {
+        m
+        for m in imported(tree)
+        if m.startswith(
+            ("tenure.workspaces", "tenure.snapshots", "tenure.objects", "tenure.projects.lifecycle", "tenure.faults")
+        )
+    }
     assert reached == set(), f"{rel} imports {sorted(reached)}"
-    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} | \
-        {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    assert not {n for n in names if "Engines" in n or n in ("engines", "publish", "emit", "init_folder",
-                                                            "suspend_folder", "dispose", "checkpoint", "restore")}
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} | {
+        node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+    }
+    assert not {
+        n
+        for n in names
+        if "Engines" in n
+        or n in ("engines", "publish", "emit", "init_folder", "suspend_folder", "dispose", "checkpoint", "restore")
+    }
 
 
 def test_p115_every_claim_is_made_for_the_claiming_pod_itself() -> None:
@@ -85,11 +102,20 @@ def test_p115_every_claim_is_made_for_the_claiming_pod_itself() -> None:
 
 def test_p115_the_facade_reads_nothing_a_placement_decision_is_made_from() -> None:
     tree = modules()["projects/facade.py"]
-    used = {node.func.attr for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
-    deciding = {"list", "list_with_liveness", "find_projects_needing_owner", "find_pending_placement",
-                "sum_score_by_home_pod_id", "find_by_home_pod_id", "find_running_by_home_pod_id",
-                "mark_pending_placement", "set_placement"}
+    used = {
+        node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    deciding = {
+        "list",
+        "list_with_liveness",
+        "find_projects_needing_owner",
+        "find_pending_placement",
+        "sum_score_by_home_pod_id",
+        "find_by_home_pod_id",
+        "find_running_by_home_pod_id",
+        "mark_pending_placement",
+        "set_placement",
+    }
     assert used & deciding == set()
     attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not {a for a in attributes if a.startswith("placement") or a in ("labels", "capacity", "score")}

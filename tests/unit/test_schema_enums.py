@@ -59,9 +59,11 @@ def test_check_list_equals_the_enum(checks: dict[tuple[str, str], set[str]], col
     values = {str(member.value) for member in ENUMS[column]}
     table, name = column
     assert sorted(values - checks[column]) == [], (
-        f"{ENUMS[column].__name__} has values the CHECK of {table}.{name} refuses: add a migration")
+        f"{ENUMS[column].__name__} has values the CHECK of {table}.{name} refuses: add a migration"
+    )
     assert sorted(checks[column] - values) == [], (
-        f"the CHECK of {table}.{name} admits values {ENUMS[column].__name__} lacks")
+        f"the CHECK of {table}.{name} admits values {ENUMS[column].__name__} lacks"
+    )
 
 
 def test_every_check_list_is_described(checks: dict[tuple[str, str], set[str]]) -> None:

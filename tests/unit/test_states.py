@@ -69,9 +69,10 @@ SNAPSHOT_SPEC = Spec(
     states=("UPLOADING", "VALIDATING", "READY", "FAILED", "DELETING", "DELETED", "DEGRADED"),
     initial="UPLOADING",
     terminal=frozenset({"DELETED"}),
-    edges=frozenset(chain("UPLOADING", "VALIDATING", "READY", "DELETING", "DELETED")
-                    | {("VALIDATING", "FAILED"),
-                       ("READY", "DEGRADED"), ("DEGRADED", "READY"), ("DEGRADED", "DELETING")}),
+    edges=frozenset(
+        chain("UPLOADING", "VALIDATING", "READY", "DELETING", "DELETED")
+        | {("VALIDATING", "FAILED"), ("READY", "DEGRADED"), ("DEGRADED", "READY"), ("DEGRADED", "DELETING")}
+    ),
     decided=frozenset({("UPLOADING", "FAILED"), ("FAILED", "DELETING")}),  # S-75
     guarded=frozenset(),
 )
@@ -82,13 +83,28 @@ WORKSPACE_SPEC = Spec(
     states=("CREATING", "IDLE", "MOUNTED", "CHECKPOINTING", "EXPIRING", "DELETED", "FAILED"),
     initial="CREATING",
     terminal=frozenset({"DELETED"}),
-    edges=frozenset(chain("CREATING", "IDLE", "MOUNTED", "CHECKPOINTING", "MOUNTED", "IDLE", "EXPIRING", "DELETED")
-                    | {("FAILED", "CREATING"), ("FAILED", "IDLE"), ("FAILED", "EXPIRING"), ("FAILED", "DELETED"),
-                       ("EXPIRING", "IDLE")}),
-    decided=frozenset({("CREATING", "FAILED"),    # S-76: only creation fails
-                       ("MOUNTED", "EXPIRING")}),  # S-77: expired under a live writer, waits in EXPIRING
-    guarded=frozenset({("EXPIRING", "IDLE"),       # within the grace period
-                       ("EXPIRING", "DELETED")}),  # no live writer lease
+    edges=frozenset(
+        chain("CREATING", "IDLE", "MOUNTED", "CHECKPOINTING", "MOUNTED", "IDLE", "EXPIRING", "DELETED")
+        | {
+            ("FAILED", "CREATING"),
+            ("FAILED", "IDLE"),
+            ("FAILED", "EXPIRING"),
+            ("FAILED", "DELETED"),
+            ("EXPIRING", "IDLE"),
+        }
+    ),
+    decided=frozenset(
+        {
+            ("CREATING", "FAILED"),  # S-76: only creation fails
+            ("MOUNTED", "EXPIRING"),
+        }
+    ),  # S-77: expired under a live writer, waits in EXPIRING
+    guarded=frozenset(
+        {
+            ("EXPIRING", "IDLE"),  # within the grace period
+            ("EXPIRING", "DELETED"),
+        }
+    ),  # no live writer lease
 )
 
 # storage-lifecycle-states.md "Leases"; SPEC §4 (S-39 to S-46)
@@ -97,10 +113,17 @@ LEASE_SPEC = Spec(
     states=("ISSUED", "ACTIVE", "RELEASING", "RELEASED", "EXPIRED", "REVOKED"),
     initial="ISSUED",
     terminal=frozenset({"RELEASED", "EXPIRED", "REVOKED"}),
-    edges=frozenset(chain("ISSUED", "ACTIVE", "RELEASING", "RELEASED")
-                    | {("ACTIVE", "EXPIRED"), ("ACTIVE", "REVOKED")}),
-    decided=frozenset({("ISSUED", "EXPIRED"), ("ISSUED", "REVOKED"),          # S-78
-                       ("RELEASING", "EXPIRED"), ("RELEASING", "REVOKED")}),
+    edges=frozenset(
+        chain("ISSUED", "ACTIVE", "RELEASING", "RELEASED") | {("ACTIVE", "EXPIRED"), ("ACTIVE", "REVOKED")}
+    ),
+    decided=frozenset(
+        {
+            ("ISSUED", "EXPIRED"),
+            ("ISSUED", "REVOKED"),  # S-78
+            ("RELEASING", "EXPIRED"),
+            ("RELEASING", "REVOKED"),
+        }
+    ),
     guarded=frozenset(),
 )
 
@@ -111,8 +134,10 @@ SESSION_SPEC = Spec(
     initial="MOUNTING",
     terminal=frozenset({"CLOSED"}),
     edges=frozenset(),
-    decided=frozenset(chain("MOUNTING", "MOUNTED", "CHECKPOINTING", "MOUNTED", "UNMOUNTING", "CLOSED")
-                      | {("CHECKPOINTING", "UNMOUNTING"), ("MOUNTING", "CLOSED")}),
+    decided=frozenset(
+        chain("MOUNTING", "MOUNTED", "CHECKPOINTING", "MOUNTED", "UNMOUNTING", "CLOSED")
+        | {("CHECKPOINTING", "UNMOUNTING"), ("MOUNTING", "CLOSED")}
+    ),
     guarded=frozenset(),
 )
 
@@ -124,29 +149,42 @@ PROJECT_SPEC = Spec(
     states=(*_NOT_CLOSED, "CLOSED"),
     initial="INIT",
     terminal=frozenset({"CLOSED"}),
-    edges=frozenset(chain("INIT", "RECOVERING", "RUNNING", "SUSPENDING", "SUSPENDED", "RECOVERING")
-                    | {("SUSPENDING", "RECOVERING"), ("RUNNING", "RECOVERING"), ("INIT", "SUSPENDED")}
-                    | {(s, "CLOSED") for s in _NOT_CLOSED}),
+    edges=frozenset(
+        chain("INIT", "RECOVERING", "RUNNING", "SUSPENDING", "SUSPENDED", "RECOVERING")
+        | {("SUSPENDING", "RECOVERING"), ("RUNNING", "RECOVERING"), ("INIT", "SUSPENDED")}
+        | {(s, "CLOSED") for s in _NOT_CLOSED}
+    ),
     decided=frozenset(),
     guarded=frozenset(),
 )
 
 # intake-lifecycle-v1.md "Transitions and retry" with SPEC §7's default phase list (I-39 to I-46)
-_LINEAR = ("NEW", "VALIDATED", "BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING",
-           "OUTPUT_READY", "HANDED_OFF")
+_LINEAR = (
+    "NEW",
+    "VALIDATED",
+    "BUILDING_CASE",
+    "INTERPRETING",
+    "HYPOTHESIZING",
+    "DIAGNOSING",
+    "REPORTING",
+    "OUTPUT_READY",
+    "HANDED_OFF",
+)
 _ACTIVE = ("BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING")
 INTAKE_SPEC = Spec(
     name="intake",
     states=(*_LINEAR, "BLOCKED", "FAILED_TO_ANALYZE", "REOPENED"),
     initial="NEW",
     terminal=frozenset(),  # HANDED_OFF and FAILED_TO_ANALYZE can become REOPENED
-    edges=frozenset(chain(*_LINEAR)
-                    | {("REOPENED", "BUILDING_CASE"), ("HANDED_OFF", "REOPENED"), ("FAILED_TO_ANALYZE", "REOPENED")}
-                    | {(a, a) for a in _ACTIVE}                           # checkpoint progress in the same state
-                    | {(a, "BLOCKED") for a in _ACTIVE}
-                    | {(a, "FAILED_TO_ANALYZE") for a in _ACTIVE}
-                    | {("BLOCKED", a) for a in _ACTIVE}),                 # resume: only the interrupted state
-    decided=frozenset({("BLOCKED", "FAILED_TO_ANALYZE")}),               # ADR 0101: give up while blocked
+    edges=frozenset(
+        chain(*_LINEAR)
+        | {("REOPENED", "BUILDING_CASE"), ("HANDED_OFF", "REOPENED"), ("FAILED_TO_ANALYZE", "REOPENED")}
+        | {(a, a) for a in _ACTIVE}  # checkpoint progress in the same state
+        | {(a, "BLOCKED") for a in _ACTIVE}
+        | {(a, "FAILED_TO_ANALYZE") for a in _ACTIVE}
+        | {("BLOCKED", a) for a in _ACTIVE}
+    ),  # resume: only the interrupted state
+    decided=frozenset({("BLOCKED", "FAILED_TO_ANALYZE")}),  # ADR 0101: give up while blocked
     guarded=frozenset({("BLOCKED", a) for a in _ACTIVE}),
 )
 
@@ -159,8 +197,14 @@ def machine_of(spec: Spec) -> Machine[Any]:
 
 def passing(src: str, dst: str) -> dict[str, Any]:
     """A record that satisfies every guard of the move ``src → dst`` (as the specs state the guards)."""
-    return {"now": NOW, "expiring_since": NOW - timedelta(seconds=1), "grace": timedelta(minutes=5),
-            "live_writer": False, "resume_state": dst, "retry_at": NOW - timedelta(seconds=1)}
+    return {
+        "now": NOW,
+        "expiring_since": NOW - timedelta(seconds=1),
+        "grace": timedelta(minutes=5),
+        "live_writer": False,
+        "resume_state": dst,
+        "retry_at": NOW - timedelta(seconds=1),
+    }
 
 
 def all_pairs() -> list[tuple[Spec, str, str]]:
@@ -267,8 +311,7 @@ def test_s17_failed_never_becomes_ready_or_validating() -> None:
 def test_s29_undo_expiry_only_within_grace() -> None:
     W = WorkspaceState
     inside = dict(passing("EXPIRING", "IDLE"), expiring_since=NOW - timedelta(seconds=10), grace=timedelta(seconds=60))
-    outside = dict(passing("EXPIRING", "IDLE"), expiring_since=NOW - timedelta(seconds=61),
-                   grace=timedelta(seconds=60))
+    outside = dict(passing("EXPIRING", "IDLE"), expiring_since=NOW - timedelta(seconds=61), grace=timedelta(seconds=60))
     assert WORKSPACE.check(W.EXPIRING, W.IDLE, inside) == W.IDLE
     with pytest.raises(IllegalTransitionError, match="grace"):
         WORKSPACE.check(W.EXPIRING, W.IDLE, outside)
@@ -326,5 +369,10 @@ def test_machines_are_validated_at_definition() -> None:
     with pytest.raises(ValueError, match="without exits"):
         Machine(name="bad", states=Two, initial=Two.A, edges={(Two.A, Two.B): None})
     with pytest.raises(ValueError, match="terminal"):
-        Machine(name="bad", states=Two, initial=Two.A, edges={(Two.A, Two.B): None, (Two.B, Two.A): None},
-                terminal=frozenset({Two.B}))
+        Machine(
+            name="bad",
+            states=Two,
+            initial=Two.A,
+            edges={(Two.A, Two.B): None, (Two.B, Two.A): None},
+            terminal=frozenset({Two.B}),
+        )

@@ -33,13 +33,19 @@ def test_p24_only_the_ownership_module_runs_queries_on_home_pod_id_and_claimed_a
 
     lease_queries = {q.name for q in load(STORE).blocks() if re.search(r"\b(home_pod_id|claimed_at)\b", q.sql)}
     assert lease_queries, "the claim and the holder queries name the lease columns"
-    offenders = [f"{module}:{line}: {name}" for module, line, name, _ in query_calls()
-                 if name in lease_queries and module != "tenure/projects/ownership.py"]
+    offenders = [
+        f"{module}:{line}: {name}"
+        for module, line, name, _ in query_calls()
+        if name in lease_queries and module != "tenure/projects/ownership.py"
+    ]
     assert not offenders, "only tenure/projects/ownership.py may run queries on the lease columns:\n" + "\n".join(
-        offenders)
+        offenders
+    )
 
 
 def test_p113_removed_operations_do_not_exist() -> None:
-    sources = "\n".join(open(p, encoding="utf-8").read()
-                        for p in glob.glob(os.path.join(ROOT, "src", "tenure", "**", "*.py"), recursive=True))
+    sources = "\n".join(
+        open(p, encoding="utf-8").read()
+        for p in glob.glob(os.path.join(ROOT, "src", "tenure", "**", "*.py"), recursive=True)
+    )
     assert "find_permanent_orphans" not in sources and "clear_stale_home_nodes" not in sources

@@ -57,7 +57,7 @@ def main() -> None:
     pod: PodIdentity | None = None
     for i, ref in enumerate(refs):
         tenant, name = ref.split("/", 1)
-        project_id = projects.get(tenant, name).id   # warm connection before the start signal
+        project_id = projects.get(tenant, name).id  # warm connection before the start signal
         _wait(f"{go_prefix}{i}")
         if pod is None:
             pod = PodIdentity.fresh(os.environ.get("TENURE_NODE_NAME"))
@@ -68,9 +68,13 @@ def main() -> None:
             before = ownership.owner(project_id, ttl)
             row = ownership.claim(tenant, name, pod.pod_id, pod.node_name, pod.endpoint, ttl)
             after = ownership.owner(project_id, ttl)
-            return {"got": row is not None, "generation": None if row is None else row.generation,
-                    "owner_before": before.to_dict(), "owner_after": after.to_dict(),
-                    "mine": [p.id for p in ownership.find_by_home_pod_id(pod.pod_id)]}
+            return {
+                "got": row is not None,
+                "generation": None if row is None else row.generation,
+                "owner_before": before.to_dict(),
+                "owner_after": after.to_dict(),
+                "mine": [p.id for p in ownership.find_by_home_pod_id(pod.pod_id)],
+            }
 
         if mode == "raw":
             result.update(attempt())
@@ -87,7 +91,7 @@ def main() -> None:
             tries = 1
             last = result["first"]
             while not last["got"] and time.monotonic() < deadline:
-                time.sleep(0.01)   # poll cadence
+                time.sleep(0.01)  # poll cadence
                 last = attempt()
                 tries += 1
             result.update(final=last, tries=tries)

@@ -50,13 +50,13 @@ def _heartbeat(url: str, pod_id: str, every: float, first_beat: threading.Event)
     from tenure.projects import Ownership, PodRegistry
     from tenure.store import open_store
 
-    store = open_store(url)   # its own connection
+    store = open_store(url)  # its own connection
     pods, ownership = PodRegistry(store), Ownership(store)
     while True:
         pods.heartbeat(pod_id)
         ownership.renew_leases(pod_id)
         first_beat.set()
-        time.sleep(every)     # the beat cadence, not synchronisation
+        time.sleep(every)  # the beat cadence, not synchronisation
 
 
 def main() -> None:
@@ -86,9 +86,18 @@ def main() -> None:
         threading.Thread(target=_heartbeat, args=(url, pod.pod_id, heartbeat, first_beat), daemon=True).start()
         if not first_beat.wait(DEADLINE_S):
             raise SystemExit("the heartbeat never beat")
-    _write_json(ready, {"pod_id": pod.pod_id, "node": pod.node_name, "generation": project.generation,
-                        "folder": folder, "workspace_id": project.workspace_id, "project_id": project.id,
-                        "session_id": session.id})
+    _write_json(
+        ready,
+        {
+            "pod_id": pod.pod_id,
+            "node": pod.node_name,
+            "generation": project.generation,
+            "folder": folder,
+            "workspace_id": project.workspace_id,
+            "project_id": project.id,
+            "session_id": session.id,
+        },
+    )
 
     deadline = time.monotonic() + DEADLINE_S
     while not os.path.exists(cmd):
@@ -111,10 +120,18 @@ def main() -> None:
         lifecycle.workspaces.checkpoint(project.workspace_id, folder, lease=lease)
 
     attempt("checkpoint", checkpoint)
-    attempt("transition", lambda: projects.transition_status(tenant, name, ProjectStatus.RUNNING,
-                                                             ProjectStatus.SUSPENDING, generation=project.generation))
-    attempt("retransition", lambda: projects.transition_status(
-        tenant, name, projects.get(tenant, name).status, ProjectStatus.RECOVERING, generation=project.generation))
+    attempt(
+        "transition",
+        lambda: projects.transition_status(
+            tenant, name, ProjectStatus.RUNNING, ProjectStatus.SUSPENDING, generation=project.generation
+        ),
+    )
+    attempt(
+        "retransition",
+        lambda: projects.transition_status(
+            tenant, name, projects.get(tenant, name).status, ProjectStatus.RECOVERING, generation=project.generation
+        ),
+    )
     attempt("bind", lambda: projects.bind_session(session.id, "conn-a", pod.pod_id, project.generation))
     out["renewed"] = Ownership(store).renew_leases(pod.pod_id)
     print(json.dumps(out), flush=True)

@@ -69,29 +69,38 @@ def usable(data_dir: str) -> None:
     if not os.path.exists(data_dir):
         return
     if not os.path.isdir(data_dir):
-        raise ConfigurationError(f"data folder {data_dir} is not a folder", code="data-dir-unusable",
-                                 path=data_dir, hint="point --data / TENURE_DATA at a folder")
+        raise ConfigurationError(
+            f"data folder {data_dir} is not a folder",
+            code="data-dir-unusable",
+            path=data_dir,
+            hint="point --data / TENURE_DATA at a folder",
+        )
     if not os.access(data_dir, os.R_OK | os.X_OK):
-        raise ConfigurationError(f"data folder {data_dir} cannot be read by this user", code="data-dir-unusable",
-                                 path=data_dir,
-                                 hint="give this user read and search (r-x) permission on the data folder,"
-                                      " or run tenure as its owner")
+        raise ConfigurationError(
+            f"data folder {data_dir} cannot be read by this user",
+            code="data-dir-unusable",
+            path=data_dir,
+            hint="give this user read and search (r-x) permission on the data folder, or run tenure as its owner",
+        )
 
 
 def no_tenure_data(config: Config) -> None:
     """Refuse a SQLite store that does not exist: a mistyped path must not become a fresh, empty store."""
     if not config.db_url.startswith("sqlite:///"):
         return
-    path = config.db_url[len("sqlite:///"):]
+    path = config.db_url[len("sqlite:///") :]
     if os.path.isfile(path):
         return
     default = path == os.path.join(config.data_dir, "tenure.db")
     where = f"data folder {config.data_dir}" if default else f"store {path}"
     raise NotFoundError(
-        f"no tenure data here: the {where} does not exist", code="no-tenure-data", path=path,
+        f"no tenure data here: the {where} does not exist",
+        code="no-tenure-data",
+        path=path,
         data_dir=config.data_dir,
         hint="start with `tenure workspace create NAME` (or `tenure project create TENANT/NAME`), run from the"
-             " folder that holds .tenure, or point --data / TENURE_DATA at an existing data folder")
+        " folder that holds .tenure, or point --data / TENURE_DATA at an existing data folder",
+    )
 
 
 @dataclass

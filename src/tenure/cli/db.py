@@ -27,5 +27,8 @@ def migrate(ctx: click.Context) -> None:
     finally:
         connector.close()
     names = [f"{m.version:04d}_{m.name}" for m in applied]
-    emit(ctx, {"applied": names}, lambda: console.print(
-        "applied: " + ", ".join(names) if names else "schema is up to date"))
+    emit(
+        ctx,
+        {"applied": names},
+        lambda: console.print("applied: " + ", ".join(names) if names else "schema is up to date"),
+    )

@@ -32,15 +32,43 @@ _FOLDERS = ("inbox", "quarantine", "cache", "cases", "outbox", "review")
 
 
 def _package_table(packages: list[Package]) -> None:
-    table(None, ["case", "package", "gen", "rev", "state", "routing", "retries", "checkpoints"],
-          [[p.case_id, p.package_id, p.generation, p.analysis_revision, p.state.value, p.routing,
-            p.retry_count, len(p.chain)] for p in packages])
+    table(
+        None,
+        ["case", "package", "gen", "rev", "state", "routing", "retries", "checkpoints"],
+        [
+            [
+                p.case_id,
+                p.package_id,
+                p.generation,
+                p.analysis_revision,
+                p.state.value,
+                p.routing,
+                p.retry_count,
+                len(p.chain),
+            ]
+            for p in packages
+        ],
+    )
 
 
 def _results_table(results: list[PollResult]) -> None:
-    table(None, ["result", "input", "case", "package", "gen", "state", "code", "message"],
-          [[r.kind.value, r.input_path.name if r.input_path else None, r.case_id, r.package_id,
-            r.generation, r.state, r.code, r.message] for r in results])
+    table(
+        None,
+        ["result", "input", "case", "package", "gen", "state", "code", "message"],
+        [
+            [
+                r.kind.value,
+                r.input_path.name if r.input_path else None,
+                r.case_id,
+                r.package_id,
+                r.generation,
+                r.state,
+                r.code,
+                r.message,
+            ]
+            for r in results
+        ],
+    )
 
 
 dir_argument = click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
@@ -58,14 +86,22 @@ def intake() -> None:
 def init_command(ctx: click.Context, directory: Path) -> None:
     """Create the intake layout in DIRECTORY (inbox/, quarantine/, cases/, ...)."""
     workspace = Workspace(directory, create=True)
-    emit(ctx, {"root": str(workspace.root)},
-         lambda: table(None, ["folder", "path"], [[name, getattr(workspace, name)] for name in _FOLDERS]))
+    emit(
+        ctx,
+        {"root": str(workspace.root)},
+        lambda: table(None, ["folder", "path"], [[name, getattr(workspace, name)] for name in _FOLDERS]),
+    )
 
 
 @intake.command("poll")
 @dir_argument
-@click.option("--max-jobs", type=click.IntRange(min=0), default=100, show_default=True,
-              help="Inputs to act on in this pass (DEFERRED and BUSY do not count).")
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Inputs to act on in this pass (DEFERRED and BUSY do not count).",
+)
 @json_option
 @click.pass_context
 def poll_command(ctx: click.Context, directory: Path, max_jobs: int) -> None:
@@ -85,15 +121,27 @@ def show_command(ctx: click.Context, directory: Path, case: str | None, package_
     store = CheckpointStore(Workspace(directory, create=False))
     if case is not None and package_id is not None:
         package = store.current(case, package_id)
-        chain = [{"generation": c.generation, "state": c.state, "step_id": c.step_id,
-                  "created_at": c.data["created_at"], "path": c.path}
-                 for c in reversed(package.chain)]
-        emit(ctx, {"package": package.summary(), "checkpoints": chain},
-             lambda: table(None, ["gen", "state", "step", "created"],
-                           [[c["generation"], c["state"], c["step_id"], c["created_at"]] for c in chain]))
+        chain = [
+            {
+                "generation": c.generation,
+                "state": c.state,
+                "step_id": c.step_id,
+                "created_at": c.data["created_at"],
+                "path": c.path,
+            }
+            for c in reversed(package.chain)
+        ]
+        emit(
+            ctx,
+            {"package": package.summary(), "checkpoints": chain},
+            lambda: table(
+                None,
+                ["gen", "state", "step", "created"],
+                [[c["generation"], c["state"], c["step_id"], c["created_at"]] for c in chain],
+            ),
+        )
         return
-    packages = [p for p in store.packages()
-                if case is None or id_hash(p.case_id) == id_hash(case)]
+    packages = [p for p in store.packages() if case is None or id_hash(p.case_id) == id_hash(case)]
     emit(ctx, {"packages": [p.summary() for p in packages]}, lambda: _package_table(packages))
 
 
@@ -102,8 +150,7 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     for value in values:
         name, sep, rest = value.partition("=")
         if not sep or not name:
-            raise InvalidInputError(f"{what} {value!r} must look like NAME=VALUE",
-                                    hint=f"pass {what} as NAME=VALUE")
+            raise InvalidInputError(f"{what} {value!r} must look like NAME=VALUE", hint=f"pass {what} as NAME=VALUE")
         result[name] = rest
     return result
 
@@ -112,8 +159,11 @@ def _read_artifact(path: str, source: str) -> bytes:
     try:
         return Path(source).read_bytes()
     except OSError as error:
-        raise InvalidInputError(f"--artifact {path}={source}: cannot read {source}: {error.strerror}",
-                                hint="pass a readable file as --artifact PATH=FILE", path=source) from None
+        raise InvalidInputError(
+            f"--artifact {path}={source}: cannot read {source}: {error.strerror}",
+            hint="pass a readable file as --artifact PATH=FILE",
+            path=source,
+        ) from None
 
 
 def _details(text: str | None) -> Any:
@@ -136,8 +186,14 @@ details_option = click.option("--details", help="JSON object recorded in the che
 def common(func: F) -> F:
     """DIRECTORY CASE PACKAGE --step-id --details --json, and the context."""
     decorated: Any = click.pass_context(func)
-    for decorator in (json_option, details_option, step_option, click.argument("package"),
-                      click.argument("case"), dir_argument):
+    for decorator in (
+        json_option,
+        details_option,
+        step_option,
+        click.argument("package"),
+        click.argument("case"),
+        dir_argument,
+    ):
         decorated = decorator(decorated)
     return cast(F, decorated)
 
@@ -149,20 +205,44 @@ def common(func: F) -> F:
 @click.argument("state")
 @step_option
 @details_option
-@click.option("--artifact", "artifacts", multiple=True, metavar="PATH=FILE",
-              help="Add FILE's bytes to the package at PATH (repeatable).")
-@click.option("--pointer", "pointers", multiple=True, metavar="NAME=PATH",
-              help="Set manifest artifacts.NAME to PATH (repeatable).")
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="PATH=FILE",
+    help="Add FILE's bytes to the package at PATH (repeatable).",
+)
+@click.option(
+    "--pointer",
+    "pointers",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Set manifest artifacts.NAME to PATH (repeatable).",
+)
 @json_option
 @click.pass_context
-def advance_command(ctx: click.Context, directory: Path, case: str, package: str, state: str,
-                    step_id: str, details: str | None, artifacts: tuple[str, ...],
-                    pointers: tuple[str, ...]) -> None:
+def advance_command(
+    ctx: click.Context,
+    directory: Path,
+    case: str,
+    package: str,
+    state: str,
+    step_id: str,
+    details: str | None,
+    artifacts: tuple[str, ...],
+    pointers: tuple[str, ...],
+) -> None:
     """Advance CASE/PACKAGE to STATE as one checkpointed step."""
     files = {path: _read_artifact(path, source) for path, source in _pairs(artifacts, "--artifact").items()}
     result = CheckpointStore(Workspace(directory, create=False)).advance(
-        case, package, state.upper(), step_id=step_id, details=_details(details),
-        artifacts=files, artifact_pointers=_pairs(pointers, "--pointer"))
+        case,
+        package,
+        state.upper(),
+        step_id=step_id,
+        details=_details(details),
+        artifacts=files,
+        artifact_pointers=_pairs(pointers, "--pointer"),
+    )
     _finish(ctx, result)
 
 
@@ -170,46 +250,62 @@ def advance_command(ctx: click.Context, directory: Path, case: str, package: str
 @common
 @click.option("--reason", required=True, help="Why the step is blocked.")
 @click.option("--retry-at", required=True, help="ISO 8601 time with an offset, e.g. 2030-01-01T00:00:00+00:00.")
-def block_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                  details: str | None, reason: str, retry_at: str) -> None:
+def block_command(
+    ctx: click.Context,
+    directory: Path,
+    case: str,
+    package: str,
+    step_id: str,
+    details: str | None,
+    reason: str,
+    retry_at: str,
+) -> None:
     """Block CASE/PACKAGE until --retry-at."""
     try:
         moment = datetime.fromisoformat(retry_at)
     except ValueError:
-        raise InvalidInputError(f"--retry-at {retry_at!r} is not an ISO 8601 time",
-                                hint="use e.g. 2030-01-01T00:00:00+00:00") from None
+        raise InvalidInputError(
+            f"--retry-at {retry_at!r} is not an ISO 8601 time", hint="use e.g. 2030-01-01T00:00:00+00:00"
+        ) from None
     result = CheckpointStore(Workspace(directory, create=False)).block(
-        case, package, step_id=step_id, reason=reason, retry_at=moment, details=_details(details))
+        case, package, step_id=step_id, reason=reason, retry_at=moment, details=_details(details)
+    )
     _finish(ctx, result)
 
 
 @intake.command("resume")
 @common
-def resume_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                   details: str | None) -> None:
+def resume_command(
+    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
+) -> None:
     """Resume a BLOCKED CASE/PACKAGE to the state it interrupted."""
-    result = CheckpointStore(Workspace(directory, create=False)).resume(case, package, step_id=step_id,
-                                                          details=_details(details))
+    result = CheckpointStore(Workspace(directory, create=False)).resume(
+        case, package, step_id=step_id, details=_details(details)
+    )
     _finish(ctx, result)
 
 
 @intake.command("reopen")
 @common
-def reopen_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                   details: str | None) -> None:
+def reopen_command(
+    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
+) -> None:
     """Reopen a HANDED_OFF or FAILED_TO_ANALYZE CASE/PACKAGE (revision + 1)."""
-    result = CheckpointStore(Workspace(directory, create=False)).reopen(case, package, step_id=step_id,
-                                                          details=_details(details))
+    result = CheckpointStore(Workspace(directory, create=False)).reopen(
+        case, package, step_id=step_id, details=_details(details)
+    )
     _finish(ctx, result)
 
 
 @intake.command("fail")
 @common
-def fail_command(ctx: click.Context, directory: Path, case: str, package: str, step_id: str,
-                 details: str | None) -> None:
+def fail_command(
+    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
+) -> None:
     """Mark CASE/PACKAGE as FAILED_TO_ANALYZE."""
-    result = CheckpointStore(Workspace(directory, create=False)).fail(case, package, step_id=step_id,
-                                                        details=_details(details))
+    result = CheckpointStore(Workspace(directory, create=False)).fail(
+        case, package, step_id=step_id, details=_details(details)
+    )
     _finish(ctx, result)
 
 
@@ -221,12 +317,22 @@ def fail_command(ctx: click.Context, directory: Path, case: str, package: str, s
 def pack_command(ctx: click.Context, source: Path, out: Path) -> None:
     """Build a valid NEW package OUT.zip from SOURCE (holding manifest.json)."""
     package = pack_directory(source, out)
-    document = {"path": str(out), "fingerprint": package.fingerprint,
-                "case_id": package.case_id, "package_id": package.package_id,
-                "files": package.files}
-    emit(ctx, document, lambda: table(None, ["path", "case", "package", "files", "fingerprint"],
-                                      [[out, package.case_id, package.package_id, len(package.files),
-                                        package.fingerprint]]))
+    document = {
+        "path": str(out),
+        "fingerprint": package.fingerprint,
+        "case_id": package.case_id,
+        "package_id": package.package_id,
+        "files": package.files,
+    }
+    emit(
+        ctx,
+        document,
+        lambda: table(
+            None,
+            ["path", "case", "package", "files", "fingerprint"],
+            [[out, package.case_id, package.package_id, len(package.files), package.fingerprint]],
+        ),
+    )
 
 
 def main(args: list[str] | None = None) -> None:

@@ -19,10 +19,18 @@ class GuardedGroup(click.Group):
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--data", envvar="TENURE_DATA", metavar="DIR", help="Data folder (default ./.tenure; env TENURE_DATA).")
-@click.option("--db", envvar="TENURE_DB", metavar="URL",
-              help="Store URL: sqlite:///PATH or postgresql://… (default sqlite:///DATA/tenure.db).")
-@click.option("--objects", envvar="TENURE_OBJECTS", metavar="URL",
-              help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).")
+@click.option(
+    "--db",
+    envvar="TENURE_DB",
+    metavar="URL",
+    help="Store URL: sqlite:///PATH or postgresql://… (default sqlite:///DATA/tenure.db).",
+)
+@click.option(
+    "--objects",
+    envvar="TENURE_OBJECTS",
+    metavar="URL",
+    help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(package_name="tenure")

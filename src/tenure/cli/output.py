@@ -23,8 +23,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from tenure.errors import (ConfigurationError, ConflictError, IntakeError, IntegrityError, InvalidInputError,
-                           NotFoundError, ObjectStoreError, StoreError, TenureError)
+from tenure.errors import (
+    ConfigurationError,
+    ConflictError,
+    IntakeError,
+    IntegrityError,
+    InvalidInputError,
+    NotFoundError,
+    ObjectStoreError,
+    StoreError,
+    TenureError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
@@ -109,17 +118,29 @@ def progress_bar(ctx: click.Context, label: str, unit: str = "bytes") -> Iterato
 
             def show(self) -> None:
                 if self.counted is None:  # a restore or a GC: the total is known from the start
-                    bar.update(task, completed=self.done, total=max(self.total, 1) if self.total else None,
-                               info=f"{amount(self.done)}/{amount(self.total)}")
+                    bar.update(
+                        task,
+                        completed=self.done,
+                        total=max(self.total, 1) if self.total else None,
+                        info=f"{amount(self.done)}/{amount(self.total)}",
+                    )
                     return
                 files_done, files_total, listed = self.counted
                 if not listed:  # still listing: the totals would grow, so no bar, percentage or time left
-                    bar.update(task, completed=self.done, total=None,
-                               info=f"{files_done:,} files checked, listing… {amount(self.done)} read")
+                    bar.update(
+                        task,
+                        completed=self.done,
+                        total=None,
+                        info=f"{files_done:,} files checked, listing… {amount(self.done)} read",
+                    )
                     return
                 total = max(self.total, self.done)
-                bar.update(task, completed=self.done if total else 1, total=total or 1,
-                           info=f"{files_done:,}/{files_total:,} files {amount(self.done)}/{amount(total)}")
+                bar.update(
+                    task,
+                    completed=self.done if total else 1,
+                    total=total or 1,
+                    info=f"{files_done:,}/{files_total:,} files {amount(self.done)}/{amount(total)}",
+                )
 
         yield Update()
 
@@ -160,6 +181,7 @@ def _fail(ctx: click.Context, document: dict[str, Any], line: str, code: int) ->
 
 def run_guarded(ctx: click.Context, fn: Callable[[], Any]) -> Any:
     """Run ``fn``; turn any error into one line (or one JSON document) and an exit code."""
+
     def debug() -> bool:
         return bool((ctx.find_root().obj or {}).get("debug"))
 
@@ -172,15 +194,28 @@ def run_guarded(ctx: click.Context, fn: Callable[[], Any]) -> Any:
     except (click.exceptions.Exit, click.ClickException, click.Abort):
         raise
     except KeyboardInterrupt:
-        _fail(ctx, {"code": "interrupted", "message": "interrupted", "hint": "", "retryable": True, "context": {}},
-              "error[interrupted]: interrupted", EXIT_INTERRUPTED)
+        _fail(
+            ctx,
+            {"code": "interrupted", "message": "interrupted", "hint": "", "retryable": True, "context": {}},
+            "error[interrupted]: interrupted",
+            EXIT_INTERRUPTED,
+        )
     except Exception as exc:  # noqa: BLE001 - the one place unknown errors become one line
         if debug():
             traceback.print_exc()
         hint = "rerun with --debug for a traceback"
-        _fail(ctx, {"code": "internal", "message": f"{type(exc).__name__}: {exc}",
-                    "hint": f"{hint} and report it", "retryable": False, "context": {}},
-              f"error[internal]: {type(exc).__name__}: {exc} ({hint})", EXIT_INTERNAL)
+        _fail(
+            ctx,
+            {
+                "code": "internal",
+                "message": f"{type(exc).__name__}: {exc}",
+                "hint": f"{hint} and report it",
+                "retryable": False,
+                "context": {},
+            },
+            f"error[internal]: {type(exc).__name__}: {exc} ({hint})",
+            EXIT_INTERNAL,
+        )
 
 
 def json_option(fn: Any) -> Any:
@@ -190,5 +225,11 @@ def json_option(fn: Any) -> Any:
         if value:
             ctx.find_root().obj["json"] = True
 
-    return click.option("--json", "json_", is_flag=True, expose_value=False, callback=set_json,
-                        help="Print one JSON document instead of tables.")(fn)
+    return click.option(
+        "--json",
+        "json_",
+        is_flag=True,
+        expose_value=False,
+        callback=set_json,
+        help="Print one JSON document instead of tables.",
+    )(fn)

@@ -28,8 +28,11 @@ if TYPE_CHECKING:  # the command modules load their services lazily, on first us
 def _ref(value: str) -> tuple[str, str]:
     tenant, sep, name = value.partition("/")
     if not sep or not tenant or not name:
-        raise InvalidInputError(f"expected TENANT/NAME, got {value!r}", code="invalid-project-ref",
-                           hint="write the project as tenant/name, e.g. acme/website")
+        raise InvalidInputError(
+            f"expected TENANT/NAME, got {value!r}",
+            code="invalid-project-ref",
+            hint="write the project as tenant/name, e.g. acme/website",
+        )
     return tenant, name
 
 
@@ -49,8 +52,9 @@ def short_lived_pod(ctx: click.Context) -> Iterator[LifecycleService]:
     pods.register(identity)
     if not ctx.find_root().obj.get("json"):
         err_console.print(f"[dim]acting as short-lived pod {identity.pod_id} on {identity.node_name}[/]")
-    lifecycle = LifecycleService(svc.store, svc.objects, svc.config.data_dir, identity,
-                                 config=LifecycleConfig(lease_ttl=_lease_ttl(ctx)))
+    lifecycle = LifecycleService(
+        svc.store, svc.objects, svc.config.data_dir, identity, config=LifecycleConfig(lease_ttl=_lease_ttl(ctx))
+    )
     try:
         yield lifecycle
     finally:
@@ -70,8 +74,12 @@ def _show(ctx: click.Context, project: Project, extra: dict[str, Any] | None = N
 
 
 @click.group()
-@click.option("--lease-ttl", type=click.FloatRange(min=0, min_open=True), envvar="TENURE_LEASE_TTL",
-              help="Ownership lease TTL in seconds (default 60; env TENURE_LEASE_TTL).")
+@click.option(
+    "--lease-ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar="TENURE_LEASE_TTL",
+    help="Ownership lease TTL in seconds (default 60; env TENURE_LEASE_TTL).",
+)
 @click.pass_context
 def project(ctx: click.Context, lease_ttl: float | None) -> None:
     """Projects: one owner at a time, brought, suspended and closed."""
@@ -81,8 +89,14 @@ def project(ctx: click.Context, lease_ttl: float | None) -> None:
 
 @project.command("create")
 @click.argument("ref")
-@click.option("--type", "type_", type=click.Choice(["AUTO", "EPHEMERAL", "PERMANENT", "HOMELESS"]), default="AUTO",
-              show_default=True, help="Lifecycle type (HOMELESS is fixed at creation).")
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["AUTO", "EPHEMERAL", "PERMANENT", "HOMELESS"]),
+    default="AUTO",
+    show_default=True,
+    help="Lifecycle type (HOMELESS is fixed at creation).",
+)
 @click.option("--system", is_flag=True, help="A SYSTEM project: it can never be closed.")
 @click.option("--group", default="default", show_default=True, help="Project group.")
 @json_option
@@ -92,8 +106,9 @@ def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -
     from tenure.projects import Kind, LifecycleType, ProjectStore
 
     tenant, name = _ref(ref)
-    p = ProjectStore(services(ctx, create=True).store).create(tenant, name, kind=Kind.SYSTEM if system else Kind.USER,
-                              lifecycle_type=LifecycleType(type_), group=group)
+    p = ProjectStore(services(ctx, create=True).store).create(
+        tenant, name, kind=Kind.SYSTEM if system else Kind.USER, lifecycle_type=LifecycleType(type_), group=group
+    )
     emit(ctx, p.to_dict(), lambda: console.print(f"created project [bold]{p.ref}[/] ({p.id}), status {p.status.value}"))
 
 
@@ -105,10 +120,18 @@ def list_(ctx: click.Context, status: str | None) -> None:
     """List projects."""
     services(ctx, create=False)
     rows = _projects(ctx).list(ProjectStatus(status) if status else None)
-    emit(ctx, [p.to_dict() for p in rows], lambda: table(
-        None, ["project", "status", "type", "kind", "generation", "node"],
-        [[p.ref, p.status.value, p.lifecycle_type.value, p.kind.value, p.generation, p.home_node or "-"]
-         for p in rows]))
+    emit(
+        ctx,
+        [p.to_dict() for p in rows],
+        lambda: table(
+            None,
+            ["project", "status", "type", "kind", "generation", "node"],
+            [
+                [p.ref, p.status.value, p.lifecycle_type.value, p.kind.value, p.generation, p.home_node or "-"]
+                for p in rows
+            ],
+        ),
+    )
 
 
 @project.command("show")
@@ -131,8 +154,12 @@ def show(ctx: click.Context, ref: str) -> None:
 
 @project.command("bring")
 @click.argument("ref")
-@click.option("--from-snapshot", "from_snapshot", metavar="ID",
-              help="Restore this READY snapshot instead of the head (the way back from a damaged head).")
+@click.option(
+    "--from-snapshot",
+    "from_snapshot",
+    metavar="ID",
+    help="Restore this READY snapshot instead of the head (the way back from a damaged head).",
+)
 @json_option
 @click.pass_context
 def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
@@ -202,9 +229,13 @@ def _confirm_close(ctx: click.Context, tenant: str, name: str) -> None:
     if not sys.stdin.isatty():
         raise InvalidInputError(
             f"closing {p.ref} ({p.status.value}) cannot be undone and disposes of {disposed}; nothing was changed",
-            code="confirmation-required", project=p.ref, status=p.status.value, workspace_folder=here,
+            code="confirmation-required",
+            project=p.ref,
+            status=p.status.value,
+            workspace_folder=here,
             snapshots=len(snapshots),
-            hint=f"run it on a terminal to confirm, or pass --yes: tenure project close {p.ref} --yes")
+            hint=f"run it on a terminal to confirm, or pass --yes: tenure project close {p.ref} --yes",
+        )
     err_console.print(f"Closing [bold]{escape(p.ref)}[/] ({p.status.value}) cannot be undone. It disposes of:")
     if here is not None:
         err_console.print(f"  - the workspace folder {escape(here)} (uncommitted changes included)")
@@ -279,7 +310,12 @@ def pods(ctx: click.Context, liveness_ttl: float) -> None:
     from tenure.projects import PodRegistry
 
     rows = PodRegistry(services(ctx, create=False).store).list_with_liveness(liveness_ttl)
-    emit(ctx, [dict(p.to_dict(), live=live) for p, live in rows], lambda: table(
-        None, ["pod", "node", "status", "live", "endpoint"],
-        [[p.id, p.node_name, p.status, "yes" if live else "no", p.endpoint or "-"] for p, live in rows]))
-
+    emit(
+        ctx,
+        [dict(p.to_dict(), live=live) for p, live in rows],
+        lambda: table(
+            None,
+            ["pod", "node", "status", "live", "endpoint"],
+            [[p.id, p.node_name, p.status, "yes" if live else "no", p.endpoint or "-"] for p, live in rows],
+        ),
+    )

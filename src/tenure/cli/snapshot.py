@@ -29,11 +29,25 @@ def list_(ctx: click.Context, workspace: str) -> None:
     ws = svc.store.workspaces.workspace(workspace)
     snaps = svc.store.snapshots.list(ws.id)
     pinned = svc.store.snapshots.pinned_ids()
-    emit(ctx, [dict(s.to_dict(), head=s.id == ws.head_snapshot_id, pinned=s.id in pinned) for s in snaps],
-         lambda: table(None, ["id", "state", "created", "files", "new bytes", ""],
-                       [[s.id, s.state.value, _when(s.created_at), s.files, human_bytes(s.bytes_new),
-                         ("head " if s.id == ws.head_snapshot_id else "") + ("pinned" if s.id in pinned else "")]
-                        for s in snaps]))
+    emit(
+        ctx,
+        [dict(s.to_dict(), head=s.id == ws.head_snapshot_id, pinned=s.id in pinned) for s in snaps],
+        lambda: table(
+            None,
+            ["id", "state", "created", "files", "new bytes", ""],
+            [
+                [
+                    s.id,
+                    s.state.value,
+                    _when(s.created_at),
+                    s.files,
+                    human_bytes(s.bytes_new),
+                    ("head " if s.id == ws.head_snapshot_id else "") + ("pinned" if s.id in pinned else ""),
+                ]
+                for s in snaps
+            ],
+        ),
+    )
 
 
 @snapshot.command("show")
@@ -49,8 +63,13 @@ def show(ctx: click.Context, snapshot_id: str) -> None:
 
 @snapshot.command("verify")
 @click.argument("snapshot_id")
-@click.option("--sample", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
-              help="Fraction of data objects to re-read and re-hash (tree objects are always checked).")
+@click.option(
+    "--sample",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Fraction of data objects to re-read and re-hash (tree objects are always checked).",
+)
 @json_option
 @click.pass_context
 def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
@@ -59,8 +78,10 @@ def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
 
     def human() -> None:
         status = "[green]ok[/]" if report.ok else "[red]DAMAGED[/]"
-        console.print(f"snapshot {report.snapshot.id}: {status} ({report.checked} objects checked,"
-                      f" state {report.snapshot.state.value})")
+        console.print(
+            f"snapshot {report.snapshot.id}: {status} ({report.checked} objects checked,"
+            f" state {report.snapshot.state.value})"
+        )
         for path in report.lost_paths:
             console.print(f"  lost: {path}")
 
@@ -101,20 +122,28 @@ def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
     fork_heads = {w.head_snapshot_id for w in svc.store.workspaces.workspaces() if w.id != ws.id}
     kept = []
     for snap in published:
-        why = (("head", snap.id == ws.head_snapshot_id), ("pinned", snap.id in pinned), ("newest", snap.id in newest),
-               ("fork-head", snap.id in fork_heads))
+        why = (
+            ("head", snap.id == ws.head_snapshot_id),
+            ("pinned", snap.id in pinned),
+            ("newest", snap.id in newest),
+            ("fork-head", snap.id in fork_heads),
+        )
         reasons = [reason for reason, applies in why if applies]
         kept.append({"id": snap.id, "reasons": reasons})
     data = {"deleted": [s.id for s in doomed], "kept": kept, "keep_last": keep_last}
 
     def human() -> None:
-        console.print(f"{len(doomed)} snapshot{'' if len(doomed) == 1 else 's'} marked DELETING"
-                      + (f": {', '.join(s.id for s in doomed)}" if doomed else ""))
+        console.print(
+            f"{len(doomed)} snapshot{'' if len(doomed) == 1 else 's'} marked DELETING"
+            + (f": {', '.join(s.id for s in doomed)}" if doomed else "")
+        )
         if kept:
             console.print(f"kept {len(kept)}: " + ", ".join(f"{k['id']} ({', '.join(k['reasons'])})" for k in kept))
         if doomed:
-            console.print("`tenure gc` reclaims their objects once they are older than its grace period (1 hour by"
-                          " default; `tenure gc --grace 0` reclaims them now, in-flight uploads stay pinned)")
+            console.print(
+                "`tenure gc` reclaims their objects once they are older than its grace period (1 hour by"
+                " default; `tenure gc --grace 0` reclaims them now, in-flight uploads stay pinned)"
+            )
 
     emit(ctx, data, human)
 
@@ -141,8 +170,14 @@ def unpin(ctx: click.Context, snapshot_id: str) -> None:
 
 
 @click.command()
-@click.option("--grace", "grace_s", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              help="Never remove unreferenced objects younger than this many seconds.")
+@click.option(
+    "--grace",
+    "grace_s",
+    type=click.FloatRange(min=0),
+    default=3600.0,
+    show_default=True,
+    help="Never remove unreferenced objects younger than this many seconds.",
+)
 @json_option
 @click.pass_context
 def gc(ctx: click.Context, grace_s: float) -> None:
@@ -162,12 +197,13 @@ def gc(ctx: click.Context, grace_s: float) -> None:
         console.print(f"  {result.spared_by_pins} pinned by uploads or restores in progress")
         line = f"  {result.young} unreferenced but younger than the grace period ({_duration(result.grace_s)})"
         if result.young and result.young_reclaimable_in is not None:
-            line += (f": reclaimable in {_duration(result.young_reclaimable_in)}, or now with"
-                     f" `tenure gc --grace 0`")
+            line += f": reclaimable in {_duration(result.young_reclaimable_in)}, or now with `tenure gc --grace 0`"
         console.print(line)
         if result.damaged:
-            console.print(f"[yellow]{len(result.damaged)} damaged trees were kept as far as they can be read:"
-                          f" {', '.join(result.damaged[:5])}; run `tenure snapshot verify` on their snapshots[/]")
+            console.print(
+                f"[yellow]{len(result.damaged)} damaged trees were kept as far as they can be read:"
+                f" {', '.join(result.damaged[:5])}; run `tenure snapshot verify` on their snapshots[/]"
+            )
 
     emit(ctx, result.to_dict(), human)
 

@@ -28,8 +28,9 @@ class Admission(enum.Enum):
 
 
 def _conflict(message: str, code: str, incoming: Package) -> PackageConflictError:
-    return PackageConflictError(message, code=code, case_id=incoming.case_id,
-                           package_id=incoming.package_id, generation=incoming.generation)
+    return PackageConflictError(
+        message, code=code, case_id=incoming.case_id, package_id=incoming.package_id, generation=incoming.generation
+    )
 
 
 def classify(incoming: Package, current: Package | None, storage: CaseStorage) -> Admission:
@@ -44,42 +45,47 @@ def classify(incoming: Package, current: Package | None, storage: CaseStorage) -
         check_returning(current, incoming)
         return Admission.RETURNING
     stored = storage.load_any(incoming.case_id, incoming.package_id, incoming.generation)
-    known = stored.fingerprint if stored else current.receipt_generations().get(
-        incoming.generation)
+    known = stored.fingerprint if stored else current.receipt_generations().get(incoming.generation)
     return _known(incoming, known)
 
 
 def _known(incoming: Package, known: str | None) -> Admission:
     if known is None:
-        raise _conflict(f"generation {incoming.generation} is older than the stored package "
-                        "and was never seen here", "stale-package", incoming)
+        raise _conflict(
+            f"generation {incoming.generation} is older than the stored package and was never seen here",
+            "stale-package",
+            incoming,
+        )
     if known == incoming.fingerprint:
         return Admission.DUPLICATE
-    raise _conflict(f"generation {incoming.generation} was already seen with other content",
-                    "generation-conflict", incoming)
+    raise _conflict(
+        f"generation {incoming.generation} was already seen with other content", "generation-conflict", incoming
+    )
 
 
 def check_returning(current: Package, incoming: Package) -> None:
     """A newer generation must preserve what the stored one holds."""
     if incoming.analysis_revision < current.analysis_revision:
-        raise _conflict(f"analysis revision {incoming.analysis_revision} is lower than the "
-                        f"stored {current.analysis_revision}", "returning-revision-lowered",
-                        incoming)
+        raise _conflict(
+            f"analysis revision {incoming.analysis_revision} is lower than the stored {current.analysis_revision}",
+            "returning-revision-lowered",
+            incoming,
+        )
     latest = current.latest
-    if latest is not None and (incoming.checkpoint_at(latest.path) is None
-                               or incoming.entry_hashes.get(latest.path)
-                               != current.entry_hashes[latest.path]):
-        raise _conflict(f"the chain does not extend the stored checkpoint {latest.path}",
-                        "returning-lineage-broken", incoming)
+    if latest is not None and (
+        incoming.checkpoint_at(latest.path) is None
+        or incoming.entry_hashes.get(latest.path) != current.entry_hashes[latest.path]
+    ):
+        raise _conflict(
+            f"the chain does not extend the stored checkpoint {latest.path}", "returning-lineage-broken", incoming
+        )
     for path in current.protected_files:
-        if (incoming.entry_hashes.get(path) != current.entry_hashes.get(path)
-                or path not in incoming.protected_files):
-            raise _conflict(f"protected file {path} was changed, removed or unprotected",
-                            "returning-protected-changed", incoming)
+        if incoming.entry_hashes.get(path) != current.entry_hashes.get(path) or path not in incoming.protected_files:
+            raise _conflict(
+                f"protected file {path} was changed, removed or unprotected", "returning-protected-changed", incoming
+            )
     kept = {p for p in current.entry_hashes if p.startswith("history/")}
-    kept.update(str(t) for k, t in current.manifest["artifacts"].items()
-                if k != "lifecycle_checkpoint")
+    kept.update(str(t) for k, t in current.manifest["artifacts"].items() if k != "lifecycle_checkpoint")
     for path in sorted(kept):
         if incoming.entry_hashes.get(path) != current.entry_hashes.get(path):
-            raise _conflict(f"earlier artifact {path} was removed or replaced",
-                            "returning-history-erased", incoming)
+            raise _conflict(f"earlier artifact {path} was removed or replaced", "returning-history-erased", incoming)

@@ -38,30 +38,30 @@ _CHUNK = 1024 * 1024
 def check_entry_name(name: str, limits: Limits) -> None:
     """Raise unless ``name`` is a safe relative forward-slash path within limits."""
     if len(name.encode("utf-8", "surrogatepass")) > limits.max_path_bytes:
-        raise PackageRejectedError(f"entry name longer than {limits.max_path_bytes} bytes",
-                              code="path-too-long", entry=name[:200])
-    bad = (not name or "\x00" in name or "\\" in name or name.startswith("/")
-           or _DRIVE.match(name) is not None)
+        raise PackageRejectedError(
+            f"entry name longer than {limits.max_path_bytes} bytes", code="path-too-long", entry=name[:200]
+        )
+    bad = not name or "\x00" in name or "\\" in name or name.startswith("/") or _DRIVE.match(name) is not None
     parts = name.rstrip("/").split("/")
     if bad or any(part in ("", ".", "..") for part in parts):
         raise PackageRejectedError(f"unsafe entry name {name!r}", code="unsafe-path", entry=name[:200])
     if len(parts) > limits.max_path_depth:
-        raise PackageRejectedError(f"entry {name!r} is {len(parts)} levels deep "
-                              f"(limit {limits.max_path_depth})", code="path-too-deep",
-                              entry=name[:200])
+        raise PackageRejectedError(
+            f"entry {name!r} is {len(parts)} levels deep (limit {limits.max_path_depth})",
+            code="path-too-deep",
+            entry=name[:200],
+        )
 
 
 class SafeArchive:
     """A structurally checked zip; entries are read with bounded sizes."""
 
-    def __init__(self, path: Path, zf: zipfile.ZipFile, limits: Limits,
-                 fh: BinaryIO | None = None) -> None:
+    def __init__(self, path: Path, zf: zipfile.ZipFile, limits: Limits, fh: BinaryIO | None = None) -> None:
         self.path = path
         self.limits = limits
         self._zf = zf
         self._fh = fh
-        self.infos: dict[str, zipfile.ZipInfo] = {
-            i.filename: i for i in zf.infolist() if not i.is_dir()}
+        self.infos: dict[str, zipfile.ZipInfo] = {i.filename: i for i in zf.infolist() if not i.is_dir()}
 
     @property
     def names(self) -> list[str]:
@@ -88,8 +88,9 @@ class SafeArchive:
         try:
             return self._zf.read(self.infos[name])
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
-            raise PackageRejectedError(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
-                                  entry=name) from None
+            raise PackageRejectedError(
+                f"entry {name!r} is corrupt: {error}", code="corrupt-entry", entry=name
+            ) from None
 
     def chunks(self, name: str) -> Iterator[bytes]:
         try:
@@ -97,8 +98,9 @@ class SafeArchive:
                 while chunk := fh.read(_CHUNK):
                     yield chunk
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as error:
-            raise PackageRejectedError(f"entry {name!r} is corrupt: {error}", code="corrupt-entry",
-                                  entry=name) from None
+            raise PackageRejectedError(
+                f"entry {name!r} is corrupt: {error}", code="corrupt-entry", entry=name
+            ) from None
 
     def sha256(self, name: str) -> str:
         digest = hashlib.sha256()
@@ -122,8 +124,9 @@ def open_archive(path: Path, limits: Limits) -> SafeArchive:
     """Open ``path`` as an untrusted archive, or raise PackageRejectedError."""
     size = os.stat(path).st_size
     if size > limits.archive_bytes:
-        raise PackageRejectedError(f"archive is {size} bytes (limit {limits.archive_bytes})",
-                              code="archive-too-large", size=size)
+        raise PackageRejectedError(
+            f"archive is {size} bytes (limit {limits.archive_bytes})", code="archive-too-large", size=size
+        )
     # one handle serves the magic check, the zip directory and the overlap check
     fh = open(path, "rb")
     try:
@@ -133,10 +136,8 @@ def open_archive(path: Path, limits: Limits) -> SafeArchive:
         fh.seek(0)
         try:
             zf = zipfile.ZipFile(fh)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, EOFError,
-                OSError) as error:
-            raise PackageRejectedError(f"archive is truncated or damaged: {error}",
-                                  code="truncated-zip") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, EOFError, OSError) as error:
+            raise PackageRejectedError(f"archive is truncated or damaged: {error}", code="truncated-zip") from None
         try:
             _check_directory(zf, limits)
             _check_overlaps(fh, zf)
@@ -152,45 +153,56 @@ def open_archive(path: Path, limits: Limits) -> SafeArchive:
 def _check_directory(zf: zipfile.ZipFile, limits: Limits) -> None:
     infos = zf.infolist()
     if len(infos) > limits.max_entries:
-        raise PackageRejectedError(f"archive has {len(infos)} entries (limit {limits.max_entries})",
-                              code="too-many-entries", entries=len(infos))
+        raise PackageRejectedError(
+            f"archive has {len(infos)} entries (limit {limits.max_entries})",
+            code="too-many-entries",
+            entries=len(infos),
+        )
     total = sum(info.file_size for info in infos)
     if total > limits.uncompressed_bytes:
-        raise PackageRejectedError(f"archive declares {total} uncompressed bytes (limit "
-                              f"{limits.uncompressed_bytes})", code="uncompressed-too-large")
+        raise PackageRejectedError(
+            f"archive declares {total} uncompressed bytes (limit {limits.uncompressed_bytes})",
+            code="uncompressed-too-large",
+        )
     seen: set[str] = set()
     for info in infos:
         _check_info(info, limits)
         key = info.orig_filename.rstrip("/")
         if key in seen:
-            raise PackageRejectedError(f"entry {info.orig_filename!r} appears twice",
-                                  code="duplicate-entry", entry=info.orig_filename)
+            raise PackageRejectedError(
+                f"entry {info.orig_filename!r} appears twice", code="duplicate-entry", entry=info.orig_filename
+            )
         seen.add(key)
 
 
 def _check_info(info: zipfile.ZipInfo, limits: Limits) -> None:
     check_entry_name(info.orig_filename, limits)
     if info.flag_bits & 0x1:
-        raise PackageRejectedError(f"entry {info.filename!r} is encrypted", code="encrypted-entry",
-                              entry=info.filename)
+        raise PackageRejectedError(f"entry {info.filename!r} is encrypted", code="encrypted-entry", entry=info.filename)
     mode = info.external_attr >> 16
     if info.create_system == 3 and mode:
         if stat.S_ISLNK(mode):
-            raise PackageRejectedError(f"entry {info.filename!r} is a symbolic link",
-                                  code="symlink-entry", entry=info.filename)
+            raise PackageRejectedError(
+                f"entry {info.filename!r} is a symbolic link", code="symlink-entry", entry=info.filename
+            )
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-            raise PackageRejectedError(f"entry {info.filename!r} is not a regular file",
-                                  code="special-entry", entry=info.filename)
+            raise PackageRejectedError(
+                f"entry {info.filename!r} is not a regular file", code="special-entry", entry=info.filename
+            )
     if info.compress_type not in _ALLOWED_METHODS:
-        raise PackageRejectedError(f"entry {info.filename!r} uses compression method "
-                              f"{info.compress_type}", code="unsupported-compression",
-                              entry=info.filename)
+        raise PackageRejectedError(
+            f"entry {info.filename!r} uses compression method {info.compress_type}",
+            code="unsupported-compression",
+            entry=info.filename,
+        )
     if info.file_size > limits.ratio_min_bytes:
         ratio = info.file_size / max(info.compress_size, 1)
         if ratio > limits.max_ratio:
-            raise PackageRejectedError(f"entry {info.filename!r} expands {ratio:.0f}:1 "
-                                  f"(limit {limits.max_ratio:.0f}:1)", code="compression-ratio",
-                                  entry=info.filename)
+            raise PackageRejectedError(
+                f"entry {info.filename!r} expands {ratio:.0f}:1 (limit {limits.max_ratio:.0f}:1)",
+                code="compression-ratio",
+                entry=info.filename,
+            )
 
 
 def _check_overlaps(fh: BinaryIO, zf: zipfile.ZipFile) -> None:
@@ -200,16 +212,19 @@ def _check_overlaps(fh: BinaryIO, zf: zipfile.ZipFile) -> None:
         fh.seek(info.header_offset)
         header = fh.read(30)
         if len(header) < 30 or header[:4] != _LOCAL_MAGIC:
-            raise PackageRejectedError(f"entry {info.filename!r} has no local header",
-                                  code="corrupt-entry", entry=info.filename)
+            raise PackageRejectedError(
+                f"entry {info.filename!r} has no local header", code="corrupt-entry", entry=info.filename
+            )
         name_len, extra_len = struct.unpack("<HH", header[26:30])
         end = info.header_offset + 30 + name_len + extra_len + info.compress_size
         ranges.append((info.header_offset, end, info.filename))
     ranges.sort()
     for (_, end, name), (start, _, other) in zip(ranges, ranges[1:]):
         if end > start:
-            raise PackageRejectedError(f"entries {name!r} and {other!r} share bytes",
-                                  code="overlapping-entries", entry=other)
+            raise PackageRejectedError(
+                f"entries {name!r} and {other!r} share bytes", code="overlapping-entries", entry=other
+            )
     if ranges and ranges[-1][1] > zf.start_dir:
-        raise PackageRejectedError(f"entry {ranges[-1][2]!r} overlaps the central directory",
-                              code="overlapping-entries", entry=ranges[-1][2])
+        raise PackageRejectedError(
+            f"entry {ranges[-1][2]!r} overlaps the central directory", code="overlapping-entries", entry=ranges[-1][2]
+        )

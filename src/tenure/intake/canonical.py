@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -37,8 +37,7 @@ MANIFEST = "manifest.json"
 
 def canonical_json(value: Any) -> bytes:
     """The one byte form of a JSON value used for hashing and comparison."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -69,14 +68,14 @@ def request_hash(request: Mapping[str, Any]) -> str:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def to_utc_text(moment: datetime) -> str:
     """An aware datetime as ISO 8601 in UTC (``2024-01-02T03:04:05.000006+00:00``)."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("naive datetime")
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def parse_aware(text: str) -> datetime:
@@ -84,7 +83,7 @@ def parse_aware(text: str) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"timestamp {text!r} has no UTC offset")
-    return moment.astimezone(timezone.utc)
+    return moment.astimezone(UTC)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -102,5 +101,4 @@ def _no_constant(name: str) -> Any:
 
 def strict_json_loads(data: bytes) -> Any:
     """Parse UTF-8 JSON rejecting duplicate keys, NaN and infinities."""
-    return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
-                      parse_constant=_no_constant)
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)

@@ -37,58 +37,85 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ writes
 
-    def advance(self, case_id: str, package_id: str, state: Any, *, step_id: str,
-                details: Mapping[str, Any] | None = None,
-                artifacts: Mapping[str, bytes] | None = None,
-                artifact_pointers: Mapping[str, str] | None = None,
-                reason: str | None = None, retry_at: datetime | None = None) -> Package:
+    def advance(
+        self,
+        case_id: str,
+        package_id: str,
+        state: Any,
+        *,
+        step_id: str,
+        details: Mapping[str, Any] | None = None,
+        artifacts: Mapping[str, bytes] | None = None,
+        artifact_pointers: Mapping[str, str] | None = None,
+        reason: str | None = None,
+        retry_at: datetime | None = None,
+    ) -> Package:
         """Move the package to ``state`` as step ``step_id``; return the confirmed package.
 
         ``artifacts`` maps new file paths to bytes; ``artifact_pointers`` maps
         manifest ``artifacts`` names to paths; ``reason`` and ``retry_at`` are
         required for (and only for) BLOCKED.
         """
-        request = make_request(self.machine, self.workspace.config, state, step_id=step_id,
-                               details=details, artifacts=artifacts, pointers=artifact_pointers,
-                               reason=reason, retry_at=retry_at)
+        request = make_request(
+            self.machine,
+            self.workspace.config,
+            state,
+            step_id=step_id,
+            details=details,
+            artifacts=artifacts,
+            pointers=artifact_pointers,
+            reason=reason,
+            retry_at=retry_at,
+        )
         return self._run(case_id, package_id, step_id, lambda _current: request)
 
-    def block(self, case_id: str, package_id: str, *, step_id: str, reason: str,
-              retry_at: datetime, details: Mapping[str, Any] | None = None) -> Package:
+    def block(
+        self,
+        case_id: str,
+        package_id: str,
+        *,
+        step_id: str,
+        reason: str,
+        retry_at: datetime,
+        details: Mapping[str, Any] | None = None,
+    ) -> Package:
         """Interrupt the active state until ``retry_at`` (timezone-aware)."""
-        return self.advance(case_id, package_id, "BLOCKED", step_id=step_id, details=details,
-                            reason=reason, retry_at=retry_at)
+        return self.advance(
+            case_id, package_id, "BLOCKED", step_id=step_id, details=details, reason=reason, retry_at=retry_at
+        )
 
-    def resume(self, case_id: str, package_id: str, *, step_id: str,
-               details: Mapping[str, Any] | None = None) -> Package:
+    def resume(
+        self, case_id: str, package_id: str, *, step_id: str, details: Mapping[str, Any] | None = None
+    ) -> Package:
         """Return a BLOCKED package to the state it interrupted, once its retry time passed."""
+
         def build(current: Package) -> AdvanceRequest:
             done = current.checkpoint_at(checkpoint_path(step_id))
             if done is not None:
                 target: str | None = done.state
             elif current.state.value != "BLOCKED":
-                raise TransitionRefusedError(f"{case_id}/{package_id} is {current.state.value}, not "
-                                        "BLOCKED", code="transition-not-allowed",
-                                        state=current.state.value)
+                raise TransitionRefusedError(
+                    f"{case_id}/{package_id} is {current.state.value}, not BLOCKED",
+                    code="transition-not-allowed",
+                    state=current.state.value,
+                )
             else:
                 target = current.resume_state
-            return make_request(self.machine, self.workspace.config, target, step_id=step_id,
-                                details=details)
+            return make_request(self.machine, self.workspace.config, target, step_id=step_id, details=details)
+
         return self._run(case_id, package_id, step_id, build)
 
-    def reopen(self, case_id: str, package_id: str, *, step_id: str,
-               details: Mapping[str, Any] | None = None) -> Package:
+    def reopen(
+        self, case_id: str, package_id: str, *, step_id: str, details: Mapping[str, Any] | None = None
+    ) -> Package:
         """HANDED_OFF or FAILED_TO_ANALYZE → REOPENED (analysis revision + 1)."""
         return self.advance(case_id, package_id, "REOPENED", step_id=step_id, details=details)
 
-    def fail(self, case_id: str, package_id: str, *, step_id: str,
-             details: Mapping[str, Any] | None = None) -> Package:
+    def fail(self, case_id: str, package_id: str, *, step_id: str, details: Mapping[str, Any] | None = None) -> Package:
         """An active (or blocked) package → FAILED_TO_ANALYZE."""
-        return self.advance(case_id, package_id, "FAILED_TO_ANALYZE", step_id=step_id,
-                            details=details)
+        return self.advance(case_id, package_id, "FAILED_TO_ANALYZE", step_id=step_id, details=details)
 
-    def _run(self, case_id: str, package_id: str, step_id: str,
-             build: Callable[[Package], AdvanceRequest]) -> Package:
+    def _run(self, case_id: str, package_id: str, step_id: str, build: Callable[[Package], AdvanceRequest]) -> Package:
         with self.workspace.locked(case_id):
             current = self._load(case_id, package_id, repair=True)
             request = build(current)
@@ -104,17 +131,20 @@ class CheckpointStore:
     def _repeat(current: Package, done: Checkpoint, request: AdvanceRequest) -> Package:
         if done.request_hash == request.hash:
             return current
-        raise StepReusedError(f"step {request.step_id!r} was already used for a different request "
-                         f"(generation {done.generation})", step_id=request.step_id,
-                         generation=done.generation)
+        raise StepReusedError(
+            f"step {request.step_id!r} was already used for a different request (generation {done.generation})",
+            step_id=request.step_id,
+            generation=done.generation,
+        )
 
     # ------------------------------------------------------------------ reads
 
     def _load(self, case_id: str, package_id: str, *, repair: bool = False) -> Package:
         package = self.storage.load_current(case_id, package_id, repair=repair)
         if package is None:
-            raise CaseNotFoundError(f"no stored package {package_id!r} in case {case_id!r}",
-                               case_id=case_id, package_id=package_id)
+            raise CaseNotFoundError(
+                f"no stored package {package_id!r} in case {case_id!r}", case_id=case_id, package_id=package_id
+            )
         return package
 
     def current(self, case_id: str, package_id: str) -> Package:

@@ -30,38 +30,40 @@ from .writer import PackageWriter
 
 __all__ = ["commit", "CRASH_POINTS"]
 
-VALIDATED = register("intake.commit.validated",
-                     "step 1 done: request validated under the locks; nothing written")
-RUNTIME_WRITTEN = register("intake.commit.runtime-written",
-                           "step 2 done: runtime summary written; no new generation yet")
-GENERATION_WRITTEN = register("intake.commit.generation-written",
-                              "step 3 half done: validated temporary zip fsynced, not yet named")
-PUBLISHED = register("intake.commit.published",
-                     "step 3 done: generation published; index and runtime stale")
-INDEX_WRITTEN = register("intake.commit.index-written",
-                         "step 4 half done: index updated; runtime summary still set")
-RUNTIME_CLEARED = register("intake.commit.runtime-cleared",
-                           "step 4 done: runtime cleared; inbox not yet acknowledged")
+VALIDATED = register("intake.commit.validated", "step 1 done: request validated under the locks; nothing written")
+RUNTIME_WRITTEN = register(
+    "intake.commit.runtime-written", "step 2 done: runtime summary written; no new generation yet"
+)
+GENERATION_WRITTEN = register(
+    "intake.commit.generation-written", "step 3 half done: validated temporary zip fsynced, not yet named"
+)
+PUBLISHED = register("intake.commit.published", "step 3 done: generation published; index and runtime stale")
+INDEX_WRITTEN = register("intake.commit.index-written", "step 4 half done: index updated; runtime summary still set")
+RUNTIME_CLEARED = register("intake.commit.runtime-cleared", "step 4 done: runtime cleared; inbox not yet acknowledged")
 
-CRASH_POINTS = (VALIDATED, RUNTIME_WRITTEN, GENERATION_WRITTEN, PUBLISHED, INDEX_WRITTEN,
-                RUNTIME_CLEARED)
+CRASH_POINTS = (VALIDATED, RUNTIME_WRITTEN, GENERATION_WRITTEN, PUBLISHED, INDEX_WRITTEN, RUNTIME_CLEARED)
 
 
-def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path,
-           started_at: datetime) -> Package:
+def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, started_at: datetime) -> Package:
     """Steps 2–4 for ``plan`` on top of ``base``; returns the published generation."""
     storage = CaseStorage(workspace)
     crash_point(VALIDATED)
     latest = base.latest
-    workspace.write_runtime(Workspace.job_summary(
-        base.case_id, base.package_id, input_generation=base.generation,
-        analysis_revision=base.analysis_revision, target=plan.manifest["state"],
-        started_at=started_at, last_checkpoint_at=latest.created_at if latest else None))
+    workspace.write_runtime(
+        Workspace.job_summary(
+            base.case_id,
+            base.package_id,
+            input_generation=base.generation,
+            analysis_revision=base.analysis_revision,
+            target=plan.manifest["state"],
+            started_at=started_at,
+            last_checkpoint_at=latest.created_at if latest else None,
+        )
+    )
     crash_point(RUNTIME_WRITTEN)
     try:
         make_dirs_durable(folder)
-        written = PackageWriter(workspace.config).write(folder, plan.manifest, base=base,
-                                                         additions=plan.additions)
+        written = PackageWriter(workspace.config).write(folder, plan.manifest, base=base, additions=plan.additions)
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)
     except BaseException:

@@ -41,8 +41,14 @@ class Limits:
     max_path_bytes: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("archive_bytes", "uncompressed_bytes", "max_entries", "manifest_bytes",
-                     "max_path_depth", "max_path_bytes"):
+        for name in (
+            "archive_bytes",
+            "uncompressed_bytes",
+            "max_entries",
+            "manifest_bytes",
+            "max_path_depth",
+            "max_path_bytes",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"limits.{name} must be positive")
         if self.max_ratio < 1:

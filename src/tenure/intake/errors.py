@@ -92,7 +92,10 @@ CODES: dict[str, tuple[str, str]] = {
     "checkpoint-invalid": ("rejected", "fix the checkpoint to match checkpoint-v1.schema.json"),
     "checkpoint-orphan": ("rejected", "history/checkpoints holds a file the chain does not reach"),
     # -- conflicts with stored generations (PackageConflictError)
-    "generation-conflict": ("conflict", "this generation is already stored with other content; deliver a new generation"),
+    "generation-conflict": (
+        "conflict",
+        "this generation is already stored with other content; deliver a new generation",
+    ),
     "stale-package": ("conflict", "a newer generation is stored; deliver the current one or a newer one"),
     "returning-protected-changed": ("conflict", "a returning package must keep protected files byte-identical"),
     "returning-lineage-broken": ("conflict", "a returning package must extend the stored checkpoint chain"),
@@ -101,9 +104,15 @@ CODES: dict[str, tuple[str, str]] = {
     # -- advance requests (RequestRejectedError, TransitionRefusedError, StepReusedError)
     "step-id-required": ("request", "pass a stable, non-blank step_id"),
     "step-id-reused": ("request", "use a new step_id for a different request"),
-    "details-invalid": ("request", "details must be a JSON object of strings, numbers, booleans, null, lists and objects"),
+    "details-invalid": (
+        "request",
+        "details must be a JSON object of strings, numbers, booleans, null, lists and objects",
+    ),
     "artifact-invalid": ("request", "artifact paths are safe relative paths outside reserved names"),
-    "artifact-reserved": ("request", "history/checkpoints/, manifest.json and artifacts.lifecycle_checkpoint belong to the lifecycle service"),
+    "artifact-reserved": (
+        "request",
+        "history/checkpoints/, manifest.json and artifacts.lifecycle_checkpoint belong to the lifecycle service",
+    ),
     "artifact-exists": ("request", "earlier content cannot be replaced; write the artifact under a new path"),
     "block-reason-required": ("request", "give a non-blank reason when blocking"),
     "retry-time-required": ("request", "give a timezone-aware retry time when blocking"),
@@ -120,7 +129,10 @@ CODES: dict[str, tuple[str, str]] = {
     "worker-busy": ("busy", "another worker holds the workspace; retry after it finishes"),
     "case-busy": ("busy", "another worker holds this case; retry later"),
     "no-hard-links": ("storage", "put the workspace on a local filesystem that supports hard links"),
-    "no-intake": ("storage", "the path holds no intake (no inbox/); check it, or create one with `tenure intake init DIR`"),
+    "no-intake": (
+        "storage",
+        "the path holds no intake (no inbox/); check it, or create one with `tenure intake init DIR`",
+    ),
     "unexpected-block-fields": ("request", "reason and retry_at belong to a move to BLOCKED only"),
     "io-error": ("infrastructure", "check permissions and free space of the workspace; the input stays pending"),
     "internal-error": ("infrastructure", "report this bug; the input stays pending"),
@@ -133,8 +145,7 @@ class LifecycleError(IntakeError):
 
     code: ClassVar[str] = "intake"
 
-    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None,
-                 **context: Any) -> None:
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None, **context: Any) -> None:
         if code is not None and code not in CODES:
             raise ValueError(f"unknown intake error code {code!r}")
         known = code if code is not None else type(self).code

@@ -31,6 +31,7 @@ __all__ = [
     "tmp_name",
 ]
 
+
 def atomic_write_json(path: Path, value: Any) -> None:
     """Write ``value`` as JSON via temp file, fsync and atomic replace."""
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -73,8 +74,9 @@ class FileLock:
     def __enter__(self) -> FileLock:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()
 
 

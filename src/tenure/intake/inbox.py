@@ -40,12 +40,11 @@ from .workspace import Workspace
 __all__ = ["InboxProcessor", "PollResult", "ResultKind", "Observer"]
 
 CACHED = register("intake.admit.cached", "input copied to cache/, not yet validated")
-QUARANTINE_COPIED = register("intake.quarantine.copied",
-                             "quarantine folder holds package.zip but no report yet")
-QUARANTINE_REPORTED = register("intake.quarantine.reported",
-                               "quarantine complete; inbox original not yet removed")
-BEFORE_ACK = register("intake.admit.before-ack",
-                      "outcome confirmed (published, duplicate or quarantined); original still in inbox")
+QUARANTINE_COPIED = register("intake.quarantine.copied", "quarantine folder holds package.zip but no report yet")
+QUARANTINE_REPORTED = register("intake.quarantine.reported", "quarantine complete; inbox original not yet removed")
+BEFORE_ACK = register(
+    "intake.admit.before-ack", "outcome confirmed (published, duplicate or quarantined); original still in inbox"
+)
 
 #: ``observer(event, inbox_path)`` is told ``"cached"`` and ``"published"``.
 Observer = Callable[[str, Path], None]
@@ -64,8 +63,9 @@ class _Input:
 class InboxProcessor:
     """Single-pass admission of inbox files; not a daemon."""
 
-    def __init__(self, workspace: Workspace, *, clock: Callable[[], datetime] = utc_now,
-                 observer: Observer | None = None) -> None:
+    def __init__(
+        self, workspace: Workspace, *, clock: Callable[[], datetime] = utc_now, observer: Observer | None = None
+    ) -> None:
         self.workspace = workspace
         self.config = workspace.config
         self.machine = intake_machine(self.config.phases)
@@ -77,9 +77,14 @@ class InboxProcessor:
         """One pass: at most ``max_jobs`` inputs acted on (DEFERRED/BUSY do not count)."""
         lock = self.workspace.worker_lock()
         if not lock.acquire():
-            return [PollResult(ResultKind.BUSY, code="worker-busy",
-                               message="another worker is polling this workspace",
-                               paths={"lock": str(lock.path)})]
+            return [
+                PollResult(
+                    ResultKind.BUSY,
+                    code="worker-busy",
+                    message="another worker is polling this workspace",
+                    paths={"lock": str(lock.path)},
+                )
+            ]
         try:
             self.workspace.clear_stale_runtime()
             results: list[PollResult] = []
@@ -112,8 +117,7 @@ class InboxProcessor:
             return self._error(item, "internal-error", f"{type(error).__name__}: {error}")
 
     def _error(self, item: _Input, code: str, message: str) -> PollResult:
-        return PollResult(ResultKind.ERROR, input_path=item.entry, code=code, message=message,
-                          paths=item.extra)
+        return PollResult(ResultKind.ERROR, input_path=item.entry, code=code, message=message, paths=item.extra)
 
     def _process(self, item: _Input) -> PollResult | None:
         st = os.lstat(item.entry)
@@ -123,8 +127,7 @@ class InboxProcessor:
             return None
         limit = self.config.limits.archive_bytes
         if st.st_size > limit or not self._cache(item, limit):
-            error = PackageRejectedError(f"input is larger than {limit} bytes",
-                                    code="archive-too-large", limit=limit)
+            error = PackageRejectedError(f"input is larger than {limit} bytes", code="archive-too-large", limit=limit)
             return self._quarantine(item, error, move=True)
         self._notify("cached", item.entry)
         crash_point(CACHED)
@@ -169,19 +172,22 @@ class InboxProcessor:
     def _admit(self, item: _Input, incoming: Package) -> PollResult:
         lock = self.workspace.case_lock(incoming.case_id)
         if not lock.acquire():
-            return PollResult(ResultKind.BUSY, input_path=item.entry, code="case-busy",
-                              message="another worker holds this case; left pending",
-                              paths=item.extra, case_id=incoming.case_id,
-                              package_id=incoming.package_id)
+            return PollResult(
+                ResultKind.BUSY,
+                input_path=item.entry,
+                code="case-busy",
+                message="another worker holds this case; left pending",
+                paths=item.extra,
+                case_id=incoming.case_id,
+                package_id=incoming.package_id,
+            )
         try:
-            current = self.storage.load_current(incoming.case_id, incoming.package_id,
-                                                repair=True)
+            current = self.storage.load_current(incoming.case_id, incoming.package_id, repair=True)
             try:
                 admission = classify(incoming, current, self.storage)
             except PackageRejectedError as error:
                 return self._quarantine(item, error)
-            stored = current if admission is Admission.DUPLICATE else self._store(
-                incoming, admission, item)
+            stored = current if admission is Admission.DUPLICATE else self._store(incoming, admission, item)
             assert stored is not None
             self._notify("published", item.entry)
             kind = ResultKind.DUPLICATE if admission is Admission.DUPLICATE else ResultKind.ACCEPTED
@@ -193,9 +199,13 @@ class InboxProcessor:
         now = self._clock()
         folder = self.workspace.case_dir(incoming.case_id, incoming.package_id)
         if admission is Admission.FRESH:
-            request = make_request(self.machine, self.config, "VALIDATED",
-                                   step_id=f"admission:{incoming.fingerprint}",
-                                   details={"raw_sha256": item.sha256})
+            request = make_request(
+                self.machine,
+                self.config,
+                "VALIDATED",
+                step_id=f"admission:{incoming.fingerprint}",
+                details={"raw_sha256": item.sha256},
+            )
             plan = plan_advance(incoming, request, self.machine, now)
         else:
             plan = Plan(manifest=dict(incoming.manifest), additions={}, checkpoint={})
@@ -204,12 +214,17 @@ class InboxProcessor:
     def _finish(self, item: _Input, kind: ResultKind, stored: Package) -> PollResult:
         paths = {**item.extra, "generation": str(stored.path)}
         acknowledged = self._acknowledge(item)
-        return PollResult(kind, input_path=item.entry, paths=paths, case_id=stored.case_id,
-                          package_id=stored.package_id, generation=stored.generation,
-                          state=stored.state.value,
-                          code=None if acknowledged else "input-changed",
-                          message=None if acknowledged else
-                          "the inbox file changed during processing; it was left in the inbox")
+        return PollResult(
+            kind,
+            input_path=item.entry,
+            paths=paths,
+            case_id=stored.case_id,
+            package_id=stored.package_id,
+            generation=stored.generation,
+            state=stored.state.value,
+            code=None if acknowledged else "input-changed",
+            message=None if acknowledged else "the inbox file changed during processing; it was left in the inbox",
+        )
 
     def _acknowledge(self, item: _Input) -> bool:
         """Remove the original if its bytes still equal the cached snapshot."""
@@ -236,8 +251,7 @@ class InboxProcessor:
         folder.mkdir()
         return folder
 
-    def _quarantine(self, item: _Input, error: LifecycleError, *,
-                    move: bool = False) -> PollResult:
+    def _quarantine(self, item: _Input, error: LifecycleError, *, move: bool = False) -> PollResult:
         folder = self._new_quarantine()
         target = folder / "package.zip"
         if move:
@@ -250,24 +264,32 @@ class InboxProcessor:
         self._report(folder, item, error)
         crash_point(QUARANTINE_REPORTED)
         acknowledged = move or self._acknowledge(item)
-        return PollResult(ResultKind.QUARANTINED, input_path=item.entry, code=error.code,
-                          message=error.message if acknowledged else
-                          f"{error.message}; the inbox file changed and was left in place",
-                          paths={**item.extra, "quarantine": str(folder)},
-                          case_id=error.context.get("case_id"),
-                          package_id=error.context.get("package_id"))
+        return PollResult(
+            ResultKind.QUARANTINED,
+            input_path=item.entry,
+            code=error.code,
+            message=error.message if acknowledged else f"{error.message}; the inbox file changed and was left in place",
+            paths={**item.extra, "quarantine": str(folder)},
+            case_id=error.context.get("case_id"),
+            package_id=error.context.get("package_id"),
+        )
 
     def _reject_symlink(self, item: _Input) -> PollResult:
-        error = PackageRejectedError("inbox inputs must be regular files; symbolic links are never "
-                                "followed", code="symlink-input")
+        error = PackageRejectedError(
+            "inbox inputs must be regular files; symbolic links are never followed", code="symlink-input"
+        )
         folder = self._new_quarantine()
         self._report(folder, item, error, link_target=os.readlink(item.entry))
         os.unlink(item.entry)
-        return PollResult(ResultKind.QUARANTINED, input_path=item.entry, code=error.code,
-                          message=error.message, paths={"quarantine": str(folder)})
+        return PollResult(
+            ResultKind.QUARANTINED,
+            input_path=item.entry,
+            code=error.code,
+            message=error.message,
+            paths={"quarantine": str(folder)},
+        )
 
-    def _report(self, folder: Path, item: _Input, error: LifecycleError,
-                **extra: Any) -> None:
+    def _report(self, folder: Path, item: _Input, error: LifecycleError, **extra: Any) -> None:
         report = {
             "format": "tenure-validation-error",
             "format_version": 1,
@@ -288,8 +310,11 @@ class InboxProcessor:
         try:
             folders = self.workspace.case_dirs()
         except OSError as error:
-            return [PollResult(ResultKind.ERROR, code="io-error", message=str(error),
-                               paths={"cases": str(self.workspace.cases)})]
+            return [
+                PollResult(
+                    ResultKind.ERROR, code="io-error", message=str(error), paths={"cases": str(self.workspace.cases)}
+                )
+            ]
         for folder in folders:
             try:
                 hint = self.storage.index_hint(folder)
@@ -297,18 +322,26 @@ class InboxProcessor:
                     package = self.storage.load_dir(folder)
                     hint = index_record(package) if package is not None else {}
             except LifecycleError as error:
-                results.append(PollResult(ResultKind.ERROR, code=error.code,
-                                          message=error.message, paths={"case": str(folder)}))
+                results.append(
+                    PollResult(ResultKind.ERROR, code=error.code, message=error.message, paths={"case": str(folder)})
+                )
                 continue
             if hint.get("state") != "BLOCKED":
                 continue
             case_id, package_id = str(hint["case_id"]), str(hint["package_id"])
             retry_at = parse_aware(str(hint["retry_at"]))
             if retry_at > now:
-                results.append(PollResult(ResultKind.DEFERRED, generation=hint["generation"],
-                                          state="BLOCKED", message=f"retry at {retry_at}",
-                                          paths={"case": str(folder)}, case_id=case_id,
-                                          package_id=package_id))
+                results.append(
+                    PollResult(
+                        ResultKind.DEFERRED,
+                        generation=hint["generation"],
+                        state="BLOCKED",
+                        message=f"retry at {retry_at}",
+                        paths={"case": str(folder)},
+                        case_id=case_id,
+                        package_id=package_id,
+                    )
+                )
             elif used < budget:
                 result = self._resume(case_id, package_id, now)
                 used += result.kind in (ResultKind.RESUMED, ResultKind.ERROR)
@@ -318,33 +351,48 @@ class InboxProcessor:
     def _resume(self, case_id: str, package_id: str, now: datetime) -> PollResult:
         lock = self.workspace.case_lock(case_id)
         if not lock.acquire():
-            return PollResult(ResultKind.BUSY, code="case-busy", case_id=case_id,
-                              package_id=package_id, message="another worker holds this case")
+            return PollResult(
+                ResultKind.BUSY,
+                code="case-busy",
+                case_id=case_id,
+                package_id=package_id,
+                message="another worker holds this case",
+            )
         try:
             return self._resume_locked(case_id, package_id, now)
         except LifecycleError as error:
-            return PollResult(ResultKind.ERROR, code=error.code, message=error.message,
-                              case_id=case_id, package_id=package_id)
+            return PollResult(
+                ResultKind.ERROR, code=error.code, message=error.message, case_id=case_id, package_id=package_id
+            )
         except OSError as error:
-            return PollResult(ResultKind.ERROR, code="io-error", message=str(error),
-                              case_id=case_id, package_id=package_id)
+            return PollResult(
+                ResultKind.ERROR, code="io-error", message=str(error), case_id=case_id, package_id=package_id
+            )
         finally:
             lock.release()
 
     def _resume_locked(self, case_id: str, package_id: str, now: datetime) -> PollResult:
         current = self.storage.load_current(case_id, package_id, repair=True)
         if current is None or current.state.value != "BLOCKED":
-            return PollResult(ResultKind.DEFERRED, message="no longer blocked", case_id=case_id,
-                              package_id=package_id)
-        request = make_request(self.machine, self.config, current.resume_state,
-                               step_id=f"resume:g{current.generation:08d}",
-                               details={"resumed_by": "poll"})
+            return PollResult(ResultKind.DEFERRED, message="no longer blocked", case_id=case_id, package_id=package_id)
+        request = make_request(
+            self.machine,
+            self.config,
+            current.resume_state,
+            step_id=f"resume:g{current.generation:08d}",
+            details={"resumed_by": "poll"},
+        )
         plan = plan_advance(current, request, self.machine, now)
         folder = self.workspace.case_dir(case_id, package_id)
         published = commit(self.workspace, current, plan, folder, now)
-        return PollResult(ResultKind.RESUMED, generation=published.generation,
-                          state=published.state.value, case_id=case_id, package_id=package_id,
-                          paths={"generation": str(published.path)})
+        return PollResult(
+            ResultKind.RESUMED,
+            generation=published.generation,
+            state=published.state.value,
+            case_id=case_id,
+            package_id=package_id,
+            paths={"generation": str(published.path)},
+        )
 
     def _notify(self, event: str, entry: Path) -> None:
         if self._observer is not None:

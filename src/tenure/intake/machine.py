@@ -48,8 +48,7 @@ class State(str, enum.Enum):
 #: The logical routing vocabulary (manifest ``routing``); never a physical move.
 ROUTES = ("inbox", "cases", "outbox", "review")
 
-_FIXED = ("NEW", "VALIDATED", "BUILDING_CASE", "OUTPUT_READY", "HANDED_OFF",
-          "BLOCKED", "FAILED_TO_ANALYZE", "REOPENED")
+_FIXED = ("NEW", "VALIDATED", "BUILDING_CASE", "OUTPUT_READY", "HANDED_OFF", "BLOCKED", "FAILED_TO_ANALYZE", "REOPENED")
 
 
 def _resume_guard(record: Mapping[str, Any], _src: Any, dst: Any) -> str | None:
@@ -78,8 +77,7 @@ class IntakeMachine:
         try:
             return self.states(raw)
         except ValueError:
-            raise RequestRejectedError(f"unknown state {raw!r}", code="unknown-state",
-                                  state=str(raw)) from None
+            raise RequestRejectedError(f"unknown state {raw!r}", code="unknown-state", state=str(raw)) from None
 
     def routing(self, state: Any) -> str:
         """Where a package in ``state`` belongs, logically (I-59, I-124)."""
@@ -99,9 +97,14 @@ class IntakeMachine:
             return self.machine.check(src, dst, record)
         except IllegalTransitionError as error:
             code = self._classify(src.value, dst.value, record)
-            raise TransitionRefusedError(error.message, code=code, machine=self.machine.name,
-                                    state=src.value, target=dst.value,
-                                    reason=error.context.get("reason")) from None
+            raise TransitionRefusedError(
+                error.message,
+                code=code,
+                machine=self.machine.name,
+                state=src.value,
+                target=dst.value,
+                reason=error.context.get("reason"),
+            ) from None
 
     def _classify(self, src: str, dst: str, record: Mapping[str, Any]) -> str:
         if src == "BLOCKED" and dst in self.active:
@@ -153,8 +156,9 @@ def _build(phases: tuple[str, ...]) -> IntakeMachine:
     edges[(s("REOPENED"), s("BUILDING_CASE"))] = None
     labels[(s("REOPENED"), s("BUILDING_CASE"))] = "rebuild the case (revision kept)"
     labels[(s("VALIDATED"), s("BUILDING_CASE"))] = "start building (revision 0 → 1)"
-    machine: Machine[Any] = Machine(name="intake", states=states, initial=s("NEW"), edges=edges,
-                                    terminal=frozenset(), labels=labels)
+    machine: Machine[Any] = Machine(
+        name="intake", states=states, initial=s("NEW"), edges=edges, terminal=frozenset(), labels=labels
+    )
     return IntakeMachine(machine=machine, states=states, linear=linear, active=frozenset(active))
 
 

@@ -23,10 +23,15 @@ from .writer import PackageWriter
 __all__ = ["new_manifest", "write_package", "pack_directory"]
 
 
-def new_manifest(case_id: str, package_id: str, *, protected_files: Iterable[str] = (),
-                 artifacts: Mapping[str, str] | None = None,
-                 history: Mapping[str, int] | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def new_manifest(
+    case_id: str,
+    package_id: str,
+    *,
+    protected_files: Iterable[str] = (),
+    artifacts: Mapping[str, str] | None = None,
+    history: Mapping[str, int] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A manifest for a fresh package: NEW, generation 0, revision 0."""
     manifest: dict[str, Any] = {
         "format": "tenure-package",
@@ -48,8 +53,9 @@ def new_manifest(case_id: str, package_id: str, *, protected_files: Iterable[str
     return manifest
 
 
-def write_package(out: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
-                  config: IntakeConfig | None = None) -> Package:
+def write_package(
+    out: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], config: IntakeConfig | None = None
+) -> Package:
     """Write and validate a package at ``out`` (atomically); return it."""
     out = Path(out).absolute()
     written = PackageWriter(config).write(out.parent, manifest, additions=dict(files))
@@ -65,11 +71,9 @@ def pack_directory(source: Path, out: Path, config: IntakeConfig | None = None) 
     except FileNotFoundError:
         raise PackageRejectedError(f"{source} has no manifest.json", code="missing-manifest") from None
     except ValueError as error:
-        raise PackageRejectedError(f"{source / MANIFEST} is not valid JSON: {error}",
-                              code="invalid-manifest") from None
+        raise PackageRejectedError(f"{source / MANIFEST} is not valid JSON: {error}", code="invalid-manifest") from None
     if not isinstance(given, dict) or not {"case_id", "package_id"} <= set(given):
-        raise PackageRejectedError("manifest.json needs at least case_id and package_id",
-                              code="invalid-manifest")
+        raise PackageRejectedError("manifest.json needs at least case_id and package_id", code="invalid-manifest")
     manifest = new_manifest(str(given["case_id"]), str(given["package_id"]))
     manifest.update(given)
     files = dict(_files(source))
@@ -85,6 +89,5 @@ def _files(source: Path) -> Iterable[tuple[str, bytes]]:
             if relative == MANIFEST or name.startswith(TMP_PREFIX):
                 continue
             if not stat.S_ISREG(os.lstat(path).st_mode):
-                raise PackageRejectedError(f"{relative} is not a regular file", code="special-entry",
-                                      entry=relative)
+                raise PackageRejectedError(f"{relative} is not a regular file", code="special-entry", entry=relative)
             yield relative, path.read_bytes()

@@ -26,15 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from .archive import SafeArchive, check_entry_name, open_archive
-from .canonical import (MANIFEST, canonical_json, fingerprint, parse_aware, sha256_hex,
-                        step_hash, strict_json_loads)
+from .canonical import MANIFEST, canonical_json, fingerprint, parse_aware, sha256_hex, step_hash, strict_json_loads
 from .config import IntakeConfig, Limits
 from .errors import PackageRejectedError
 from .machine import IntakeMachine, intake_machine
 from .schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors
 
-__all__ = ["Package", "Checkpoint", "read_package", "CHECKPOINT_DIR", "checkpoint_path",
-           "validate_manifest"]
+__all__ = ["Package", "Checkpoint", "read_package", "CHECKPOINT_DIR", "checkpoint_path", "validate_manifest"]
 
 CHECKPOINT_DIR = "history/checkpoints/"
 _CHECKPOINT_PATH = re.compile(r"^history/checkpoints/([0-9a-f]{64})\.json$")
@@ -208,8 +206,7 @@ class Package:
         }
 
 
-def read_package(path: Path, config: IntakeConfig | None = None, *,
-                 base: Package | None = None) -> Package:
+def read_package(path: Path, config: IntakeConfig | None = None, *, base: Package | None = None) -> Package:
     """Open and fully validate the package at ``path``, or raise PackageRejectedError.
 
     ``base`` is a package already validated whose entries were copied into
@@ -227,27 +224,37 @@ def read_package(path: Path, config: IntakeConfig | None = None, *,
         appendable = arch.local_order()[-1] == MANIFEST and not arch.has_folders()
         entries = tuple(arch.infos.values())
     hashes_with_manifest = {**hashes, MANIFEST: sha256_hex(canonical_json(manifest))}
-    return Package(path=path, manifest=manifest, state=state, entry_hashes=hashes, crcs=crcs,
-                   fingerprint=fingerprint(hashes_with_manifest), chain=tuple(chain),
-                   appendable=appendable, zip_entries=entries)
+    return Package(
+        path=path,
+        manifest=manifest,
+        state=state,
+        entry_hashes=hashes,
+        crcs=crcs,
+        fingerprint=fingerprint(hashes_with_manifest),
+        chain=tuple(chain),
+        appendable=appendable,
+        zip_entries=entries,
+    )
 
 
 def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
     if MANIFEST not in arch.infos:
-        raise PackageRejectedError("the archive has no manifest.json at its root",
-                              code="missing-manifest")
+        raise PackageRejectedError("the archive has no manifest.json at its root", code="missing-manifest")
     if arch.size(MANIFEST) > limits.manifest_bytes:
-        raise PackageRejectedError(f"manifest.json is {arch.size(MANIFEST)} bytes "
-                              f"(limit {limits.manifest_bytes})", code="manifest-too-large")
+        raise PackageRejectedError(
+            f"manifest.json is {arch.size(MANIFEST)} bytes (limit {limits.manifest_bytes})", code="manifest-too-large"
+        )
     try:
         manifest = strict_json_loads(arch.read(MANIFEST))
     except (ValueError, UnicodeDecodeError) as error:
-        raise PackageRejectedError(f"manifest.json is not valid JSON: {error}",
-                              code="invalid-manifest") from None
+        raise PackageRejectedError(f"manifest.json is not valid JSON: {error}", code="invalid-manifest") from None
     problems = schema_errors(MANIFEST_SCHEMA, manifest)
     if problems:
-        raise PackageRejectedError("manifest.json does not match manifest-v1.schema.json: "
-                              + "; ".join(problems), code="invalid-manifest", problems=problems)
+        raise PackageRejectedError(
+            "manifest.json does not match manifest-v1.schema.json: " + "; ".join(problems),
+            code="invalid-manifest",
+            problems=problems,
+        )
     return dict(manifest)
 
 
@@ -255,8 +262,7 @@ def _bad_manifest(message: str, code: str = "invalid-manifest") -> PackageReject
     return PackageRejectedError(message, code=code)
 
 
-def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine,
-                      names: list[str]) -> Any:
+def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine, names: list[str]) -> Any:
     """The rules of a schema-valid manifest; returns its state member."""
     state_name = manifest["state"]
     if state_name not in {s.value for s in machine.states}:
@@ -289,8 +295,7 @@ def _check_reference(target: str, present: set[str], where: str) -> None:
     except PackageRejectedError:
         raise _bad_manifest(f"{where} names an unsafe path {target!r}") from None
     if target not in present or target == MANIFEST:
-        raise _bad_manifest(f"{where} names {target!r}, which is not a file of the package",
-                            code="invalid-package")
+        raise _bad_manifest(f"{where} names {target!r}, which is not a file of the package", code="invalid-package")
 
 
 def _check_blocked(manifest: Mapping[str, Any], machine: IntakeMachine) -> None:
@@ -304,28 +309,33 @@ def _check_blocked(manifest: Mapping[str, Any], machine: IntakeMachine) -> None:
     except ValueError:
         raise _bad_manifest("blocked.retry_at must be an ISO 8601 time with an offset") from None
     if blocked["resume_state"] not in machine.active:
-        raise _bad_manifest(f"blocked.resume_state {blocked['resume_state']!r} is not an "
-                            "active state")
+        raise _bad_manifest(f"blocked.resume_state {blocked['resume_state']!r} is not an active state")
 
 
 # --------------------------------------------------------------------------- the chain
 
 
-def _read_chain(arch: SafeArchive, manifest: Mapping[str, Any], machine: IntakeMachine,
-                limits: Limits, base: Package | None,
-                crcs: Mapping[str, tuple[int, int]]) -> list[Checkpoint]:
+def _read_chain(
+    arch: SafeArchive,
+    manifest: Mapping[str, Any],
+    machine: IntakeMachine,
+    limits: Limits,
+    base: Package | None,
+    crcs: Mapping[str, tuple[int, int]],
+) -> list[Checkpoint]:
     chain: list[Checkpoint] = []
     seen: set[str] = set()
     later: Checkpoint | None = None
     path: str | None = manifest["artifacts"]["lifecycle_checkpoint"]
     while path is not None:
         if path in seen:
-            raise PackageRejectedError(f"checkpoint {path} is reached twice: the chain has a cycle",
-                                  code="checkpoint-cycle", entry=path)
+            raise PackageRejectedError(
+                f"checkpoint {path} is reached twice: the chain has a cycle", code="checkpoint-cycle", entry=path
+            )
         reused = base.checkpoint_at(path) if base is not None else None
         if reused is not None and base is not None and crcs.get(path) == base.crcs.get(path):
             _check_order(reused, manifest, later)
-            rest = base.chain[base.chain.index(reused):]
+            rest = base.chain[base.chain.index(reused) :]
             chain.extend(rest)
             seen.update(cp.path for cp in rest)
             break
@@ -338,56 +348,61 @@ def _read_chain(arch: SafeArchive, manifest: Mapping[str, Any], machine: IntakeM
     orphans = sorted(n for n in arch.names if n.startswith(CHECKPOINT_DIR) and n not in seen)
     if orphans:
         code = "checkpoint-orphan" if _CHECKPOINT_PATH.match(orphans[0]) else "checkpoint-path"
-        raise PackageRejectedError(f"{orphans[0]} is not part of the checkpoint chain", code=code,
-                              entry=orphans[0])
+        raise PackageRejectedError(f"{orphans[0]} is not part of the checkpoint chain", code=code, entry=orphans[0])
     return chain
 
 
 def _load_checkpoint(arch: SafeArchive, path: str, limits: Limits) -> Checkpoint:
     match = _CHECKPOINT_PATH.match(path)
     if match is None:
-        raise PackageRejectedError(f"checkpoint link {path!r} is outside history/checkpoints/",
-                              code="checkpoint-path", entry=path[:200])
+        raise PackageRejectedError(
+            f"checkpoint link {path!r} is outside history/checkpoints/", code="checkpoint-path", entry=path[:200]
+        )
     if path not in arch.infos:
-        raise PackageRejectedError(f"checkpoint {path} is not in the package",
-                              code="checkpoint-missing", entry=path)
+        raise PackageRejectedError(f"checkpoint {path} is not in the package", code="checkpoint-missing", entry=path)
     if arch.size(path) > limits.manifest_bytes:
-        raise PackageRejectedError(f"checkpoint {path} is {arch.size(path)} bytes "
-                              f"(limit {limits.manifest_bytes})", code="checkpoint-too-large",
-                              entry=path)
+        raise PackageRejectedError(
+            f"checkpoint {path} is {arch.size(path)} bytes (limit {limits.manifest_bytes})",
+            code="checkpoint-too-large",
+            entry=path,
+        )
     try:
         data = strict_json_loads(arch.read(path))
     except (ValueError, UnicodeDecodeError) as error:
-        raise PackageRejectedError(f"checkpoint {path} is not valid JSON: {error}",
-                              code="checkpoint-invalid", entry=path) from None
+        raise PackageRejectedError(
+            f"checkpoint {path} is not valid JSON: {error}", code="checkpoint-invalid", entry=path
+        ) from None
     problems = schema_errors(CHECKPOINT_SCHEMA, data)
     if problems:
-        raise PackageRejectedError(f"checkpoint {path} does not match checkpoint-v1.schema.json: "
-                              + "; ".join(problems), code="checkpoint-invalid", entry=path)
+        raise PackageRejectedError(
+            f"checkpoint {path} does not match checkpoint-v1.schema.json: " + "; ".join(problems),
+            code="checkpoint-invalid",
+            entry=path,
+        )
     try:
         parse_aware(data["created_at"])
         if data["routing"]["retry_at"] is not None:
             parse_aware(data["routing"]["retry_at"])
     except ValueError as error:
-        raise PackageRejectedError(f"checkpoint {path}: {error}", code="checkpoint-invalid",
-                              entry=path) from None
+        raise PackageRejectedError(f"checkpoint {path}: {error}", code="checkpoint-invalid", entry=path) from None
     if step_hash(data["step_id"]) != match.group(1):
-        raise PackageRejectedError(f"checkpoint {path} is not named after its step id",
-                              code="checkpoint-path", entry=path)
+        raise PackageRejectedError(
+            f"checkpoint {path} is not named after its step id", code="checkpoint-path", entry=path
+        )
     return Checkpoint(path=path, data=data)
 
 
-def _check_checkpoint(cp: Checkpoint, manifest: Mapping[str, Any],
-                      machine: IntakeMachine) -> None:
-    if (cp.data["case_id"], cp.data["package_id"]) != (manifest["case_id"],
-                                                        manifest["package_id"]):
-        raise PackageRejectedError(f"checkpoint {cp.path} belongs to another case or package",
-                              code="checkpoint-identity", entry=cp.path)
+def _check_checkpoint(cp: Checkpoint, manifest: Mapping[str, Any], machine: IntakeMachine) -> None:
+    if (cp.data["case_id"], cp.data["package_id"]) != (manifest["case_id"], manifest["package_id"]):
+        raise PackageRejectedError(
+            f"checkpoint {cp.path} belongs to another case or package", code="checkpoint-identity", entry=cp.path
+        )
     known = {s.value for s in machine.states}
     for name in (cp.state, cp.previous_state, cp.resume_state):
         if name is not None and name not in known:
-            raise PackageRejectedError(f"checkpoint {cp.path} names unknown state {name!r}",
-                                  code="checkpoint-state", entry=cp.path, state=name)
+            raise PackageRejectedError(
+                f"checkpoint {cp.path} names unknown state {name!r}", code="checkpoint-state", entry=cp.path, state=name
+            )
 
 
 def _check_order(cp: Checkpoint, manifest: Mapping[str, Any], later: Checkpoint | None) -> None:
@@ -398,9 +413,11 @@ def _check_order(cp: Checkpoint, manifest: Mapping[str, Any], later: Checkpoint 
         top_generation, top_revision = later.generation, later.analysis_revision
         newest = cp.generation < top_generation
     if not newest or cp.analysis_revision > top_revision:
-        raise PackageRejectedError(f"checkpoint {cp.path} (generation {cp.generation}, revision "
-                              f"{cp.analysis_revision}) is out of order", code="checkpoint-order",
-                              entry=cp.path)
+        raise PackageRejectedError(
+            f"checkpoint {cp.path} (generation {cp.generation}, revision {cp.analysis_revision}) is out of order",
+            code="checkpoint-order",
+            entry=cp.path,
+        )
     if later is None and cp.generation == manifest["generation"]:
         _check_agreement(cp, manifest)
 
@@ -428,13 +445,15 @@ def _check_agreement(cp: Checkpoint, manifest: Mapping[str, Any]) -> None:
         expected["retry_at"], actual["retry_at"] = blocked.get("retry_at"), routing["retry_at"]
     wrong = sorted(k for k in expected if expected[k] != actual[k])
     if wrong:
-        raise PackageRejectedError(f"latest checkpoint {cp.path} disagrees with the manifest on "
-                              + ", ".join(wrong), code="checkpoint-mismatch", entry=cp.path,
-                              fields=wrong)
+        raise PackageRejectedError(
+            f"latest checkpoint {cp.path} disagrees with the manifest on " + ", ".join(wrong),
+            code="checkpoint-mismatch",
+            entry=cp.path,
+            fields=wrong,
+        )
 
 
-def _entry_hashes(arch: SafeArchive, crcs: Mapping[str, tuple[int, int]],
-                  base: Package | None) -> dict[str, str]:
+def _entry_hashes(arch: SafeArchive, crcs: Mapping[str, tuple[int, int]], base: Package | None) -> dict[str, str]:
     hashes: dict[str, str] = {}
     for name, crc in crcs.items():
         if base is not None and base.crcs.get(name) == crc:

@@ -45,14 +45,17 @@ class AdvanceRequest:
 
     @property
     def hash(self) -> str:
-        return request_hash({
-            "target": self.target,
-            "details": self.details,
-            "artifacts": {p: sha256_hex(b) for p, b in sorted(self.artifacts.items())},
-            "pointers": dict(self.pointers),
-            "retry": None if self.retry_at is None else {
-                "reason": self.reason, "retry_at": to_utc_text(self.retry_at)},
-        })
+        return request_hash(
+            {
+                "target": self.target,
+                "details": self.details,
+                "artifacts": {p: sha256_hex(b) for p, b in sorted(self.artifacts.items())},
+                "pointers": dict(self.pointers),
+                "retry": None
+                if self.retry_at is None
+                else {"reason": self.reason, "retry_at": to_utc_text(self.retry_at)},
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -64,21 +67,37 @@ class Plan:
     checkpoint: dict[str, Any]
 
 
-def make_request(machine: IntakeMachine, config: IntakeConfig, target: Any, *, step_id: Any,
-                 details: Any = None, artifacts: Mapping[str, bytes] | None = None,
-                 pointers: Mapping[str, str] | None = None, reason: str | None = None,
-                 retry_at: datetime | None = None) -> AdvanceRequest:
+def make_request(
+    machine: IntakeMachine,
+    config: IntakeConfig,
+    target: Any,
+    *,
+    step_id: Any,
+    details: Any = None,
+    artifacts: Mapping[str, bytes] | None = None,
+    pointers: Mapping[str, str] | None = None,
+    reason: str | None = None,
+    retry_at: datetime | None = None,
+) -> AdvanceRequest:
     """Validate the caller's request (raises RequestRejectedError with a code)."""
     state = machine.state(target).value
     if not isinstance(step_id, str) or not step_id.strip() or len(step_id) > 65536:
-        raise RequestRejectedError("advance needs a stable, non-blank step_id (at most 65536 "
-                              "characters)", code="step-id-required")
+        raise RequestRejectedError(
+            "advance needs a stable, non-blank step_id (at most 65536 characters)", code="step-id-required"
+        )
     details = _check_details({} if details is None else details, config)
     artifacts = _check_artifacts(dict(artifacts or {}), config)
     pointers = _check_pointers(dict(pointers or {}))
     _check_block(state, reason, retry_at)
-    return AdvanceRequest(target=state, step_id=step_id, details=details, artifacts=artifacts,
-                          pointers=pointers, reason=reason, retry_at=retry_at)
+    return AdvanceRequest(
+        target=state,
+        step_id=step_id,
+        details=details,
+        artifacts=artifacts,
+        pointers=pointers,
+        reason=reason,
+        retry_at=retry_at,
+    )
 
 
 def _check_details(details: Any, config: IntakeConfig) -> dict[str, Any]:
@@ -87,11 +106,12 @@ def _check_details(details: Any, config: IntakeConfig) -> dict[str, Any]:
     try:
         encoded = canonical_json(details)
     except (TypeError, ValueError) as error:
-        raise RequestRejectedError(f"details are not plain JSON: {error}",
-                              code="details-invalid") from None
+        raise RequestRejectedError(f"details are not plain JSON: {error}", code="details-invalid") from None
     if len(encoded) > config.limits.manifest_bytes // 2:
-        raise RequestRejectedError("details are too large for a checkpoint (limit "
-                              f"{config.limits.manifest_bytes // 2} bytes)", code="details-invalid")
+        raise RequestRejectedError(
+            f"details are too large for a checkpoint (limit {config.limits.manifest_bytes // 2} bytes)",
+            code="details-invalid",
+        )
     parsed: dict[str, Any] = json.loads(encoded)
     return parsed
 
@@ -103,35 +123,45 @@ def _check_artifacts(artifacts: dict[str, bytes], config: IntakeConfig) -> dict[
         try:
             check_entry_name(path, config.limits)
         except PackageRejectedError as error:
-            raise RequestRejectedError(f"artifact path {path!r}: {error.message}",
-                                  code="artifact-invalid", path=path) from None
+            raise RequestRejectedError(
+                f"artifact path {path!r}: {error.message}", code="artifact-invalid", path=path
+            ) from None
         if path.endswith("/"):
             raise RequestRejectedError(f"artifact path {path!r} names a folder", code="artifact-invalid")
         if path == MANIFEST or path.startswith(CHECKPOINT_DIR) or path == CHECKPOINT_DIR[:-1]:
-            raise RequestRejectedError(f"{path} is reserved to the lifecycle service",
-                                  code="artifact-reserved", path=path)
+            raise RequestRejectedError(
+                f"{path} is reserved to the lifecycle service", code="artifact-reserved", path=path
+            )
     return {p: bytes(b) for p, b in artifacts.items()}
 
 
 def _check_pointers(pointers: dict[str, str]) -> dict[str, str]:
     for name, target in pointers.items():
         if name == _RESERVED_POINTER:
-            raise RequestRejectedError("artifacts.lifecycle_checkpoint is maintained by the lifecycle "
-                                  "service", code="artifact-reserved", pointer=name)
+            raise RequestRejectedError(
+                "artifacts.lifecycle_checkpoint is maintained by the lifecycle service",
+                code="artifact-reserved",
+                pointer=name,
+            )
         if not isinstance(name, str) or not _POINTER.match(name) or not isinstance(target, str):
-            raise RequestRejectedError(f"artifact pointer {name!r} must be a lower-case name mapped to "
-                                  "a path", code="artifact-invalid", pointer=str(name))
+            raise RequestRejectedError(
+                f"artifact pointer {name!r} must be a lower-case name mapped to a path",
+                code="artifact-invalid",
+                pointer=str(name),
+            )
         if target.startswith(CHECKPOINT_DIR):
-            raise RequestRejectedError(f"pointer {name} may not point into {CHECKPOINT_DIR}",
-                                  code="artifact-reserved", pointer=name)
+            raise RequestRejectedError(
+                f"pointer {name} may not point into {CHECKPOINT_DIR}", code="artifact-reserved", pointer=name
+            )
     return pointers
 
 
 def _check_block(state: str, reason: str | None, retry_at: datetime | None) -> None:
     if state != "BLOCKED":
         if reason is not None or retry_at is not None:
-            raise RequestRejectedError("reason and retry_at are only for a move to BLOCKED",
-                                  code="unexpected-block-fields")
+            raise RequestRejectedError(
+                "reason and retry_at are only for a move to BLOCKED", code="unexpected-block-fields"
+            )
         return
     if not isinstance(reason, str) or not reason.strip():
         raise RequestRejectedError("BLOCKED needs a non-blank reason", code="block-reason-required")
@@ -141,12 +171,10 @@ def _check_block(state: str, reason: str | None, retry_at: datetime | None) -> N
         raise RequestRejectedError("the retry time must be timezone-aware", code="retry-time-naive")
 
 
-def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachine,
-                 now: datetime) -> Plan:
+def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachine, now: datetime) -> Plan:
     """The next generation of ``current`` for ``request`` (raises if refused)."""
     source, target = current.state, machine.state(request.target)
-    machine.check(source, target, {"now": now, "resume_state": current.resume_state,
-                                   "retry_at": current.retry_at})
+    machine.check(source, target, {"now": now, "resume_state": current.resume_state, "retry_at": current.retry_at})
     revision = current.analysis_revision
     if target.value == "BUILDING_CASE" and source.value == "VALIDATED" and revision == 0:
         revision = 1
@@ -155,8 +183,7 @@ def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachi
     blocked = None
     if target.value == "BLOCKED":
         assert request.retry_at is not None and request.reason is not None
-        blocked = {"reason": request.reason, "retry_at": to_utc_text(request.retry_at),
-                   "resume_state": source.value}
+        blocked = {"reason": request.reason, "retry_at": to_utc_text(request.retry_at), "resume_state": source.value}
     retry_count = current.retry_count + (1 if blocked else 0)
     routing = machine.routing(target)
     additions = _new_files(current, request)
@@ -170,9 +197,12 @@ def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachi
         "analysis_revision": revision,
         "previous_state": source.value,
         "state": target.value,
-        "routing": {"destination": routing, "retry_count": retry_count,
-                    "blocked_reason": blocked["reason"] if blocked else None,
-                    "retry_at": blocked["retry_at"] if blocked else None},
+        "routing": {
+            "destination": routing,
+            "retry_count": retry_count,
+            "blocked_reason": blocked["reason"] if blocked else None,
+            "retry_at": blocked["retry_at"] if blocked else None,
+        },
         "resume_state": blocked["resume_state"] if blocked else None,
         "step_id": request.step_id,
         "request_hash": request.hash,
@@ -181,12 +211,16 @@ def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachi
         "created_at": to_utc_text(now),
         "details": dict(request.details),
     }
-    additions[path] = (json.dumps(checkpoint, indent=2, sort_keys=True, ensure_ascii=False)
-                       + "\n").encode("utf-8")
+    additions[path] = (json.dumps(checkpoint, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     manifest = copy.deepcopy(dict(current.manifest))
-    manifest.update(generation=current.generation + 1, analysis_revision=revision,
-                    state=target.value, routing=routing, retry_count=retry_count,
-                    blocked=blocked)
+    manifest.update(
+        generation=current.generation + 1,
+        analysis_revision=revision,
+        state=target.value,
+        routing=routing,
+        retry_count=retry_count,
+        blocked=blocked,
+    )
     manifest["history"]["revisions"] = revision
     manifest["artifacts"].update(request.pointers)
     manifest["artifacts"]["lifecycle_checkpoint"] = path
@@ -202,13 +236,19 @@ def _new_files(current: Package, request: AdvanceRequest) -> dict[str, bytes]:
         if existing is None:
             additions[path] = data
         elif existing != sha256_hex(data):
-            raise RequestRejectedError(f"{path} already exists with other content; earlier content "
-                                  "is never replaced", code="artifact-exists", path=path)
+            raise RequestRejectedError(
+                f"{path} already exists with other content; earlier content is never replaced",
+                code="artifact-exists",
+                path=path,
+            )
     return additions
 
 
 def _check_pointer_targets(pointers: Mapping[str, str], files: set[str]) -> None:
     for name, target in pointers.items():
         if target not in files:
-            raise RequestRejectedError(f"pointer {name} names {target!r}, which is not a file of the "
-                                  "package", code="artifact-invalid", pointer=name)
+            raise RequestRejectedError(
+                f"pointer {name} names {target!r}, which is not a file of the package",
+                code="artifact-invalid",
+                pointer=name,
+            )

@@ -14,13 +14,13 @@ __all__ = ["ResultKind", "PollResult"]
 class ResultKind(str, enum.Enum):
     """The seven outcomes of a poll."""
 
-    ACCEPTED = "ACCEPTED"        #: a new generation was published for the input
-    DUPLICATE = "DUPLICATE"      #: the input was already published; nothing new written
+    ACCEPTED = "ACCEPTED"  #: a new generation was published for the input
+    DUPLICATE = "DUPLICATE"  #: the input was already published; nothing new written
     QUARANTINED = "QUARANTINED"  #: invalid or conflicting input, kept in quarantine/
-    DEFERRED = "DEFERRED"        #: a BLOCKED case whose retry time is still ahead
-    BUSY = "BUSY"                #: a lock is held elsewhere; the input stays pending
-    RESUMED = "RESUMED"          #: a due BLOCKED case returned to its interrupted state
-    ERROR = "ERROR"              #: infrastructure failure; the input stays pending
+    DEFERRED = "DEFERRED"  #: a BLOCKED case whose retry time is still ahead
+    BUSY = "BUSY"  #: a lock is held elsewhere; the input stays pending
+    RESUMED = "RESUMED"  #: a due BLOCKED case returned to its interrupted state
+    ERROR = "ERROR"  #: infrastructure failure; the input stays pending
 
 
 @dataclass(frozen=True)

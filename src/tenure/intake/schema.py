@@ -34,8 +34,7 @@ def _validator(name: str) -> Draft202012Validator:
 def schema_errors(name: str, document: Any) -> list[str]:
     """Human-readable schema violations of ``document`` (empty when valid)."""
     errors = sorted(_validator(name).iter_errors(document), key=lambda e: list(e.path))
-    return [_short(f"{'/'.join(str(p) for p in e.path) or '<root>'}: {e.message}")
-            for e in errors[:5]]
+    return [_short(f"{'/'.join(str(p) for p in e.path) or '<root>'}: {e.message}") for e in errors[:5]]
 
 
 def _short(text: str, limit: int = 300) -> str:

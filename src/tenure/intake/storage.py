@@ -79,11 +79,11 @@ class CaseStorage:
                 return cached
             package = read_package(path, self.config)
         except PackageRejectedError as error:
-            raise StorageCorruptError(f"stored generation {path} is invalid: {error.message}",
-                                 path=str(path), cause=error.code) from None
+            raise StorageCorruptError(
+                f"stored generation {path} is invalid: {error.message}", path=str(path), cause=error.code
+            ) from None
         except FileNotFoundError:
-            raise StorageCorruptError(f"stored generation {path} disappeared",
-                                 path=str(path)) from None
+            raise StorageCorruptError(f"stored generation {path} disappeared", path=str(path)) from None
         self._check_place(package, folder, generation)
         _remember(key, package)
         return package
@@ -92,9 +92,11 @@ class CaseStorage:
         expected = (folder.parent.name, folder.name, generation)
         actual = (id_hash(package.case_id), id_hash(package.package_id), package.generation)
         if expected != actual:
-            raise StorageCorruptError(f"{folder / generation_name(generation)} holds generation "
-                                 f"{package.generation} of another case or package",
-                                 path=str(folder / generation_name(generation)))
+            raise StorageCorruptError(
+                f"{folder / generation_name(generation)} holds generation "
+                f"{package.generation} of another case or package",
+                path=str(folder / generation_name(generation)),
+            )
 
     def load_dir(self, folder: Path, *, repair: bool = False) -> Package | None:
         """The current generation of a package folder, or None if it has none.
@@ -109,8 +111,7 @@ class CaseStorage:
             self.repair_index(folder, package)
         return package
 
-    def load_current(self, case_id: str, package_id: str, *,
-                     repair: bool = False) -> Package | None:
+    def load_current(self, case_id: str, package_id: str, *, repair: bool = False) -> Package | None:
         return self.load_dir(self.workspace.case_dir(case_id, package_id), repair=repair)
 
     def load_any(self, case_id: str, package_id: str, generation: int) -> Package | None:
@@ -133,8 +134,11 @@ class CaseStorage:
     def repair_index(self, folder: Path, package: Package) -> None:
         """Rewrite ``current.json`` unless it already describes ``package``."""
         index = self.read_index(folder)
-        if index is None or index.get("fingerprint") != package.fingerprint \
-                or index.get("file") != generation_name(package.generation):
+        if (
+            index is None
+            or index.get("fingerprint") != package.fingerprint
+            or index.get("file") != generation_name(package.generation)
+        ):
             self.write_index(folder, package)
 
     def write_index(self, folder: Path, package: Package) -> None:

@@ -37,8 +37,7 @@ from .fsio import FileLock, atomic_write_json, tmp_name
 
 __all__ = ["Workspace"]
 
-_FOLDERS = ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtime",
-            "runtime/locks")
+_FOLDERS = ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtime", "runtime/locks")
 
 
 class Workspace:
@@ -49,14 +48,18 @@ class Workspace:
     raises ``no-intake`` for any other path, creating nothing there.
     """
 
-    def __init__(self, root: str | os.PathLike[str], config: IntakeConfig | None = None, *,
-                 create: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], config: IntakeConfig | None = None, *, create: bool = True
+    ) -> None:
         self.root = Path(root).absolute()
         self.config = config or IntakeConfig()
         if not create and not (self.root / "inbox").is_dir():
-            raise LifecycleError(f"no intake at {self.root}: it has no inbox/ folder", code="no-intake",
-                                 root=str(self.root),
-                                 hint=f"check the path, or create the intake with `tenure intake init {self.root}`")
+            raise LifecycleError(
+                f"no intake at {self.root}: it has no inbox/ folder",
+                code="no-intake",
+                root=str(self.root),
+                hint=f"check the path, or create the intake with `tenure intake init {self.root}`",
+            )
         for name in _FOLDERS:
             (self.root / name).mkdir(parents=True, exist_ok=True)
         if not self.runtime_file.exists():
@@ -124,8 +127,7 @@ class Workspace:
         """Hold the worker lock (and the case lock); raise BusyError at once if taken."""
         worker = self.worker_lock()
         if not worker.acquire():
-            raise BusyError("another worker is processing this workspace", code="worker-busy",
-                       lock=str(worker.path))
+            raise BusyError("another worker is processing this workspace", code="worker-busy", lock=str(worker.path))
         try:
             self.clear_stale_runtime()
             if case_id is None:
@@ -140,8 +142,7 @@ class Workspace:
     def case_locked(self, case_id: str) -> Iterator[None]:
         lock = self.case_lock(case_id)
         if not lock.acquire():
-            raise BusyError("another worker is processing this case", code="case-busy",
-                       lock=str(lock.path))
+            raise BusyError("another worker is processing this case", code="case-busy", lock=str(lock.path))
         try:
             yield
         finally:
@@ -165,9 +166,16 @@ class Workspace:
             self.write_runtime(None)
 
     @staticmethod
-    def job_summary(case_id: str, package_id: str, *, input_generation: int,
-                    analysis_revision: int, target: str, started_at: datetime,
-                    last_checkpoint_at: datetime | None) -> dict[str, Any]:
+    def job_summary(
+        case_id: str,
+        package_id: str,
+        *,
+        input_generation: int,
+        analysis_revision: int,
+        target: str,
+        started_at: datetime,
+        last_checkpoint_at: datetime | None,
+    ) -> dict[str, Any]:
         """What ``current_job.json`` holds: identities and timing, no progress."""
         return {
             "case_id": case_id,
@@ -189,8 +197,9 @@ class Workspace:
             probe.write_bytes(b"")
             os.link(probe, linked)
         except OSError as error:
-            raise LifecycleError(f"{self.root} does not support hard links: {error}",
-                                 code="no-hard-links", root=str(self.root)) from None
+            raise LifecycleError(
+                f"{self.root} does not support hard links: {error}", code="no-hard-links", root=str(self.root)
+            ) from None
         finally:
             linked.unlink(missing_ok=True)
             probe.unlink(missing_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import struct
 import zipfile
 from collections.abc import Mapping
@@ -34,8 +33,7 @@ _FILE_MODE = 0o100644 << 16
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     """The stored form of a manifest: sorted keys, indented, UTF-8."""
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False,
-                       allow_nan=False) + "\n").encode("utf-8")
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _new_info(name: str) -> zipfile.ZipInfo:
@@ -52,8 +50,14 @@ class PackageWriter:
     def __init__(self, config: IntakeConfig | None = None) -> None:
         self.config = config or IntakeConfig()
 
-    def write(self, folder: Path, manifest: Mapping[str, Any], *, base: Package | None = None,
-              additions: Mapping[str, bytes] | None = None) -> Package:
+    def write(
+        self,
+        folder: Path,
+        manifest: Mapping[str, Any],
+        *,
+        base: Package | None = None,
+        additions: Mapping[str, bytes] | None = None,
+    ) -> Package:
         """Write ``base``'s files + ``additions`` + ``manifest``; validate; return it.
 
         The result lives at ``folder/.tmp-<random>.zip``; on any failure the
@@ -70,11 +74,11 @@ class PackageWriter:
             tmp.unlink(missing_ok=True)
             raise
 
-    def _write_zip(self, fh: IO[bytes], manifest: Mapping[str, Any], base: Package | None,
-                   additions: Mapping[str, bytes]) -> None:
+    def _write_zip(
+        self, fh: IO[bytes], manifest: Mapping[str, Any], base: Package | None, additions: Mapping[str, bytes]
+    ) -> None:
         copied = _copy_base(fh, base) if base is not None else []
-        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED,
-                             compresslevel=self.config.compresslevel) as zf:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=self.config.compresslevel) as zf:
             for info in copied:
                 zf.filelist.append(info)
                 zf.NameToInfo[info.filename] = info
@@ -96,8 +100,7 @@ def _copy_base(fh: IO[bytes], base: Package) -> list[zipfile.ZipInfo]:
     return _copy_entries(fh, base, infos)
 
 
-def _copy_entries(fh: IO[bytes], base: Package,
-                  infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+def _copy_entries(fh: IO[bytes], base: Package, infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
     with open(base.path, "rb") as src:
         if base.appendable:
             last = max(infos, key=lambda i: i.header_offset)

@@ -36,7 +36,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tenure.errors import ConfigurationError, ObjectStoreError
 from tenure.fsio import (
@@ -62,8 +62,10 @@ class ObjectStoreFullError(ObjectStoreError):
     """No space (or quota, or file-size limit) is left for objects."""
 
     code = "disk-full"
-    default_hint = ("free space on the file system that holds the object folder (or raise the quota or `ulimit -f`"
-                    " that stopped the write), then retry")
+    default_hint = (
+        "free space on the file system that holds the object folder (or raise the quota or `ulimit -f`"
+        " that stopped the write), then retry"
+    )
 
 
 #: The identity file at the root of an object folder (tenure.objects.base: identity).
@@ -76,8 +78,10 @@ class BadIdentityError(ConfigurationError):
     """The object folder's identity file is not one tenure wrote."""
 
     code = "bad-object-store-identity"
-    default_hint = ("the identity file is damaged; restore it from a backup (the control-plane store records the"
-                    " identity it expects: see docs/operations.md)")
+    default_hint = (
+        "the identity file is damaged; restore it from a backup (the control-plane store records the"
+        " identity it expects: see docs/operations.md)"
+    )
 
 
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
@@ -95,14 +99,16 @@ def os_error(exc: OSError, what: str, path: str) -> ObjectStoreError:
 
 def local_root(url: str) -> str:
     """The folder of a ``file:///ABSOLUTE/PATH`` (or ``file://localhost/ABSOLUTE/PATH``) URL."""
-    path = url[len("file://"):]
+    path = url[len("file://") :]
     if path.startswith("localhost/"):
-        path = path[len("localhost"):]
+        path = path[len("localhost") :]
     if not path.startswith("/") or os.path.normpath(path) == "/":
         raise ConfigurationError(
             f"object store URL {url!r} does not name an absolute folder other than / (an empty or relative"
             " path would resolve against the current folder)",
-            hint="use file:///absolute/path/to/objects", code="bad-objects-url")
+            hint="use file:///absolute/path/to/objects",
+            code="bad-objects-url",
+        )
     return path
 
 
@@ -115,8 +121,12 @@ class LocalObjectStore:
         self._tmp = os.path.join(self.root, "tmp")
         self._writable = False
         if os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise ConfigurationError(f"object store {self.root} is not a folder", code="bad-objects-url",
-                                     hint="point --objects at a folder", path=self.root)
+            raise ConfigurationError(
+                f"object store {self.root} is not a folder",
+                code="bad-objects-url",
+                hint="point --objects at a folder",
+                path=self.root,
+            )
 
     def _make_writable(self) -> None:
         """Before the first write: create the root and ``tmp`` with their parents synced.
@@ -203,7 +213,7 @@ class LocalObjectStore:
             except OSError as exc:
                 raise ObjectStoreError(f"cannot list objects under {folder}: {exc}", path=folder) from exc
             for name, mtime in found:
-                yield name, datetime.fromtimestamp(mtime, timezone.utc)
+                yield name, datetime.fromtimestamp(mtime, UTC)
 
     def delete_many(self, oids: Iterable[str]) -> int:
         removed = 0
@@ -254,8 +264,9 @@ class LocalObjectStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise ObjectStoreError(f"cannot read the identity of the object folder {self.root}: {exc}",
-                                   path=path) from exc
+            raise ObjectStoreError(
+                f"cannot read the identity of the object folder {self.root}: {exc}", path=path
+            ) from exc
         try:
             found = json.loads(raw).get("identity")
         except (ValueError, AttributeError):
@@ -271,8 +282,12 @@ class LocalObjectStore:
         if found is not None:
             return found
         final = os.path.join(self.root, IDENTITY_FILE)
-        body = json.dumps({"identity": str(uuid.uuid4()), "created_at": datetime.now(timezone.utc).isoformat(),
-                           "format": 1}, indent=1).encode() + b"\n"
+        body = (
+            json.dumps(
+                {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1}, indent=1
+            ).encode()
+            + b"\n"
+        )
         try:
             self._make_writable()
             staged = os.path.join(self._tmp, f"identity.{uuid.uuid4().hex}")
@@ -290,8 +305,12 @@ class LocalObjectStore:
                     os.unlink(staged)
             fsync_dir(self.root)
         except OSError as exc:
-            raise os_error(exc, f"give the object folder {self.root} its identity (it has none yet, and"
-                           " one is needed before anything is stored)", self.root) from exc
+            raise os_error(
+                exc,
+                f"give the object folder {self.root} its identity (it has none yet, and"
+                " one is needed before anything is stored)",
+                self.root,
+            ) from exc
         found = self.identity()
         assert found is not None
         return found

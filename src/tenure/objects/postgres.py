@@ -106,8 +106,10 @@ class PostgresObjectStore:
         """Every migrated PostgreSQL object store has its identity (see :meth:`identity`)."""
         found = self.identity()
         if found is None:
-            raise ObjectStoreError("the PostgreSQL object store has no identity row in tenure_objects_identity",
-                                   hint="it was removed by hand; restore it from a backup")
+            raise ObjectStoreError(
+                "the PostgreSQL object store has no identity row in tenure_objects_identity",
+                hint="it was removed by hand; restore it from a backup",
+            )
         return found
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:

@@ -41,8 +41,7 @@ class ClaimResult:
 class OwnershipFacade:
     """Claims for one pod. The only place a refused claim becomes :class:`ClaimRejectedError`."""
 
-    def __init__(self, store: Store, pod: PodIdentity, *, lease_ttl: float = 60.0,
-                 liveness_ttl: float = 15.0) -> None:
+    def __init__(self, store: Store, pod: PodIdentity, *, lease_ttl: float = 60.0, liveness_ttl: float = 15.0) -> None:
         self.pod = pod
         self.lease_ttl = lease_ttl
         self.liveness_ttl = liveness_ttl
@@ -56,14 +55,19 @@ class OwnershipFacade:
         project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint, ttl)
         if project is None:
             owner = self.ownership.owner(self.projects.get(tenant, name).id, ttl)
-            raise ClaimRejectedError(f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
-                                     holder=owner.pod_id, node=owner.node, project=f"{tenant}/{name}")
+            raise ClaimRejectedError(
+                f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+                holder=owner.pod_id,
+                node=owner.node,
+                project=f"{tenant}/{name}",
+            )
         return project
 
     def claim_or_redirect(self, tenant: str, name: str) -> ClaimResult:
         """Claim, or say where the live holder is, or how long until a dead holder's lease expires."""
-        project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint,
-                                       self.lease_ttl)
+        project = self.ownership.claim(
+            tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint, self.lease_ttl
+        )
         if project is not None:
             return ClaimResult(project=project)
         owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)

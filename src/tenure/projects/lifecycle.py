@@ -125,9 +125,17 @@ def project_folder(data_dir: str, project: Project) -> str:
 class LifecycleService:
     """bring / suspend / close for one pod (see the module docstring)."""
 
-    def __init__(self, store: Store, objects: ObjectStore, data_dir: str, pod: PodIdentity, *,
-                 config: LifecycleConfig | None = None, engines: list[Engine] | None = None,
-                 registry: ActivationRegistry | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        objects: ObjectStore,
+        data_dir: str,
+        pod: PodIdentity,
+        *,
+        config: LifecycleConfig | None = None,
+        engines: list[Engine] | None = None,
+        registry: ActivationRegistry | None = None,
+    ) -> None:
         self.store = store
         self.pod = pod
         self.config = config or LifecycleConfig()
@@ -157,8 +165,9 @@ class LifecycleService:
         self._refuse_closed_or_homeless(project)
         if project.id in self.registry:
             if project.status is S.RUNNING and from_snapshot is None:
-                renewed = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name,
-                                               self.pod.endpoint, self.config.lease_ttl)
+                renewed = self.ownership.claim(
+                    tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint, self.config.lease_ttl
+                )
                 if renewed is not None and renewed.generation == self.registry.generation(project.id):
                     return renewed  # running here under the current lease (even one that had run out): renewed
             self._deactivate(project)  # engines from an older lease, or a re-bring: stop them first
@@ -184,9 +193,12 @@ class LifecycleService:
             return self.workspaces.init_folder(project.workspace_id, self.folder(project), snapshot=from_snapshot)
         except IntegrityError as exc:
             ready = self.workspaces.newest_ready(project.workspace_id)
-            way_out = (f"bring it from the newest READY snapshot with `tenure project bring {project.ref}"
-                       f" --from-snapshot {ready.id}`, or repair the head" if ready is not None
-                       else "repair the head from a live copy; there is no READY snapshot to fall back to")
+            way_out = (
+                f"bring it from the newest READY snapshot with `tenure project bring {project.ref}"
+                f" --from-snapshot {ready.id}`, or repair the head"
+                if ready is not None
+                else "repair the head from a live copy; there is no READY snapshot to fall back to"
+            )
             self.projects.record_error(project, f"workspace init failed: {exc.message}; {way_out}")
             exc.context.setdefault("project", project.ref)
             exc.context["newest_ready"] = ready.id if ready is not None else None
@@ -216,8 +228,9 @@ class LifecycleService:
                 engine.start(event, folder)
             except Exception as exc:
                 self.projects.record_error(project, f"engine start failed: {exc}")
-                raise EngineFailedError(f"an engine failed to start for {project.ref}: {exc}",
-                                   project=project.ref) from exc
+                raise EngineFailedError(
+                    f"an engine failed to start for {project.ref}: {exc}", project=project.ref
+                ) from exc
 
     # ------------------------------------------------------------------ suspend
 
@@ -225,8 +238,9 @@ class LifecycleService:
         """Make the project SUSPENDED: engines stopped, checkpoint published, folder gone."""
         project = self.projects.get(tenant, name)
         if project.status is S.CLOSED:
-            raise StatusConflictError(f"project {project.ref} is CLOSED", project=project.ref,
-                                 expected="not CLOSED", actual="CLOSED")
+            raise StatusConflictError(
+                f"project {project.ref} is CLOSED", project=project.ref, expected="not CLOSED", actual="CLOSED"
+            )
         if project.status is S.SUSPENDED:
             return project
         if project.status is S.INIT:
@@ -258,8 +272,9 @@ class LifecycleService:
             if thread.is_alive() or errors:
                 why = "timed out" if thread.is_alive() else f"failed: {errors[0]}"
                 self.projects.record_error(project, f"engine stop {why}")
-                raise EngineFailedError(f"an engine stop {why} for {project.ref}; the project stays SUSPENDING",
-                                   project=project.ref)
+                raise EngineFailedError(
+                    f"an engine stop {why} for {project.ref}; the project stays SUSPENDING", project=project.ref
+                )
 
     # ------------------------------------------------------------------ close
 

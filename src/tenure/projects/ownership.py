@@ -17,10 +17,10 @@ fails if any other source file mentions those columns or runs a named query
 
 from __future__ import annotations
 
-from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 from dataclasses import dataclass
 from typing import Any
 
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 from tenure.projects.records import LifecycleType, Project
 from tenure.states import ProjectStatus
 from tenure.store import Store
@@ -33,8 +33,9 @@ PROJECT_WRITER_TTL_S = 10 * 365 * 24 * 3600.0
 
 _CLOSED = state_params(ProjectStatus.CLOSED)
 #: Who needs an owner: an active status, and PERMANENT or AUTO with demand.
-_NEEDS_OWNER = state_params(ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING,
-                            LifecycleType.PERMANENT, LifecycleType.AUTO)
+_NEEDS_OWNER = state_params(
+    ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING, LifecycleType.PERMANENT, LifecycleType.AUTO
+)
 
 
 @dataclass(frozen=True)
@@ -69,24 +70,38 @@ class Ownership:
 
     # ------------------------------------------------------------------ the claim path
 
-    def claim(self, tenant: str, name: str, pod_id: str, node_name: str, address: str | None,
-              lease_ttl: float) -> Project | None:
+    def claim(
+        self, tenant: str, name: str, pod_id: str, node_name: str, address: str | None, lease_ttl: float
+    ) -> Project | None:
         """CAS: take the lease if it is free, ours, or expired. ``None`` when another pod holds it."""
         if not pod_id:
-            raise InvalidInputError("claim needs the caller's pod id", code="podless-claim",
-                               hint="claims are made by a pod; start one or pass --pod-id")
+            raise InvalidInputError(
+                "claim needs the caller's pod id",
+                code="podless-claim",
+                hint="claims are made by a pod; start one or pass --pod-id",
+            )
         with self.db.transaction() as tx:
-            claimed = tx.execute("project_claim",
-                                 {"pod": pod_id, "node": node_name, "t": tenant, "n": name, "ttl": lease_ttl,
-                                  **_CLOSED, **state_params(LifecycleType.HOMELESS)})
+            claimed = tx.execute(
+                "project_claim",
+                {
+                    "pod": pod_id,
+                    "node": node_name,
+                    "t": tenant,
+                    "n": name,
+                    "ttl": lease_ttl,
+                    **_CLOSED,
+                    **state_params(LifecycleType.HOMELESS),
+                },
+            )
             if not claimed:
                 self._why_not(tx, tenant, name)
                 return None
             project = Project.from_row(claimed[0])
             if project.generation == int(claimed[0]["writer_generation"]):
                 return project  # a renewal: one statement
-            lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S,
-                                                  takeover=True, tx=tx)
+            lease = self.store.workspaces.acquire(
+                project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx
+            )
             rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
             return Project.from_row(rows[0])
 
@@ -98,10 +113,12 @@ class Ownership:
         adopting the new generation as a renewal of its own lease.
         """
         with self.db.transaction() as tx:
-            lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S,
-                                                  takeover=True, tx=tx)
-            fenced = tx.count("project_fence", {"g": lease.generation, "pod": pod_id, "node": node_name,
-                                                "id": project.id, **_CLOSED})
+            lease = self.store.workspaces.acquire(
+                project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx
+            )
+            fenced = tx.count(
+                "project_fence", {"g": lease.generation, "pod": pod_id, "node": node_name, "id": project.id, **_CLOSED}
+            )
             row = tx.one("project_by_name", {"t": project.tenant, "n": project.name})
             assert row is not None
             if not fenced:

@@ -9,7 +9,6 @@ only the liveness question.
 from __future__ import annotations
 
 import builtins
-
 import json
 import socket
 import uuid
@@ -41,12 +40,19 @@ class PodRegistry:
     def __init__(self, store: Store) -> None:
         self.db = store.db
 
-    def register(self, identity: PodIdentity, *, labels: dict[str, str] | None = None,
-                 capacity: float = 100.0) -> Pod:
+    def register(self, identity: PodIdentity, *, labels: dict[str, str] | None = None, capacity: float = 100.0) -> Pod:
         with self.db.transaction() as tx:
-            tx.execute("pod_insert",
-                       {**state_params(PodStatus.RUNNING), "id": identity.pod_id, "n": identity.node_name, "e": identity.endpoint,
-                        "l": json.dumps(labels or {}, sort_keys=True), "c": capacity})
+            tx.execute(
+                "pod_insert",
+                {
+                    **state_params(PodStatus.RUNNING),
+                    "id": identity.pod_id,
+                    "n": identity.node_name,
+                    "e": identity.endpoint,
+                    "l": json.dumps(labels or {}, sort_keys=True),
+                    "c": capacity,
+                },
+            )
         return self.get(identity.pod_id)
 
     def get(self, pod_id: str) -> Pod:

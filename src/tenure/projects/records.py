@@ -13,6 +13,7 @@ from typing import Any
 
 from tenure.states import ProjectStatus
 
+
 class Kind(str, enum.Enum):
     USER = "USER"
     SYSTEM = "SYSTEM"
@@ -57,13 +58,23 @@ class Project:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Project:
         return cls(
-            id=row["id"], tenant=row["tenant"], name=row["name"], project_group=row["project_group"],
-            status=ProjectStatus(row["status"]), kind=Kind(row["kind"]),
-            lifecycle_type=LifecycleType(row["lifecycle_type"]), owner_required=bool(row["owner_required"]),
-            home_node=row["home_node"], generation=int(row["generation"]),
-            placement_selector=json.loads(row["placement_selector"]), placement_score=float(row["placement_score"]),
-            pending_since=row["pending_since"], workspace_id=row["workspace_id"], error=row["error"],
-            created_at=row["created_at"], updated_at=row["updated_at"],
+            id=row["id"],
+            tenant=row["tenant"],
+            name=row["name"],
+            project_group=row["project_group"],
+            status=ProjectStatus(row["status"]),
+            kind=Kind(row["kind"]),
+            lifecycle_type=LifecycleType(row["lifecycle_type"]),
+            owner_required=bool(row["owner_required"]),
+            home_node=row["home_node"],
+            generation=int(row["generation"]),
+            placement_selector=json.loads(row["placement_selector"]),
+            placement_score=float(row["placement_score"]),
+            pending_since=row["pending_since"],
+            workspace_id=row["workspace_id"],
+            error=row["error"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
     @property
@@ -72,12 +83,23 @@ class Project:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "tenant": self.tenant, "name": self.name, "project_group": self.project_group,
-            "status": self.status.value, "kind": self.kind.value, "lifecycle_type": self.lifecycle_type.value,
-            "owner_required": self.owner_required, "home_node": self.home_node, "generation": self.generation,
-            "placement_selector": self.placement_selector, "placement_score": self.placement_score,
-            "pending_since": self.pending_since, "workspace_id": self.workspace_id, "error": self.error,
-            "created_at": self.created_at, "updated_at": self.updated_at,
+            "id": self.id,
+            "tenant": self.tenant,
+            "name": self.name,
+            "project_group": self.project_group,
+            "status": self.status.value,
+            "kind": self.kind.value,
+            "lifecycle_type": self.lifecycle_type.value,
+            "owner_required": self.owner_required,
+            "home_node": self.home_node,
+            "generation": self.generation,
+            "placement_selector": self.placement_selector,
+            "placement_score": self.placement_score,
+            "pending_since": self.pending_since,
+            "workspace_id": self.workspace_id,
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }
 
 
@@ -94,9 +116,16 @@ class Pod:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Pod:
-        return cls(id=row["id"], node_name=row["node_name"], endpoint=row["endpoint"],
-                   labels=json.loads(row["labels"]), capacity=float(row["capacity"]), status=row["status"],
-                   started_at=row["started_at"], heartbeat_at=row["heartbeat_at"])
+        return cls(
+            id=row["id"],
+            node_name=row["node_name"],
+            endpoint=row["endpoint"],
+            labels=json.loads(row["labels"]),
+            capacity=float(row["capacity"]),
+            status=row["status"],
+            started_at=row["started_at"],
+            heartbeat_at=row["heartbeat_at"],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -111,5 +140,9 @@ class Session:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Session:
-        return cls(id=row["id"], project_id=row["project_id"], bound_connection_id=row["bound_connection_id"],
-                   bound_pod_id=row["bound_pod_id"])
+        return cls(
+            id=row["id"],
+            project_id=row["project_id"],
+            bound_connection_id=row["bound_connection_id"],
+            bound_pod_id=row["bound_pod_id"],
+        )

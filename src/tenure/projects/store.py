@@ -9,7 +9,6 @@ so a fenced former owner changes nothing.
 from __future__ import annotations
 
 import builtins
-
 import json
 import math
 import re
@@ -51,8 +50,11 @@ def validate_selector(selector: dict[str, str]) -> dict[str, str]:
         raise InvalidInputError("a placement selector is a JSON object of label = value", code="invalid-selector")
     for key, value in selector.items():
         if not (isinstance(key, str) and isinstance(value, str) and _LABEL.fullmatch(key) and _LABEL.fullmatch(value)):
-            raise InvalidInputError(f"invalid selector entry {key!r}={value!r}", code="invalid-selector",
-                               hint="keys and values: 1-63 of letters, digits, '.', '_', '/', '-'")
+            raise InvalidInputError(
+                f"invalid selector entry {key!r}={value!r}",
+                code="invalid-selector",
+                hint="keys and values: 1-63 of letters, digits, '.', '_', '/', '-'",
+            )
     return selector
 
 
@@ -63,8 +65,15 @@ class ProjectStore:
 
     # ------------------------------------------------------------------ records
 
-    def create(self, tenant: str, name: str, *, kind: Kind = Kind.USER,
-               lifecycle_type: LifecycleType = LifecycleType.AUTO, group: str = "default") -> Project:
+    def create(
+        self,
+        tenant: str,
+        name: str,
+        *,
+        kind: Kind = Kind.USER,
+        lifecycle_type: LifecycleType = LifecycleType.AUTO,
+        group: str = "default",
+    ) -> Project:
         """A new INIT project with its (empty) workspace record."""
         validate_name("tenant", tenant)
         validate_name("project", name)
@@ -72,19 +81,35 @@ class ProjectStore:
         pid = new_id("p-")
         with self.db.transaction() as tx:
             if tx.one("project_id_by_name", {"t": tenant, "n": name}):
-                raise ConflictError(f"project {tenant}/{name} already exists", code="project-exists",
-                               project=f"{tenant}/{name}")
+                raise ConflictError(
+                    f"project {tenant}/{name} already exists", code="project-exists", project=f"{tenant}/{name}"
+                )
             ws = self.store.workspaces.create(f"prj-{pid[2:]}", tx=tx)
-            tx.execute("project_insert", {"id": pid, "t": tenant, "n": name, "g": group, "k": kind.value,
-                                          "lt": lifecycle_type.value, "w": ws.id, **state_params(ProjectStatus.INIT)})
+            tx.execute(
+                "project_insert",
+                {
+                    "id": pid,
+                    "t": tenant,
+                    "n": name,
+                    "g": group,
+                    "k": kind.value,
+                    "lt": lifecycle_type.value,
+                    "w": ws.id,
+                    **state_params(ProjectStatus.INIT),
+                },
+            )
             return self._get(tx, tenant, name)
 
     @staticmethod
     def _get(tx: Tx, tenant: str, name: str) -> Project:
         row = tx.one("project_by_name", {"t": tenant, "n": name})
         if row is None:
-            raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}",
-                           hint="list projects with `tenure project list`")
+            raise NotFoundError(
+                f"no project {tenant}/{name}",
+                code="project-not-found",
+                project=f"{tenant}/{name}",
+                hint="list projects with `tenure project list`",
+            )
         return Project.from_row(row)
 
     def get(self, tenant: str, name: str) -> Project:
@@ -101,14 +126,23 @@ class ProjectStore:
 
     # ------------------------------------------------------------------ status (lifecycle service only)
 
-    def transition_status(self, tenant: str, name: str, expected: ProjectStatus, target: ProjectStatus,
-                          generation: int, *, error: str | None = None) -> Project:
+    def transition_status(
+        self,
+        tenant: str,
+        name: str,
+        expected: ProjectStatus,
+        target: ProjectStatus,
+        generation: int,
+        *,
+        error: str | None = None,
+    ) -> Project:
         """Atomic ``expected → target``, fenced by the generation; conflict error otherwise."""
         PROJECT.check(expected, target)
         with self.db.transaction() as tx:
-            rows = tx.count("project_transition",
-                            {"t": target.value, "e": expected.value, "g": generation, "tn": tenant, "n": name,
-                             "err": error})
+            rows = tx.count(
+                "project_transition",
+                {"t": target.value, "e": expected.value, "g": generation, "tn": tenant, "n": name, "err": error},
+            )
             current = self._get(tx, tenant, name)
             if rows == 1:
                 return current
@@ -118,20 +152,29 @@ class ProjectStore:
     @staticmethod
     def _refuse(current: Project, expected: ProjectStatus, generation: int) -> None:
         if current.generation != generation:
-            raise StaleGenerationError(f"project {current.ref}: generation {generation} is fenced, {current.generation}"
-                                  " is current", generation=generation, current_generation=current.generation,
-                                  project=current.ref)
+            raise StaleGenerationError(
+                f"project {current.ref}: generation {generation} is fenced, {current.generation} is current",
+                generation=generation,
+                current_generation=current.generation,
+                project=current.ref,
+            )
         if current.status is ProjectStatus.CLOSED:
             raise ProjectClosedError(f"project {current.ref} is CLOSED", project=current.ref)
-        raise StatusConflictError(f"project {current.ref} is {current.status.value}, expected {expected.value}",
-                             project=current.ref, expected=expected.value, actual=current.status.value)
+        raise StatusConflictError(
+            f"project {current.ref} is {current.status.value}, expected {expected.value}",
+            project=current.ref,
+            expected=expected.value,
+            actual=current.status.value,
+        )
 
     def record_error(self, project: Project, error: str | None) -> None:
         with self.db.transaction() as tx:
             if tx.count("project_record_error", {"e": error, "id": project.id, "g": project.generation}) != 1:
-                raise StaleGenerationError(f"project {project.ref}: generation {project.generation} is fenced;"
-                                           " the error was not recorded", generation=project.generation,
-                                           project=project.ref)
+                raise StaleGenerationError(
+                    f"project {project.ref}: generation {project.generation} is fenced; the error was not recorded",
+                    generation=project.generation,
+                    project=project.ref,
+                )
 
     def close(self, tenant: str, name: str, closed_group_id: str, generation: int) -> Project:
         """status = CLOSED and the archive group; refuses SYSTEM projects (checked first)."""
@@ -140,8 +183,10 @@ class ProjectStore:
             if current.kind is Kind.SYSTEM:
                 raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             PROJECT.check(current.status, ProjectStatus.CLOSED)
-            rows = tx.count("project_close", {"grp": closed_group_id, "id": current.id, "g": generation,
-                                              **_CLOSED, **state_params(Kind.SYSTEM)})
+            rows = tx.count(
+                "project_close",
+                {"grp": closed_group_id, "id": current.id, "g": generation, **_CLOSED, **state_params(Kind.SYSTEM)},
+            )
             if rows != 1:
                 self._refuse(current, current.status, generation)
             return self._get(tx, tenant, name)
@@ -151,28 +196,35 @@ class ProjectStore:
     def set_lifecycle_type(self, tenant: str, name: str, value: LifecycleType) -> Project:
         """Switch between AUTO, EPHEMERAL and PERMANENT; refuses HOMELESS (either side) and SYSTEM."""
         if value is LifecycleType.HOMELESS:
-            raise InvalidInputError("a project cannot become HOMELESS; that type is fixed at creation",
-                               code="lifecycle-type-refused")
+            raise InvalidInputError(
+                "a project cannot become HOMELESS; that type is fixed at creation", code="lifecycle-type-refused"
+            )
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
             if current.kind is Kind.SYSTEM:
                 raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             if current.lifecycle_type is LifecycleType.HOMELESS:
-                raise InvalidInputError(f"project {current.ref} is HOMELESS; its type is fixed",
-                                   code="lifecycle-type-refused")
-            tx.execute("project_set_lifecycle_type",
-                       {"v": value.value, "id": current.id, **state_params(LifecycleType.HOMELESS, Kind.SYSTEM)})
+                raise InvalidInputError(
+                    f"project {current.ref} is HOMELESS; its type is fixed", code="lifecycle-type-refused"
+                )
+            tx.execute(
+                "project_set_lifecycle_type",
+                {"v": value.value, "id": current.id, **state_params(LifecycleType.HOMELESS, Kind.SYSTEM)},
+            )
             return self._get(tx, tenant, name)
 
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
         validate_selector(selector)
         if not (isinstance(score, (int, float)) and math.isfinite(score) and score > 0):
-            raise InvalidInputError(f"invalid placement score {score!r}", code="invalid-score",
-                               hint="a positive, finite number")
+            raise InvalidInputError(
+                f"invalid placement score {score!r}", code="invalid-score", hint="a positive, finite number"
+            )
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
-            tx.execute("project_set_placement", {"s": json.dumps(selector, sort_keys=True), "sc": float(score),
-                                                 "id": current.id})
+            tx.execute(
+                "project_set_placement",
+                {"s": json.dumps(selector, sort_keys=True), "sc": float(score), "id": current.id},
+            )
             return self._get(tx, tenant, name)
 
     def mark_pending_placement(self, tenant: str, name: str) -> bool:
@@ -235,20 +287,26 @@ class ProjectStore:
     def bind_session(self, session_id: str, connection_id: str, pod_id: str, generation: int) -> Session:
         """Bind a session to a client connection, fenced by the project generation."""
         with self.db.transaction() as tx:
-            rows = tx.count("session_bind", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation,
-                                             **_CLOSED})
+            rows = tx.count(
+                "session_bind", {"c": connection_id, "pod": pod_id, "id": session_id, "g": generation, **_CLOSED}
+            )
             row = tx.one("session_with_project", {"id": session_id})
         if row is None:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         if rows == 1:
             return Session.from_row(row)
         if int(row["generation"]) != generation:
-            raise StaleGenerationError(f"session {session_id}: project generation {generation} is fenced",
-                                  generation=generation, current_generation=int(row["generation"]))
+            raise StaleGenerationError(
+                f"session {session_id}: project generation {generation} is fenced",
+                generation=generation,
+                current_generation=int(row["generation"]),
+            )
         if row["status"] == ProjectStatus.CLOSED.value:
             raise ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
-        raise AlreadyBoundError(f"session {session_id} is bound to connection {row['bound_connection_id']}",
-                           connection=row["bound_connection_id"])
+        raise AlreadyBoundError(
+            f"session {session_id} is bound to connection {row['bound_connection_id']}",
+            connection=row["bound_connection_id"],
+        )
 
     def unbind_sessions(self, project: Project) -> int:
         """Step 1a: unbind every session of ``project``, fenced by its generation (idempotent).
@@ -263,6 +321,9 @@ class ProjectStore:
                 if current.generation != project.generation:
                     raise StaleGenerationError(
                         f"project {project.ref}: generation {project.generation} is fenced,"
-                        f" {current.generation} is current", generation=project.generation,
-                        current_generation=current.generation, project=project.ref)
+                        f" {current.generation} is current",
+                        generation=project.generation,
+                        current_generation=current.generation,
+                        project=project.ref,
+                    )
             return unbound

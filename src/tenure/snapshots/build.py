@@ -53,7 +53,7 @@ import blake3
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import encode
-from tenure.snapshots.chunking import CHUNKED_FROM, iter_chunks, new_chunker
+from tenure.snapshots.chunking import iter_chunks, new_chunker
 from tenure.snapshots.errors import (
     FolderChangedError,
     NotAFolderError,
@@ -72,19 +72,20 @@ from tenure.snapshots.treeformat import (
     Root,
     cut_stream,
     encode_root,
-    id_stream,
     file_entry,
     folder_entry,
+    id_stream,
     record,
     symlink_entry,
 )
 
 AFTER_OBJECTS_WRITTEN = register(
     "build.after_objects_written",
-    "every object of the new tree is durable in the object store; the local index is not saved yet")
+    "every object of the new tree is durable in the object store; the local index is not saved yet",
+)
 AFTER_INDEX_SAVED = register(
-    "build.after_index_saved",
-    "the new tree is stored and the local index describes the folder as checked in")
+    "build.after_index_saved", "the new tree is stored and the local index describes the folder as checked in"
+)
 
 MiB = 1 << 20
 PACK_TARGET = 4 * MiB
@@ -111,9 +112,17 @@ class FileProgress(Protocol):
     def files(self, done: int, total: int, bytes_total: int, listed: bool) -> None: ...
 
 
-def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = None, pin: Pin | None = None,
-               progress: Progress | None = None, workers: int | None = None, exclude: Sequence[str] = (),
-               leave_out: Sequence[str] = ()) -> BuildResult:
+def build_tree(
+    folder: str,
+    objects: ObjectStore,
+    *,
+    index_path: str | None = None,
+    pin: Pin | None = None,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    exclude: Sequence[str] = (),
+    leave_out: Sequence[str] = (),
+) -> BuildResult:
     """Store ``folder`` as a tree of objects and return its root id (see the module docstring).
 
     ``index_path`` (a file, best outside the folder; if inside, it is left
@@ -144,9 +153,14 @@ def build_tree(folder: str, objects: ObjectStore, *, index_path: str | None = No
         if not index.same_as(entries):  # an unchanged index keeps its file (and its racy-clean time)
             save_index(index_path, entries)
         crash_point(AFTER_INDEX_SAVED)
-    return BuildResult(root=build.root_oid, files=len(scan.files), bytes_read=build.bytes_read,
-                       bytes_new=build.bytes_new, objects=frozenset(trees) | _data_oids(scan.files),
-                       skipped=tuple(scan.skipped))
+    return BuildResult(
+        root=build.root_oid,
+        files=len(scan.files),
+        bytes_read=build.bytes_read,
+        bytes_new=build.bytes_new,
+        objects=frozenset(trees) | _data_oids(scan.files),
+        skipped=tuple(scan.skipped),
+    )
 
 
 def _no_pin(_oids: frozenset[str]) -> None:
@@ -170,8 +184,9 @@ def _open_folder(root: bytes, folder: str) -> int:
     except (FileNotFoundError, NotADirectoryError):
         raise NotAFolderError(f"{folder!r} is not a folder", path=folder) from None
     except OSError as exc:
-        raise UnreadableFileError(f"cannot open folder {folder!r}: {exc.strerror}", path=".",
-                                  reason=exc.strerror) from None
+        raise UnreadableFileError(
+            f"cannot open folder {folder!r}: {exc.strerror}", path=".", reason=exc.strerror
+        ) from None
 
 
 def _excluded(root: bytes, paths: Sequence[str | None]) -> frozenset[bytes]:
@@ -181,10 +196,12 @@ def _excluded(root: bytes, paths: Sequence[str | None]) -> frozenset[bytes]:
     for path in paths:
         if path is None:
             continue
-        for base, candidate in ((root, os.fsencode(os.path.abspath(path))),
-                                (real_root, os.fsencode(os.path.realpath(path)))):
+        for base, candidate in (
+            (root, os.fsencode(os.path.abspath(path))),
+            (real_root, os.fsencode(os.path.realpath(path))),
+        ):
             if candidate.startswith(base.rstrip(b"/") + b"/"):
-                found.add(candidate[len(base.rstrip(b"/")) + 1:])
+                found.add(candidate[len(base.rstrip(b"/")) + 1 :])
     return frozenset(found)
 
 
@@ -195,8 +212,16 @@ def _data_oids(files: Sequence[FileNode]) -> frozenset[str]:
 class _Build:
     """The state of one build: counters, the pack being filled, the upload pipeline."""
 
-    def __init__(self, root: bytes, root_fd: int, objects: ObjectStore, index: Index, workers: int,
-                 progress: Progress | None, pin: Pin) -> None:
+    def __init__(
+        self,
+        root: bytes,
+        root_fd: int,
+        objects: ObjectStore,
+        index: Index,
+        workers: int,
+        progress: Progress | None,
+        pin: Pin,
+    ) -> None:
         self.root = root
         self.root_fd = root_fd
         self.pin = pin
@@ -297,8 +322,9 @@ class _Build:
             f.resolve()
         self._report(force=True)
 
-    def _take_batch(self, group: Sequence[FileNode], contents: Sequence[bytes], uploader: Uploader,
-                    trust_index: bool) -> None:
+    def _take_batch(
+        self, group: Sequence[FileNode], contents: Sequence[bytes], uploader: Uploader, trust_index: bool
+    ) -> None:
         """Pack a batch of small files (the hot loop: kept lean on purpose)."""
         previous = self.index.previous if trust_index and len(self.index) else None
         pack = self._pack
@@ -405,8 +431,9 @@ class _Build:
                 self._store_trees({oid: p for oid, p in trees.items() if oid not in confirmed})
                 return trees
             self._repair(scan, lost)
-        raise UploadIncompleteError(f"objects kept vanishing from {self.objects.url} while the tree was stored",
-                               folder=os.fsdecode(self.root))
+        raise UploadIncompleteError(
+            f"objects kept vanishing from {self.objects.url} while the tree was stored", folder=os.fsdecode(self.root)
+        )
 
     def _repair(self, scan: Scan, lost: frozenset[str]) -> None:
         """Read again every file whose stored content is gone, trusting no index.
@@ -457,8 +484,7 @@ def _follow(followers: Sequence[tuple[FileNode, FileNode]]) -> None:
         f.refs, f.digest, f.size, f.indexed = leader.refs, leader.digest, leader.size, leader.indexed
 
 
-def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int
-                  ) -> tuple[str, dict[str, bytes]]:
+def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int) -> tuple[str, dict[str, bytes]]:
     """Encode the tree stream (folders in pre-order) and the data ids, cut and encode them, then the root.
 
     Returns the root id and ``id → payload`` of the root and every tree and id chunk.
@@ -467,11 +493,13 @@ def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: i
     inline = len(data_oids) <= INLINE_IDS
     ids = b"" if inline else id_stream(data_oids)
     tree_cuts, id_cuts = cut_stream(stream, starts), cut_stream(ids, [])
-    views = [memoryview(stream)[o:o + n] for o, n, _ in tree_cuts] + [memoryview(ids)[o:o + n] for o, n, _ in id_cuts]
+    views = [memoryview(stream)[o : o + n] for o, n, _ in tree_cuts] + [
+        memoryview(ids)[o : o + n] for o, n, _ in id_cuts
+    ]
     with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
         encoded = list(pool.map(encode, views))
     refs = [ChunkRef(oid, n, first) for (oid, _), (_, n, first) in zip(encoded, tree_cuts + id_cuts)]
-    root = Root(refs[:len(tree_cuts)], sorted(data_oids) if inline else [], refs[len(tree_cuts):])
+    root = Root(refs[: len(tree_cuts)], sorted(data_oids) if inline else [], refs[len(tree_cuts) :])
     oid, payload = encode(encode_root(root))
     return oid, {oid: payload, **dict(encoded)}
 

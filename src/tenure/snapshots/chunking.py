@@ -33,8 +33,7 @@ WINDOW = 8 * MiB
 
 def new_chunker() -> pyfastcdc.FastCDC:
     """A chunker with tenure's fixed parameters (one per thread: it is not thread-safe)."""
-    return pyfastcdc.FastCDC(avg_size=AVG_SIZE, min_size=MIN_SIZE, max_size=MAX_SIZE,
-                             normalized_chunking=1, seed=0)
+    return pyfastcdc.FastCDC(avg_size=AVG_SIZE, min_size=MIN_SIZE, max_size=MAX_SIZE, normalized_chunking=1, seed=0)
 
 
 def iter_chunks(fd: int, limit: int, chunker: pyfastcdc.FastCDC) -> Iterator[memoryview]:
@@ -44,11 +43,11 @@ def iter_chunks(fd: int, limit: int, chunker: pyfastcdc.FastCDC) -> Iterator[mem
     while True:
         want = min(WINDOW, left)
         buf = bytearray(len(carry) + want)
-        buf[:len(carry)] = carry
-        got = _fill(fd, memoryview(buf)[len(carry):])
+        buf[: len(carry)] = carry
+        got = _fill(fd, memoryview(buf)[len(carry) :])
         left -= got
         final = got < want or left == 0
-        view = memoryview(buf)[:len(carry) + got]
+        view = memoryview(buf)[: len(carry) + got]
         if not view:
             return
         chunks = [(c.offset, c.length) for c in chunker.cut_buf(view)]
@@ -56,7 +55,7 @@ def iter_chunks(fd: int, limit: int, chunker: pyfastcdc.FastCDC) -> Iterator[mem
             last_offset, _ = chunks.pop()
             carry = view[last_offset:]
         for offset, length in chunks:
-            yield view[offset:offset + length]
+            yield view[offset : offset + length]
         if final:
             return
 

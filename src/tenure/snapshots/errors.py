@@ -69,12 +69,18 @@ class SnapshotDamagedError(IntegrityError):
     code = "snapshot-damaged"
 
     @classmethod
-    def of(cls, root: str, lost_paths: Iterable[str], missing: Iterable[str], corrupt: Iterable[str]
-           ) -> SnapshotDamagedError:
+    def of(
+        cls, root: str, lost_paths: Iterable[str], missing: Iterable[str], corrupt: Iterable[str]
+    ) -> SnapshotDamagedError:
         lost = sorted(lost_paths)
         shown = ", ".join(repr(p) for p in lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
-        return cls(f"tree {root} is damaged: {len(lost)} paths cannot be restored: {shown}",
-                   lost_paths=lost, missing=sorted(missing), corrupt=sorted(corrupt), root=root)
+        return cls(
+            f"tree {root} is damaged: {len(lost)} paths cannot be restored: {shown}",
+            lost_paths=lost,
+            missing=sorted(missing),
+            corrupt=sorted(corrupt),
+            root=root,
+        )
 
 
 class TreeFormatError(IntegrityError):

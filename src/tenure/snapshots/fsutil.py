@@ -91,7 +91,7 @@ def open_parent(base: bytes, rel: bytes) -> tuple[int, bytes]:
             cut = len(parent) if len(parent) < PATH_ROOM else parent.rfind(b"/", 0, PATH_ROOM)
             if cut <= 0:
                 raise OSError(errno.ENAMETOOLONG, "a name in the path is too long", os.fsdecode(rel))
-            hop, parent = parent[:cut], parent[cut + 1:]
+            hop, parent = parent[:cut], parent[cut + 1 :]
             following = os.open(hop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = following

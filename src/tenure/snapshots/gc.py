@@ -18,8 +18,9 @@ transactions. A GC run:
 A crash at any point leaves only unreachable objects behind; the next run
 finishes the job. A damaged snapshot (a tree object missing or corrupt) does
 not stop the run: whatever of its closure can still be read is kept, its
-root is reported in :attr:`GcResult.damaged`, and the rest is reclaimed. See docs/adr/0004-gc-pins.md for why pins, not only the
-grace period, protect in-flight uploads and restores.
+root is reported in :attr:`GcResult.damaged`, and the rest is reclaimed.
+See docs/adr/0004-gc-pins.md for why pins, not only the grace period,
+protect in-flight uploads and restores.
 
 Batch size: the sweep deletes at most 1,000 candidates per batch (one
 transaction holding the GC lock each). The environment variable
@@ -59,8 +60,11 @@ def batch_size() -> int:
     except ValueError:
         size = 0
     if size < 1:
-        raise ConfigurationError(f"{BATCH_ENV}={raw!r} is not a positive integer", code="bad-gc-batch",
-                                 hint=f"unset {BATCH_ENV} (default {BATCH}) or set it to a whole number above 0")
+        raise ConfigurationError(
+            f"{BATCH_ENV}={raw!r} is not a positive integer",
+            code="bad-gc-batch",
+            hint=f"unset {BATCH_ENV} (default {BATCH}) or set it to a whole number above 0",
+        )
     return size
 
 
@@ -86,8 +90,9 @@ class GcResult:
         return {**self.__dict__, "damaged": list(self.damaged)}
 
 
-def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
-            progress: Callable[[int, int], None] | None = None) -> GcResult:
+def collect(
+    store: Store, objects: ObjectStore, *, grace_s: float = 3600.0, progress: Callable[[int, int], None] | None = None
+) -> GcResult:
     """Run one GC pass; see the module docstring for the phases."""
     step = batch_size()
     mark_time, roots = store.snapshots.mark()
@@ -111,7 +116,7 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
     removed = spared = 0
     traced = set(roots)
     for start in range(0, len(candidates), step):
-        batch = candidates[start:start + step]
+        batch = candidates[start : start + step]
         with store.snapshots.sweep_lock(mark_time) as (pinned, new_roots):
             for root in new_roots - traced:
                 reachable |= _closure(root, objects, damaged)
@@ -122,9 +127,19 @@ def collect(store: Store, objects: ObjectStore, *, grace_s: float = 3600.0,
         if progress is not None:
             progress(min(start + step, len(candidates)), len(candidates))
         crash_point("gc.mid_sweep")
-    return GcResult(len(roots), len(reachable), stored, len(candidates), removed, spared, tuple(sorted(damaged)),
-                    grace_s=grace_s, referenced=referenced, young=young,
-                    young_reclaimable_in=None if youngest is None else round(youngest + grace_s - mark_time, 3))
+    return GcResult(
+        len(roots),
+        len(reachable),
+        stored,
+        len(candidates),
+        removed,
+        spared,
+        tuple(sorted(damaged)),
+        grace_s=grace_s,
+        referenced=referenced,
+        young=young,
+        young_reclaimable_in=None if youngest is None else round(youngest + grace_s - mark_time, 3),
+    )
 
 
 def _closure(root: str, objects: ObjectStore, damaged: list[str]) -> frozenset[str]:

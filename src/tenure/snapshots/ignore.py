@@ -61,9 +61,13 @@ def _spec(patterns: list[tuple[str, str]]) -> pathspec.GitIgnoreSpec:
         try:
             pathspec.GitIgnoreSpec.from_lines([pattern])
         except ValueError as exc:
-            raise InvalidInputError(f"{source} pattern {pattern!r} is not a valid gitignore pattern: {exc}",
-                                    code="invalid-ignore-pattern", pattern=pattern, source=source,
-                                    hint="use gitignore syntax, e.g. 'build/', '*.log', '!keep.log'") from None
+            raise InvalidInputError(
+                f"{source} pattern {pattern!r} is not a valid gitignore pattern: {exc}",
+                code="invalid-ignore-pattern",
+                pattern=pattern,
+                source=source,
+                hint="use gitignore syntax, e.g. 'build/', '*.log', '!keep.log'",
+            ) from None
     return pathspec.GitIgnoreSpec.from_lines([pattern for _, pattern in patterns])
 
 
@@ -76,8 +80,9 @@ def _read_ignore_file(root_fd: int) -> list[str] | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None
-        raise UnreadableFileError(f"cannot read {IGNORE_FILE!r}: {exc.strerror}",
-                             path=IGNORE_FILE, reason=exc.strerror) from None
+        raise UnreadableFileError(
+            f"cannot read {IGNORE_FILE!r}: {exc.strerror}", path=IGNORE_FILE, reason=exc.strerror
+        ) from None
     with open(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None

@@ -110,10 +110,10 @@ def load_index(path: str | None) -> Index:
     except OSError:
         return Index.empty()
     head = len(MAGIC) + 1 + 32
-    if data[:len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
+    if data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
         return Index.empty()
     body = data[head:]
-    if blake3.blake3(body).digest() != data[len(MAGIC) + 1:head]:
+    if blake3.blake3(body).digest() != data[len(MAGIC) + 1 : head]:
         return Index.empty()
     try:
         entries = marshal.loads(zstandard.ZstdDecompressor().decompress(body))

@@ -58,16 +58,17 @@ class ModeFilter:
         out += [os.fsdecode(rel) for rel, item in listing.files if item.mode & ~self.file_bits]
         return out
 
+
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REOPEN = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Piece(NamedTuple):
-    file: int           # index into Plan.files
-    offset: int         # in the object
+    file: int  # index into Plan.files
+    offset: int  # in the object
     length: int
-    at: int             # in the file
-    whole: bool         # the file's only slice: create, write, finish in one go
+    at: int  # in the file
+    whole: bool  # the file's only slice: create, write, finish in one go
 
 
 class Plan:
@@ -75,7 +76,7 @@ class Plan:
 
     def __init__(self, listing: Listing) -> None:
         self.files: list[tuple[bytes, FileItem]] = []
-        self.followers: list[tuple[bytes, bytes]] = []     # (path, leader path)
+        self.followers: list[tuple[bytes, bytes]] = []  # (path, leader path)
         by_path = dict(listing.files) if any(item.link for _, item in listing.files) else {}
         for rel, item in listing.files:
             leader = by_path.get(item.link) if item.link and item.link != rel else None
@@ -144,8 +145,15 @@ WriteResult = tuple[int, list[tuple[int, StatKey | None, bytes]]]
 class Materializer:
     """Creates the folders, symlinks and files of a plan below ``temp``."""
 
-    def __init__(self, temp: bytes, objects: ObjectStore, workers: int,
-                 progress: Callable[[int, int], None] | None, want_index: bool, modes: ModeFilter) -> None:
+    def __init__(
+        self,
+        temp: bytes,
+        objects: ObjectStore,
+        workers: int,
+        progress: Callable[[int, int], None] | None,
+        want_index: bool,
+        modes: ModeFilter,
+    ) -> None:
         self.temp = temp
         self.modes = modes
         self.objects = objects
@@ -171,8 +179,9 @@ class Materializer:
     def path(self, rel: bytes) -> bytes:
         return self.temp + b"/" + rel if rel else self.temp
 
-    def at(self, rel: bytes, call: Callable[Concatenate[bytes, int | None, _P], _T], *args: _P.args,
-           **kwargs: _P.kwargs) -> _T:
+    def at(
+        self, rel: bytes, call: Callable[Concatenate[bytes, int | None, _P], _T], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
         """``call(path, None, ...)`` for ``temp/rel``; ``call(name, folder_fd, ...)`` when that path is too long.
 
         The build stores paths of any length (it opens nothing by path), so
@@ -198,7 +207,7 @@ class Materializer:
                 levels.setdefault(rel.count(b"/"), []).append(rel)
         for depth in sorted(levels):
             level = levels[depth]
-            groups = [level[i:i + GROUP] for i in range(0, len(level), GROUP)]
+            groups = [level[i : i + GROUP] for i in range(0, len(level), GROUP)]
             for future in [self.pool.submit(self._mkdirs, group) for group in groups]:
                 future.result()
 
@@ -207,7 +216,7 @@ class Materializer:
             self.at(rel, _mkdir)
 
     def make_symlinks(self, links: Sequence[tuple[bytes, SymlinkItem]]) -> None:
-        futures = [self.pool.submit(self._symlinks, links[i:i + GROUP]) for i in range(0, len(links), GROUP)]
+        futures = [self.pool.submit(self._symlinks, links[i : i + GROUP]) for i in range(0, len(links), GROUP)]
         for future in futures:
             future.result()
 
@@ -232,7 +241,7 @@ class Materializer:
             if i not in skip:
                 self.at(plan.files[i][0], _create_empty)
         for start in range(0, len(plan.empty), GROUP):
-            self._queue_write(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty[start:start + GROUP]])
+            self._queue_write(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty[start : start + GROUP]])
         fetches: deque[tuple[str, list[Piece], Future[tuple[bytes | None, bool]]]] = deque()
         for oid, pieces in plan.jobs.items():
             if oid in missing:
@@ -253,7 +262,7 @@ class Materializer:
             (self.vanished if gone else self.corrupt).add(oid)
             return
         for start in range(0, len(pieces), GROUP):
-            self._queue_write(plain, pieces[start:start + GROUP])
+            self._queue_write(plain, pieces[start : start + GROUP])
 
     def _queue_write(self, plain: bytes, pieces: list[Piece]) -> None:
         self._writes.append(self.pool.submit(self._write_group, plain, pieces))
@@ -281,7 +290,7 @@ class Materializer:
         finished: list[tuple[int, StatKey | None, bytes]] = []
         for p in pieces:
             rel, item = files[p.file]
-            data = view[p.offset:p.offset + p.length]
+            data = view[p.offset : p.offset + p.length]
             path = prefix + rel
             if len(path) >= PATH_ROOM:  # too long to name at once: through its folder's descriptor
                 finished += self.at(rel, self._write_piece, p, data, item)
@@ -292,8 +301,9 @@ class Materializer:
             written += p.length
         return written, finished
 
-    def _write_piece(self, path: bytes, dir_fd: int | None, p: Piece, data: memoryview, item: FileItem
-                     ) -> list[tuple[int, StatKey | None, bytes]]:
+    def _write_piece(
+        self, path: bytes, dir_fd: int | None, p: Piece, data: memoryview, item: FileItem
+    ) -> list[tuple[int, StatKey | None, bytes]]:
         if p.whole:
             return [self._write_whole(p.file, path, dir_fd, data, item)]
         self._write_slice(path, dir_fd, data, p.at)
@@ -307,15 +317,16 @@ class Materializer:
         finally:
             os.close(fd)
 
-    def _write_whole(self, i: int, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
-                     ) -> tuple[int, StatKey | None, bytes]:
+    def _write_whole(
+        self, i: int, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
+    ) -> tuple[int, StatKey | None, bytes]:
         """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
         mode = item.mode & self.modes.file_bits
         direct = not mode & self._masked  # the mode survives creation as is: no fchmod needed
         fd = os.open(path, _CREATE, mode if direct else 0o600, dir_fd=dir_fd)
         try:
             if data:
-                _write_all(fd, data[os.write(fd, data):])
+                _write_all(fd, data[os.write(fd, data) :])
             if not direct:
                 os.fchmod(fd, mode)
             os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))

@@ -36,8 +36,9 @@ def _encode_chunk(data: Buffer, known: frozenset[str] | None) -> Encoded:
     return encode(data)
 
 
-def _store(objects: ObjectStore, batch: list[tuple[str, bytes]],
-           pin: Callable[[frozenset[str]], None]) -> tuple[list[str], int]:
+def _store(
+    objects: ObjectStore, batch: list[tuple[str, bytes]], pin: Callable[[frozenset[str]], None]
+) -> tuple[list[str], int]:
     """Pin the batch (so a concurrent GC spares it), then store what the store lacks."""
     pin(frozenset(oid for oid, _ in batch))
     present = objects.has_many([oid for oid, _ in batch])
@@ -57,8 +58,13 @@ class Uploader:
     ``pin`` receives each batch before the store is asked about it.
     """
 
-    def __init__(self, objects: ObjectStore, workers: int, known: Callable[[], frozenset[str]] | None = None,
-                 pin: Callable[[frozenset[str]], None] = lambda _oids: None) -> None:
+    def __init__(
+        self,
+        objects: ObjectStore,
+        workers: int,
+        known: Callable[[], frozenset[str]] | None = None,
+        pin: Callable[[frozenset[str]], None] = lambda _oids: None,
+    ) -> None:
         self._objects = objects
         self._pin = pin
         self._known_source = known

@@ -53,7 +53,8 @@ from tenure.snapshots.walk import Listing, damaged_error, load_listing
 
 AFTER_MATERIALIZE = register(
     "restore.after_materialize",
-    "the temporary folder holds the complete, verified tree; it is not renamed onto the target yet")
+    "the temporary folder holds the complete, verified tree; it is not renamed onto the target yet",
+)
 AFTER_RENAME = register("restore.after_rename", "the restored folder is in place under its final name")
 
 TEMP_MARK = ".tenure-restore-"
@@ -62,10 +63,18 @@ _LEFTOVER = re.compile(r"^\..*\.tenure-restore-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}
 Progress = Callable[[int, int], None]
 
 
-def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = False,
-                 progress: Progress | None = None, index_path: str | None = None,
-                 workers: int | None = None, durable: bool = True, keep_special_bits: bool = False
-                 ) -> RestoreResult:
+def restore_tree(
+    root: str,
+    objects: ObjectStore,
+    dest: str,
+    *,
+    partial: bool = False,
+    progress: Progress | None = None,
+    index_path: str | None = None,
+    workers: int | None = None,
+    durable: bool = True,
+    keep_special_bits: bool = False,
+) -> RestoreResult:
     """Materialize tree ``root`` as folder ``dest`` (see the module docstring).
 
     Missing or corrupt objects raise :class:`SnapshotDamagedError` naming the lost
@@ -89,8 +98,9 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
     modes = ModeFilter(keep_special_bits)
     temp = _temp_folder(dest)
     try:
-        done = _materialize(temp, objects, listing, plan, missing, partial, progress, workers,
-                            index_path is not None, modes)
+        done = _materialize(
+            temp, objects, listing, plan, missing, partial, progress, workers, index_path is not None, modes
+        )
         if index_path is not None:
             save_index(index_path, done.entries)
         if durable:
@@ -103,11 +113,16 @@ def restore_tree(root: str, objects: ObjectStore, dest: str, *, partial: bool = 
     if durable:
         fsync_dir(os.path.dirname(dest))
     crash_point(AFTER_RENAME)
-    return RestoreResult(root=root, dest=dest, files=done.files, bytes_written=done.bytes_written,
-                         lost_paths=tuple(sorted(listing.lost_folders() + done.lost)),
-                         missing=frozenset(done.missing | listing.tree_problems()[0]),
-                         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]),
-                         special_bits_dropped=tuple(sorted(_dropped(modes, listing, done.lost))))
+    return RestoreResult(
+        root=root,
+        dest=dest,
+        files=done.files,
+        bytes_written=done.bytes_written,
+        lost_paths=tuple(sorted(listing.lost_folders() + done.lost)),
+        missing=frozenset(done.missing | listing.tree_problems()[0]),
+        corrupt=frozenset(done.corrupt | listing.tree_problems()[1]),
+        special_bits_dropped=tuple(sorted(_dropped(modes, listing, done.lost))),
+    )
 
 
 class _Done(NamedTuple):
@@ -124,9 +139,18 @@ def _dropped(modes: ModeFilter, listing: Listing, lost: list[str]) -> set[str]:
     return set(modes.dropped(listing)) - set(lost)
 
 
-def _materialize(temp: str, objects: ObjectStore, listing: Listing, plan: Plan, missing: frozenset[str],
-                 partial: bool, progress: Progress | None, workers: int, want_index: bool, modes: ModeFilter
-                 ) -> _Done:
+def _materialize(
+    temp: str,
+    objects: ObjectStore,
+    listing: Listing,
+    plan: Plan,
+    missing: frozenset[str],
+    partial: bool,
+    progress: Progress | None,
+    workers: int,
+    want_index: bool,
+    modes: ModeFilter,
+) -> _Done:
     m = Materializer(os.fsencode(temp), objects, workers, progress, want_index, modes)
     try:
         m.make_folders(listing.dirs)
@@ -217,4 +241,3 @@ def clean_restore_leftovers(parent: str, name: str | None = None, *, abandoned_o
         force_rmtree(os.path.join(parent, entry))
         removed += 1
     return removed
-

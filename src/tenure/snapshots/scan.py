@@ -49,8 +49,20 @@ PendingRef = tuple[Slot | str, int, int]
 class FileNode:
     """A regular file as scanned, and later the refs of its content."""
 
-    __slots__ = ("name", "rel", "mode", "mtime_ns", "size", "key", "inode", "refs", "pending", "digest",
-                 "link", "indexed")
+    __slots__ = (
+        "name",
+        "rel",
+        "mode",
+        "mtime_ns",
+        "size",
+        "key",
+        "inode",
+        "refs",
+        "pending",
+        "digest",
+        "link",
+        "indexed",
+    )
 
     def __init__(self, name: bytes, rel: bytes, st: os.stat_result) -> None:
         self.name = name
@@ -97,9 +109,9 @@ class DirNode:
 
 class Scan(NamedTuple):
     root: DirNode
-    dirs: list[DirNode]                 # pre-order: every folder before its sub-folders
-    files: list[FileNode]               # folder by folder (in ``dirs`` order), names in byte order
-    skipped: list[tuple[str, str]]      # (relative path, "socket" | "fifo" | "device")
+    dirs: list[DirNode]  # pre-order: every folder before its sub-folders
+    files: list[FileNode]  # folder by folder (in ``dirs`` order), names in byte order
+    skipped: list[tuple[str, str]]  # (relative path, "socket" | "fifo" | "device")
 
 
 #: Called with each folder's relative path right after the folder is listed, before anything in it
@@ -109,8 +121,7 @@ after_listing: Callable[[bytes], None] | None = None
 
 _first = itemgetter(0)
 _fsencode = os.fsencode
-_SKIPPED_KINDS = {stat.S_IFSOCK: "socket", stat.S_IFIFO: "fifo", stat.S_IFCHR: "device",
-                  stat.S_IFBLK: "device"}
+_SKIPPED_KINDS = {stat.S_IFSOCK: "socket", stat.S_IFIFO: "fifo", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
 
 
 class Scanner:
@@ -216,13 +227,15 @@ def _open_folder(folders: Beneath, rel: bytes) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _changed(rel) from None
-        raise UnreadableFileError(f"cannot open folder {os.fsdecode(rel)!r}: {exc.strerror}",
-                                  path=os.fsdecode(rel), reason=exc.strerror) from None
+        raise UnreadableFileError(
+            f"cannot open folder {os.fsdecode(rel)!r}: {exc.strerror}", path=os.fsdecode(rel), reason=exc.strerror
+        ) from None
 
 
 def _changed(rel: bytes) -> FolderChangedError:
-    return FolderChangedError(f"folder {os.fsdecode(rel)!r} vanished or was replaced during the scan",
-                              path=os.fsdecode(rel))
+    return FolderChangedError(
+        f"folder {os.fsdecode(rel)!r} vanished or was replaced during the scan", path=os.fsdecode(rel)
+    )
 
 
 def _list(fd: int, rel: bytes) -> list[tuple[bytes, os.DirEntry[str]]]:
@@ -237,8 +250,11 @@ def _list(fd: int, rel: bytes) -> list[tuple[bytes, os.DirEntry[str]]]:
     except (FileNotFoundError, NotADirectoryError):
         raise _changed(rel) from None
     except OSError as exc:
-        raise UnreadableFileError(f"cannot read folder {os.fsdecode(rel or b'.')!r}: {exc.strerror}",
-                             path=os.fsdecode(rel or b"."), reason=exc.strerror) from None
+        raise UnreadableFileError(
+            f"cannot read folder {os.fsdecode(rel or b'.')!r}: {exc.strerror}",
+            path=os.fsdecode(rel or b"."),
+            reason=exc.strerror,
+        ) from None
 
 
 def _readlink(fd: int, name: bytes, rel: bytes) -> bytes | None:
@@ -248,7 +264,9 @@ def _readlink(fd: int, name: bytes, rel: bytes) -> bytes | None:
         return None
     except OSError as exc:
         if exc.errno == errno.EINVAL:  # no longer a symlink: it changed since it was listed
-            raise FolderChangedError(f"{os.fsdecode(rel)!r} changed while it was being read",
-                                     path=os.fsdecode(rel)) from None
-        raise UnreadableFileError(f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}",
-                             path=os.fsdecode(rel), reason=exc.strerror) from None
+            raise FolderChangedError(
+                f"{os.fsdecode(rel)!r} changed while it was being read", path=os.fsdecode(rel)
+            ) from None
+        raise UnreadableFileError(
+            f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}", path=os.fsdecode(rel), reason=exc.strerror
+        ) from None

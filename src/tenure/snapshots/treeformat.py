@@ -59,7 +59,7 @@ KiB = 1 << 10
 STREAM_MIN, STREAM_AVG, STREAM_MAX = 64 * KiB, 128 * KiB, 512 * KiB
 NO_RECORD = 0xFFFFFFFF
 INLINE_IDS = 2048
-NAME_MAX = 255          # bytes in one name: the limit of every Linux file system
+NAME_MAX = 255  # bytes in one name: the limit of every Linux file system
 
 Ref = tuple[str, int, int]
 """``(oid, offset, length)``: a slice of a data object."""
@@ -99,15 +99,15 @@ class Tree(NamedTuple):
 class ChunkRef(NamedTuple):
     oid: str
     length: int
-    first: int          # offset of the first record starting in this chunk, or NO_RECORD
+    first: int  # offset of the first record starting in this chunk, or NO_RECORD
 
 
 class Root(NamedTuple):
     """What a root object holds."""
 
-    chunks: list[ChunkRef]      # the tree stream
-    ids: list[str]              # data ids, when there are at most INLINE_IDS
-    id_chunks: list[ChunkRef]   # the id stream, when there are more
+    chunks: list[ChunkRef]  # the tree stream
+    ids: list[str]  # data ids, when there are at most INLINE_IDS
+    id_chunks: list[ChunkRef]  # the id stream, when there are more
 
 
 _ROOT = struct.Struct("<4sBI")
@@ -123,6 +123,7 @@ _R, _F, _L, _D = ord("R"), ord("f"), ord("l"), ord("d")
 
 
 # --------------------------------------------------------------------------- encoding
+
 
 def encode_record(path: bytes, mode: int, mtime_ns: int, items: Iterable[Item]) -> bytes:
     """The canonical bytes of one folder's record (items are sorted here)."""
@@ -172,18 +173,24 @@ def cut_stream(stream: bytes, record_starts: Sequence[int]) -> list[tuple[int, i
     for offset, length in cuts:
         while i < len(record_starts) and record_starts[i] < offset:
             i += 1
-        first = record_starts[i] - offset if i < len(record_starts) and record_starts[i] < offset + length \
-            else NO_RECORD
+        first = (
+            record_starts[i] - offset if i < len(record_starts) and record_starts[i] < offset + length else NO_RECORD
+        )
         out.append((offset, length, first))
     return out
 
 
 def encode_root(root: Root) -> bytes:
-    return b"".join((
-        _ROOT.pack(MAGIC, VERSION, len(root.chunks)), _chunk_list(root.chunks),
-        _COUNT.pack(len(root.ids)), b"".join(bytes.fromhex(oid) for oid in root.ids),
-        _COUNT.pack(len(root.id_chunks)), _chunk_list(root.id_chunks),
-    ))
+    return b"".join(
+        (
+            _ROOT.pack(MAGIC, VERSION, len(root.chunks)),
+            _chunk_list(root.chunks),
+            _COUNT.pack(len(root.ids)),
+            b"".join(bytes.fromhex(oid) for oid in root.ids),
+            _COUNT.pack(len(root.id_chunks)),
+            _chunk_list(root.id_chunks),
+        )
+    )
 
 
 def _chunk_list(chunks: Sequence[ChunkRef]) -> bytes:
@@ -203,24 +210,26 @@ def id_stream(oids: Iterable[str]) -> bytes:
 # explicitly, and every refusal is a TreeFormatError whose ``problem`` is
 # one of PROBLEMS.
 
-PROBLEMS = frozenset({
-    "truncated",        # a count or length runs past the end of the data
-    "bad-root",         # not a root object (magic), or trailing bytes after it
-    "bad-version",      # a format version this build does not read
-    "bad-kind",         # an unknown record or entry tag
-    "bad-name",         # an empty name, ".", "..", a name holding "/" or NUL, or longer than NAME_MAX
-    "duplicate-name",   # two entries of one folder with the same name
-    "unsorted-names",   # entries not in name-byte order
-    "bad-path",         # a record path or hard-link path that is not clean and relative
-    "bad-mode",         # mode bits beyond 0o7777
-    "bad-size",         # a file's refs do not add up to its size
-    "bad-target",       # an empty symlink target, or one holding NUL
-    "bad-ids",          # an id list that is not whole 32-byte ids
-    "duplicate-folder", # two records for one folder
-    "bad-structure",    # records no folder lists, folders without records, a folder listed twice
-})
+PROBLEMS = frozenset(
+    {
+        "truncated",  # a count or length runs past the end of the data
+        "bad-root",  # not a root object (magic), or trailing bytes after it
+        "bad-version",  # a format version this build does not read
+        "bad-kind",  # an unknown record or entry tag
+        "bad-name",  # an empty name, ".", "..", a name holding "/" or NUL, or longer than NAME_MAX
+        "duplicate-name",  # two entries of one folder with the same name
+        "unsorted-names",  # entries not in name-byte order
+        "bad-path",  # a record path or hard-link path that is not clean and relative
+        "bad-mode",  # mode bits beyond 0o7777
+        "bad-size",  # a file's refs do not add up to its size
+        "bad-target",  # an empty symlink target, or one holding NUL
+        "bad-ids",  # an id list that is not whole 32-byte ids
+        "duplicate-folder",  # two records for one folder
+        "bad-structure",  # records no folder lists, folders without records, a folder listed twice
+    }
+)
 
-_MIN_ENTRY = _FOLDER_ENTRY.size        # no entry is shorter than a folder entry's header
+_MIN_ENTRY = _FOLDER_ENTRY.size  # no entry is shorter than a folder entry's header
 
 
 class BadTree(ValueError):
@@ -243,8 +252,7 @@ def decode_root(oid: str, data: bytes) -> Root:
         if magic != MAGIC:
             raise BadTree("bad-root", "not a tree root object")
         if version != VERSION:
-            raise BadTree("bad-version",
-                          f"tree format version {version} is not supported (this build reads {VERSION})")
+            raise BadTree("bad-version", f"tree format version {version} is not supported (this build reads {VERSION})")
         chunks, pos = _chunks_at(data, _ROOT.size, count)
         (inline,) = _unpack(_COUNT, data, pos)
         pos += _COUNT.size
@@ -256,20 +264,21 @@ def decode_root(oid: str, data: bytes) -> Root:
             raise BadTree("bad-root", "trailing bytes")
         return Root(chunks, ids, id_chunks)
     except BadTree as exc:
-        raise TreeFormatError(f"object {oid} is not a valid tree root: {exc}", oid=oid,
-                              problem=exc.problem) from None
+        raise TreeFormatError(f"object {oid} is not a valid tree root: {exc}", oid=oid, problem=exc.problem) from None
 
 
 def decode_ids(data: bytes) -> list[str]:
     if len(data) % 32:
         raise BadTree("bad-ids", "an id stream is a whole number of 32-byte ids")
-    return [data[i:i + 32].hex() for i in range(0, len(data), 32)]
+    return [data[i : i + 32].hex() for i in range(0, len(data), 32)]
 
 
 def _chunks_at(data: bytes, pos: int, count: int) -> tuple[list[ChunkRef], int]:
     raw_list = _take(data, pos, count * _CHUNK.size)
-    return ([ChunkRef(raw.hex(), length, first) for raw, length, first in _CHUNK.iter_unpack(raw_list)],
-            pos + len(raw_list))
+    return (
+        [ChunkRef(raw.hex(), length, first) for raw, length, first in _CHUNK.iter_unpack(raw_list)],
+        pos + len(raw_list),
+    )
 
 
 def iter_records(segment: bytes, *, strict: bool, root: str = "") -> Iterator[tuple[bytes, Tree]]:
@@ -302,7 +311,7 @@ def _truncated(what: str) -> BadTree:
 def _take(data: bytes, pos: int, n: int) -> bytes:
     if n > len(data) - pos:
         raise _truncated("a length")
-    return data[pos:pos + n]
+    return data[pos : pos + n]
 
 
 def _unpack(layout: struct.Struct, data: bytes, pos: int) -> tuple[Any, ...]:
@@ -336,8 +345,10 @@ def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
         item, pos = _entry(data, pos)
         name = item.name
         if name <= previous and items:
-            raise BadTree("duplicate-name" if name == previous else "unsorted-names",
-                          f"folder {path!r}: {name!r} {'twice' if name == previous else 'out of order'}")
+            raise BadTree(
+                "duplicate-name" if name == previous else "unsorted-names",
+                f"folder {path!r}: {name!r} {'twice' if name == previous else 'out of order'}",
+            )
         previous = name
         items.append(item)
     return path, Tree(_mode(mode), mtime_ns, tuple(items)), pos
@@ -379,7 +390,7 @@ def _entry(data: bytes, pos: int) -> tuple[Item, int]:
 def _name_at(data: bytes, pos: int, length: int) -> bytes:
     if length > len(data) - pos:
         raise _truncated("a name")
-    name = data[pos:pos + length]
+    name = data[pos : pos + length]
     if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name or length > NAME_MAX:
         raise BadTree("bad-name", f"illegal name {name!r}")
     return name

@@ -27,14 +27,16 @@ from tenure.snapshots.results import VerifyResult
 from tenure.snapshots.walk import load_listing
 
 
-def verify_tree(root: str, objects: ObjectStore, *, sample: float = 1.0, seed: int | None = None,
-                workers: int | None = None) -> VerifyResult:
+def verify_tree(
+    root: str, objects: ObjectStore, *, sample: float = 1.0, seed: int | None = None, workers: int | None = None
+) -> VerifyResult:
     """Check that every object below ``root`` is stored and intact (see the module docstring)."""
     listing = load_listing(root, objects, workers, with_ids=True)
     id_damage = listing.tree_missing | listing.tree_corrupt
     if not listing.damaged and not id_damage and listing.ids != listing.data_oids():
-        raise TreeFormatError(f"tree {root}: the data ids its root lists do not match its files", oid=root,
-                              problem="bad-ids")
+        raise TreeFormatError(
+            f"tree {root}: the data ids its root lists do not match its files", oid=root, problem="bad-ids"
+        )
     users: dict[str, list[bytes]] = {}
     for rel, item in listing.files:
         for oid, _, _ in item.refs:

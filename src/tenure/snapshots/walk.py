@@ -36,14 +36,14 @@ from tenure.snapshots.treeformat import (
 
 class Listing(NamedTuple):
     root: str
-    dirs: list[tuple[bytes, Tree]]              # breadth first: a folder before its sub-folders
+    dirs: list[tuple[bytes, Tree]]  # breadth first: a folder before its sub-folders
     files: list[tuple[bytes, FileItem]]
     symlinks: list[tuple[bytes, SymlinkItem]]
-    trees: dict[str, int]                       # tree objects read (root, chunks) with their stored sizes
-    lost_dirs: list[bytes]                      # folders whose records are lost, with their subtrees
+    trees: dict[str, int]  # tree objects read (root, chunks) with their stored sizes
+    lost_dirs: list[bytes]  # folders whose records are lost, with their subtrees
     tree_missing: set[str]
     tree_corrupt: set[str]
-    ids: set[str]                               # the data ids the root lists (when asked for)
+    ids: set[str]  # the data ids the root lists (when asked for)
 
     def data_oids(self) -> frozenset[str]:
         return frozenset(ref[0] for _, item in self.files for ref in item.refs)
@@ -63,13 +63,13 @@ class Listing(NamedTuple):
 class TreeEntry(NamedTuple):
     """One path of a stored tree, as :func:`iter_tree` lists it."""
 
-    path: str           # relative, "/"-separated ("" for the root folder)
-    kind: str           # "file" | "dir" | "symlink"
+    path: str  # relative, "/"-separated ("" for the root folder)
+    kind: str  # "file" | "dir" | "symlink"
     mode: int
     mtime_ns: int
-    size: int           # files only (0 otherwise)
+    size: int  # files only (0 otherwise)
     target: str | None  # symlinks: the link target
-    link: str | None    # hard-linked files: the group's first path
+    link: str | None  # hard-linked files: the group's first path
 
 
 def folder_label(rel: bytes) -> str:
@@ -80,8 +80,7 @@ def join(rel: bytes, name: bytes) -> bytes:
     return rel + b"/" + name if rel else name
 
 
-def load_listing(root: str, objects: ObjectStore, workers: int | None = None, *, with_ids: bool = False
-                 ) -> Listing:
+def load_listing(root: str, objects: ObjectStore, workers: int | None = None, *, with_ids: bool = False) -> Listing:
     """Read the tree objects of ``root``; damage is recorded in the listing, not raised.
 
     ``with_ids`` also reads the id chunks (into ``Listing.ids``; an id chunk
@@ -96,22 +95,22 @@ def load_listing(root: str, objects: ObjectStore, workers: int | None = None, *,
     with ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="tenure-trees") as pool:
         parts = list(pool.map(lambda c: _fetch(objects, c.oid, listing, c.length), wanted))
     if with_ids:
-        id_parts = [p for p in parts[len(chunks):] if p is not None]
+        id_parts = [p for p in parts[len(chunks) :] if p is not None]
         if len(id_parts) == len(parsed.id_chunks):
             listing.ids.update(_ids(root, parsed, id_parts))
-        parts = parts[:len(chunks)]
+        parts = parts[: len(chunks)]
     records: dict[bytes, Tree] = {}
     intact = all(p is not None for p in parts)
     for segment in _segments(chunks, parts):
         for path, tree in iter_records(segment, strict=intact, root=root):
             if path in records:
-                raise TreeFormatError(f"tree {root} lists folder {path!r} twice", oid=root,
-                                      problem="duplicate-folder")
+                raise TreeFormatError(f"tree {root} lists folder {path!r} twice", oid=root, problem="duplicate-folder")
             records[path] = tree
     _expand(listing, records)
     if intact and (listing.lost_dirs or len(listing.dirs) != len(records)):
-        raise TreeFormatError(f"tree {root}: folder records do not match the folders listed", oid=root,
-                              problem="bad-structure")
+        raise TreeFormatError(
+            f"tree {root}: folder records do not match the folders listed", oid=root, problem="bad-structure"
+        )
     return listing
 
 
@@ -167,7 +166,7 @@ def _segments(chunks: Sequence[ChunkRef], parts: Sequence[bytes | None]) -> Iter
             run, resync = [], True
         elif resync:
             if ref.first != NO_RECORD:
-                run, resync = [part[ref.first:]], False
+                run, resync = [part[ref.first :]], False
         else:
             run.append(part)
     if run:
@@ -190,8 +189,9 @@ def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
         rel = queue.popleft()
         visited += 1
         if visited > len(records):
-            raise TreeFormatError(f"tree {listing.root} lists a folder more than once", oid=listing.root,
-                                  problem="bad-structure")
+            raise TreeFormatError(
+                f"tree {listing.root} lists a folder more than once", oid=listing.root, problem="bad-structure"
+            )
         tree = records[rel]
         listing.dirs.append((rel, tree))
         for item in tree.items:
@@ -210,12 +210,16 @@ def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
                 listing.lost_dirs.append(path)
 
 
-def damaged_error(listing: Listing, missing: set[str] | frozenset[str] = frozenset(),
-                  corrupt: set[str] | frozenset[str] = frozenset(),
-                  lost_files: list[str] | None = None) -> SnapshotDamagedError:
+def damaged_error(
+    listing: Listing,
+    missing: set[str] | frozenset[str] = frozenset(),
+    corrupt: set[str] | frozenset[str] = frozenset(),
+    lost_files: list[str] | None = None,
+) -> SnapshotDamagedError:
     lost = listing.lost_folders() + (lost_files or [])
-    return SnapshotDamagedError.of(listing.root, lost, set(missing) | listing.tree_missing,
-                              set(corrupt) | listing.tree_corrupt)
+    return SnapshotDamagedError.of(
+        listing.root, lost, set(missing) | listing.tree_missing, set(corrupt) | listing.tree_corrupt
+    )
 
 
 def tree_closure(root: str, objects: ObjectStore) -> frozenset[str]:
@@ -255,5 +259,6 @@ def iter_tree(root: str, objects: ObjectStore) -> Iterator[TreeEntry]:
     for rel, link in listing.symlinks:
         yield TreeEntry(os.fsdecode(rel), "symlink", link.mode, link.mtime_ns, 0, os.fsdecode(link.target), None)
     for rel, f in listing.files:
-        yield TreeEntry(os.fsdecode(rel), "file", f.mode, f.mtime_ns, f.size, None,
-                        os.fsdecode(f.link) if f.link else None)
+        yield TreeEntry(
+            os.fsdecode(rel), "file", f.mode, f.mtime_ns, f.size, None, os.fsdecode(f.link) if f.link else None
+        )

@@ -19,8 +19,15 @@ from tenure.store.snapshots import SnapshotStore
 from tenure.store.workspaces import LeaseHeldError, LeaseLostError, WorkspaceStore, validate_name
 
 __all__ = [
-    "Store", "open_store", "Workspace", "WriterLease", "Snapshot", "CheckpointTicket",
-    "LeaseHeldError", "LeaseLostError", "validate_name",
+    "Store",
+    "open_store",
+    "Workspace",
+    "WriterLease",
+    "Snapshot",
+    "CheckpointTicket",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "validate_name",
 ]
 
 

@@ -55,8 +55,10 @@ class StoreCorruptError(StoreError):
 
     code = "store-corrupt"
     retryable = False
-    default_hint = ("restore the database file from a backup (`sqlite3 FILE 'PRAGMA integrity_check'` shows"
-                    " the damage); tenure does not repair it")
+    default_hint = (
+        "restore the database file from a backup (`sqlite3 FILE 'PRAGMA integrity_check'` shows"
+        " the damage); tenure does not repair it"
+    )
 
 
 class StoreReadOnlyError(StoreError):
@@ -64,16 +66,20 @@ class StoreReadOnlyError(StoreError):
 
     code = "store-read-only"
     retryable = False
-    default_hint = ("give this user write access to the database file and its folder (SQLite creates FILE-wal"
-                    " and FILE-shm beside it), or use a writable copy")
+    default_hint = (
+        "give this user write access to the database file and its folder (SQLite creates FILE-wal"
+        " and FILE-shm beside it), or use a writable copy"
+    )
 
 
 class StoreFullError(StoreError):
     """The disk (or quota, or file-size limit) under the store is full."""
 
     code = "disk-full"
-    default_hint = ("free space on the file system that holds the store (or raise the quota or `ulimit -f` that"
-                    " stopped the write), then retry")
+    default_hint = (
+        "free space on the file system that holds the store (or raise the quota or `ulimit -f` that"
+        " stopped the write), then retry"
+    )
 
 
 class Tx(Protocol):
@@ -189,12 +195,14 @@ _THROWAWAY = ("", ":memory:")
 
 def sqlite_path(url: str) -> str:
     """The file of a ``sqlite:///PATH`` URL; a URL naming no file (a throw-away database) is refused."""
-    path = url[len("sqlite:///"):]
+    path = url[len("sqlite:///") :]
     if path.strip() in _THROWAWAY:
         raise ConfigurationError(
             f"store URL {url!r} names no database file (SQLite would keep a throw-away database that vanishes"
             " when the command ends)",
-            hint="name a file: sqlite:///relative/path.db or sqlite:////absolute/path.db", code="bad-store-url")
+            hint="name a file: sqlite:///relative/path.db or sqlite:////absolute/path.db",
+            code="bad-store-url",
+        )
     return path
 
 
@@ -209,5 +217,8 @@ def open_connector(url: str, queries: Queries | None = None) -> SqliteConnector 
         from tenure.store.postgres import PostgresConnector
 
         return PostgresConnector(url, queries=chosen)
-    raise ConfigurationError(f"unsupported store URL {url!r}", hint="use sqlite:///path/to/tenure.db or postgresql://host/db",
-                             code="bad-store-url")
+    raise ConfigurationError(
+        f"unsupported store URL {url!r}",
+        hint="use sqlite:///path/to/tenure.db or postgresql://host/db",
+        code="bad-store-url",
+    )

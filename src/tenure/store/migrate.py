@@ -53,8 +53,10 @@ class SchemaTooNewError(StoreError):
 
     code = "schema-too-new"
     retryable = False
-    default_hint = ("upgrade tenure to the version that migrated this store (or newer); an older tenure"
-                    " never writes to a newer schema")
+    default_hint = (
+        "upgrade tenure to the version that migrated this store (or newer); an older tenure"
+        " never writes to a newer schema"
+    )
 
 
 class SchemaMismatchError(StoreError):
@@ -62,8 +64,10 @@ class SchemaMismatchError(StoreError):
 
     code = "schema-mismatch"
     retryable = False
-    default_hint = ("run the tenure release that migrated this store, or restore the migration files as"
-                    " released; applied migrations are never edited or renumbered")
+    default_hint = (
+        "run the tenure release that migrated this store, or restore the migration files as"
+        " released; applied migrations are never edited or renumbered"
+    )
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,10 @@ def check(rows: Recorded, known: list[Migration], package: str = STORE) -> None:
         labels = [f"{v:04d}_{rows[v]['name']}" for v in too_new]
         raise SchemaTooNewError(
             f"{schema} has migration {', '.join(labels)} applied, newer than this tenure knows"
-            f" (its newest is {newest:04d})", applied=labels, newest_known=newest)
+            f" (its newest is {newest:04d})",
+            applied=labels,
+            newest_known=newest,
+        )
     for version in sorted(rows):
         row = rows[version]
         label = f"{version:04d}_{row['name']}"
@@ -132,20 +139,30 @@ def check(rows: Recorded, known: list[Migration], package: str = STORE) -> None:
         checksum = row.get("checksum")
         if mine is None:
             moved = by_checksum.get(str(checksum)) if checksum else None
-            detail = (f"renumbered to {moved.label}" if moved is not None
-                      else "removed or renumbered")
-            raise SchemaMismatchError(f"{schema} has migration {label} applied, which this tenure does not"
-                                      f" have at that number ({detail})", migration=label)
+            detail = f"renumbered to {moved.label}" if moved is not None else "removed or renumbered"
+            raise SchemaMismatchError(
+                f"{schema} has migration {label} applied, which this tenure does not have at that number ({detail})",
+                migration=label,
+            )
         if checksum is not None and checksum != mine.checksum:
             moved = by_checksum.get(str(checksum))
-            detail = (f"the applied one is now {moved.label}: renumbered" if moved is not None
-                      else "the file was edited after it was applied")
-            raise SchemaMismatchError(f"{schema} has migration {label} applied with another content than"
-                                      f" this tenure's {mine.label} ({detail})", migration=label,
-                                      recorded_checksum=checksum, code_checksum=mine.checksum)
+            detail = (
+                f"the applied one is now {moved.label}: renumbered"
+                if moved is not None
+                else "the file was edited after it was applied"
+            )
+            raise SchemaMismatchError(
+                f"{schema} has migration {label} applied with another content than"
+                f" this tenure's {mine.label} ({detail})",
+                migration=label,
+                recorded_checksum=checksum,
+                code_checksum=mine.checksum,
+            )
         if checksum is None and row["name"] != mine.name:
-            raise SchemaMismatchError(f"{schema} has migration {label} applied where this tenure has"
-                                      f" {mine.label} (renumbered)", migration=label)
+            raise SchemaMismatchError(
+                f"{schema} has migration {label} applied where this tenure has {mine.label} (renumbered)",
+                migration=label,
+            )
 
 
 def migrate(connector: Connector) -> list[Migration]:

@@ -70,8 +70,11 @@ def _map_postgres(exc: Exception) -> Exception:
     import psycopg.errors as pe
 
     if isinstance(exc, psycopg.DataError):
-        return InvalidInputError(f"the store cannot hold this value: {exc}".strip(), code="invalid-input",
-                            hint="names and values must be plain text without NUL characters")
+        return InvalidInputError(
+            f"the store cannot hold this value: {exc}".strip(),
+            code="invalid-input",
+            hint="names and values must be plain text without NUL characters",
+        )
     if isinstance(exc, (pe.UniqueViolation, pe.SerializationFailure, pe.DeadlockDetected)):
         return VersionConflictError(f"concurrent change: {exc}".strip())
     if isinstance(exc, pe.OperationalError):
@@ -83,11 +86,15 @@ def _map_postgres(exc: Exception) -> Exception:
 CONNECT_TIMEOUT_S = 10
 
 _NOT_FOUND = re.compile(r'database "[^"]*" does not exist')
-_AUTH = re.compile(r'role "[^"]*" does not exist|password authentication failed|authentication failed'
-                   r'|no pg_hba\.conf entry|no password supplied|permission denied for database'
-                   r'|is not permitted to log in')
-_BAD_URL = re.compile(r"invalid (?:port number|integer value|connection option|sslmode value|URI)"
-                      r'|invalid value for parameter|unrecognized configuration parameter|missing "="')
+_AUTH = re.compile(
+    r'role "[^"]*" does not exist|password authentication failed|authentication failed'
+    r"|no pg_hba\.conf entry|no password supplied|permission denied for database"
+    r"|is not permitted to log in"
+)
+_BAD_URL = re.compile(
+    r"invalid (?:port number|integer value|connection option|sslmode value|URI)"
+    r'|invalid value for parameter|unrecognized configuration parameter|missing "="'
+)
 
 
 def _connect_error(exc: Exception, url: str) -> TenureError:
@@ -97,17 +104,28 @@ def _connect_error(exc: Exception, url: str) -> TenureError:
     reason = " ".join(str(exc).split())
     where = _redact(url)
     if isinstance(exc, psycopg.ProgrammingError) or _BAD_URL.search(reason):
-        return ConfigurationError(f"invalid PostgreSQL URL {where}: {reason}", code="bad-store-url",
-                                  hint="write it as postgresql://USER@HOST:PORT/DATABASE[?option=value…]")
+        return ConfigurationError(
+            f"invalid PostgreSQL URL {where}: {reason}",
+            code="bad-store-url",
+            hint="write it as postgresql://USER@HOST:PORT/DATABASE[?option=value…]",
+        )
     if _NOT_FOUND.search(reason):
-        return ConfigurationError(f"PostgreSQL at {where} has no such database: {reason}", code="store-not-found",
-                                  hint="create the database (createdb NAME) or fix its name in the URL")
+        return ConfigurationError(
+            f"PostgreSQL at {where} has no such database: {reason}",
+            code="store-not-found",
+            hint="create the database (createdb NAME) or fix its name in the URL",
+        )
     if _AUTH.search(reason):
-        return ConfigurationError(f"PostgreSQL at {where} refused the login: {reason}", code="store-auth",
-                                  hint="check the user and password in the URL (or PGPASSWORD, ~/.pgpass)"
-                                       " and the server's pg_hba.conf")
-    return StoreError(f"cannot connect to PostgreSQL at {where}: {reason}", code="store-unreachable",
-                      hint="check that the server runs and accepts connections at that host and port, then retry")
+        return ConfigurationError(
+            f"PostgreSQL at {where} refused the login: {reason}",
+            code="store-auth",
+            hint="check the user and password in the URL (or PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf",
+        )
+    return StoreError(
+        f"cannot connect to PostgreSQL at {where}: {reason}",
+        code="store-unreachable",
+        hint="check that the server runs and accepts connections at that host and port, then retry",
+    )
 
 
 def _probe(url: str) -> None:
@@ -138,14 +156,22 @@ class PostgresConnector:
         _probe(url)
         pool = None
         try:
-            pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True,
-                                  kwargs={"autocommit": True}, timeout=10, name="tenure")
+            pool = ConnectionPool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                open=True,
+                kwargs={"autocommit": True},
+                timeout=10,
+                name="tenure",
+            )
             pool.wait(timeout=10)
         except (psycopg.Error, Exception) as exc:
             if pool is not None:
                 pool.close()
-            raise StoreError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}",
-                             code="store-unreachable") from exc
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {_redact(url)}: {exc}", code="store-unreachable"
+            ) from exc
         self.pool = pool
 
     @contextmanager

@@ -73,8 +73,9 @@ class Queries:
             raise UnknownQueryError(f"unknown SQL dialect {dialect!r}; known: {', '.join(DIALECTS)}")
         found = self.dialects.get(dialect, {}).get(name) or self.portable.get(name)
         if found is None:
-            raise UnknownQueryError(f"no query named {name!r} for {dialect} in {self.package}"
-                                    f" (sql/queries.sql, sql/{dialect}/queries.sql)")
+            raise UnknownQueryError(
+                f"no query named {name!r} for {dialect} in {self.package} (sql/queries.sql, sql/{dialect}/queries.sql)"
+            )
         return found
 
     def sql(self, dialect: str, name: str) -> str:
@@ -118,7 +119,9 @@ def parse(text: str, source: str) -> dict[str, Query]:
             close(number)
             name, doc, body = header.group(1), [], []
             if not _NAME.fullmatch(name):
-                raise QueryFileError(f"{source}:{number}: invalid query name {name!r} (use lower_case_with_underscores)")
+                raise QueryFileError(
+                    f"{source}:{number}: invalid query name {name!r} (use lower_case_with_underscores)"
+                )
             if name in blocks:
                 raise QueryFileError(f"{source}:{number}: duplicate query name {name!r}")
             continue
@@ -141,8 +144,11 @@ def load(package: str = STORE) -> Queries:
     """The parsed query files of ``package`` (read once, then cached)."""
     folder = resources.files(package) / "sql"
     portable_file = folder / "queries.sql"
-    portable = parse(portable_file.read_text(encoding="utf-8"), f"{package}:sql/queries.sql") \
-        if portable_file.is_file() else {}
+    portable = (
+        parse(portable_file.read_text(encoding="utf-8"), f"{package}:sql/queries.sql")
+        if portable_file.is_file()
+        else {}
+    )
     dialects: dict[str, dict[str, Query]] = {}
     for dialect in DIALECTS:
         entry = folder / dialect / "queries.sql"

@@ -28,20 +28,32 @@ class Workspace:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Workspace:
         return cls(
-            id=row["id"], name=row["name"], state=WorkspaceState(row["state"]),
-            head_snapshot_id=row["head_snapshot_id"], base_snapshot_id=row["base_snapshot_id"],
-            version=int(row["version"]), writer_generation=int(row["writer_generation"]),
-            pending_snapshot_id=row["pending_snapshot_id"], pending_key=row["pending_key"],
+            id=row["id"],
+            name=row["name"],
+            state=WorkspaceState(row["state"]),
+            head_snapshot_id=row["head_snapshot_id"],
+            base_snapshot_id=row["base_snapshot_id"],
+            version=int(row["version"]),
+            writer_generation=int(row["writer_generation"]),
+            pending_snapshot_id=row["pending_snapshot_id"],
+            pending_key=row["pending_key"],
             pending_version=None if row["pending_version"] is None else int(row["pending_version"]),
-            expiring_since=row["expiring_since"], created_at=row["created_at"], updated_at=row["updated_at"],
+            expiring_since=row["expiring_since"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "name": self.name, "state": self.state.value,
-            "head_snapshot_id": self.head_snapshot_id, "base_snapshot_id": self.base_snapshot_id,
-            "version": self.version, "writer_generation": self.writer_generation,
-            "created_at": self.created_at, "updated_at": self.updated_at,
+            "id": self.id,
+            "name": self.name,
+            "state": self.state.value,
+            "head_snapshot_id": self.head_snapshot_id,
+            "base_snapshot_id": self.base_snapshot_id,
+            "version": self.version,
+            "writer_generation": self.writer_generation,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }
 
 
@@ -58,15 +70,23 @@ class WriterLease:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> WriterLease:
         return cls(
-            id=row["id"], workspace_id=row["workspace_id"], generation=int(row["generation"]),
-            state=LeaseState(row["state"]), holder=row["holder"], issued_at=row["issued_at"],
+            id=row["id"],
+            workspace_id=row["workspace_id"],
+            generation=int(row["generation"]),
+            state=LeaseState(row["state"]),
+            holder=row["holder"],
+            issued_at=row["issued_at"],
             expires_at=row["expires_at"],
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "workspace_id": self.workspace_id, "generation": self.generation,
-            "state": self.state.value, "holder": self.holder, "issued_at": self.issued_at,
+            "id": self.id,
+            "workspace_id": self.workspace_id,
+            "generation": self.generation,
+            "state": self.state.value,
+            "holder": self.holder,
+            "issued_at": self.issued_at,
             "expires_at": self.expires_at,
         }
 
@@ -91,20 +111,38 @@ class Snapshot:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Snapshot:
         return cls(
-            id=row["id"], workspace_id=row["workspace_id"], parent_id=row["parent_id"],
-            root_oid=row["root_oid"], state=SnapshotState(row["state"]), generation=int(row["generation"]),
-            idempotency_key=row["idempotency_key"], files=int(row["files"]), bytes_read=int(row["bytes_read"]),
-            bytes_new=int(row["bytes_new"]), skipped=tuple(tuple(x) for x in json.loads(row["skipped"])),
-            error=row["error"], created_at=row["created_at"], updated_at=row["updated_at"],
+            id=row["id"],
+            workspace_id=row["workspace_id"],
+            parent_id=row["parent_id"],
+            root_oid=row["root_oid"],
+            state=SnapshotState(row["state"]),
+            generation=int(row["generation"]),
+            idempotency_key=row["idempotency_key"],
+            files=int(row["files"]),
+            bytes_read=int(row["bytes_read"]),
+            bytes_new=int(row["bytes_new"]),
+            skipped=tuple(tuple(x) for x in json.loads(row["skipped"])),
+            error=row["error"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "workspace_id": self.workspace_id, "parent_id": self.parent_id,
-            "root_oid": self.root_oid, "state": self.state.value, "generation": self.generation,
-            "idempotency_key": self.idempotency_key, "files": self.files, "bytes_read": self.bytes_read,
-            "bytes_new": self.bytes_new, "skipped": [list(s) for s in self.skipped], "error": self.error,
-            "created_at": self.created_at, "updated_at": self.updated_at,
+            "id": self.id,
+            "workspace_id": self.workspace_id,
+            "parent_id": self.parent_id,
+            "root_oid": self.root_oid,
+            "state": self.state.value,
+            "generation": self.generation,
+            "idempotency_key": self.idempotency_key,
+            "files": self.files,
+            "bytes_read": self.bytes_read,
+            "bytes_new": self.bytes_new,
+            "skipped": [list(s) for s in self.skipped],
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }
 
 

@@ -17,8 +17,6 @@ docs/adr/0004-gc-pins.md.
 from __future__ import annotations
 
 import builtins
-
-import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -62,8 +60,12 @@ class SnapshotStore:
             rows = tx.execute("snapshots_by_id_prefix", {"p": ref.replace("%", "") + "%"})
             row = rows[0] if len(rows) == 1 else None
         if row is None:
-            raise NotFoundError(f"no snapshot {ref!r}", code="snapshot-not-found",
-                           hint="list snapshots with `tenure snapshot list WORKSPACE`", snapshot=ref)
+            raise NotFoundError(
+                f"no snapshot {ref!r}",
+                code="snapshot-not-found",
+                hint="list snapshots with `tenure snapshot list WORKSPACE`",
+                snapshot=ref,
+            )
         return Snapshot.from_row(row)
 
     def list(self, workspace_id: str) -> builtins.list[Snapshot]:
@@ -78,8 +80,9 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ moves
 
-    def move(self, ref: str, target: SnapshotState, *, error: str | None = None,
-             expected: SnapshotState | None = None) -> Snapshot:
+    def move(
+        self, ref: str, target: SnapshotState, *, error: str | None = None, expected: SnapshotState | None = None
+    ) -> Snapshot:
         """A guarded snapshot move (verify marks, repair, logical delete)."""
         with self.db.transaction() as tx:
             snap = self.get(ref, tx)
@@ -97,18 +100,33 @@ class SnapshotStore:
             tx.execute("snapshot_for_update", {"id": snap.id})  # a fork of it waits, or has committed (ADR 0012)
             snap = self.get(snap.id, tx)
             SNAPSHOT.check(snap.state, SnapshotState.DELETING)
-            rows = tx.execute("snapshot_delete", {"id": snap.id, "s": snap.state.value, "keep": KEEP,
-                                                  **state_params(SnapshotState.DELETING, WorkspaceState.DELETED)})
+            rows = tx.execute(
+                "snapshot_delete",
+                {
+                    "id": snap.id,
+                    "s": snap.state.value,
+                    "keep": KEEP,
+                    **state_params(SnapshotState.DELETING, WorkspaceState.DELETED),
+                },
+            )
             if rows:
                 crash_point("snapshot_delete.after_update")
                 return Snapshot.from_row(rows[0])
             head = tx.one("snapshot_head_of", {"id": snap.id, **state_params(WorkspaceState.DELETED)})
             if head is not None:
-                raise ConflictError(f"snapshot {snap.id} is the head of workspace {head['name']!r}",
-                               code="snapshot-is-head", hint="checkpoint a newer head first",
-                               snapshot=snap.id, workspace=head["name"])
-            raise ConflictError(f"snapshot {snap.id} is pinned", code="snapshot-pinned",
-                           hint="unpin it with `tenure snapshot unpin`", snapshot=snap.id)
+                raise ConflictError(
+                    f"snapshot {snap.id} is the head of workspace {head['name']!r}",
+                    code="snapshot-is-head",
+                    hint="checkpoint a newer head first",
+                    snapshot=snap.id,
+                    workspace=head["name"],
+                )
+            raise ConflictError(
+                f"snapshot {snap.id} is pinned",
+                code="snapshot-pinned",
+                hint="unpin it with `tenure snapshot unpin`",
+                snapshot=snap.id,
+            )
 
     def prune(self, workspace_id: str, keep_last: int) -> builtins.list[Snapshot]:
         """Retention: logically delete all but the newest ``keep_last`` READY snapshots.
@@ -153,11 +171,16 @@ class SnapshotStore:
         with self.db.transaction() as tx:
             self._lock_shared(tx)
             snap = self.get(ref, tx)
-            rows = tx.execute("pin_insert_snapshot",
-                              {"id": pid, "k": kind, "s": snap.id, "h": holder, "ttl": ttl_s, **READABLE})
+            rows = tx.execute(
+                "pin_insert_snapshot", {"id": pid, "k": kind, "s": snap.id, "h": holder, "ttl": ttl_s, **READABLE}
+            )
             if not rows:
-                raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and can no longer be read",
-                               code="snapshot-not-readable", snapshot=snap.id, state=snap.state.value)
+                raise ConflictError(
+                    f"snapshot {snap.id} is {snap.state.value} and can no longer be read",
+                    code="snapshot-not-readable",
+                    snapshot=snap.id,
+                    state=snap.state.value,
+                )
         return pid
 
     def unpin(self, pin_id: str) -> None:

@@ -77,9 +77,12 @@ def _map_sqlite(exc: sqlite3.Error, path: str = "") -> Exception:
     if full:
         return StoreFullError(f"no space left for the SQLite store{where}: {exc} ({full})", path=path)
     if primary == _CANTOPEN:
-        return ConfigurationError(f"cannot open the SQLite store{where}: {exc}{_why_unopenable(path)}",
-                                  code="store-unreachable", path=path,
-                                  hint="check --db / TENURE_DB and that the folder exists and is accessible")
+        return ConfigurationError(
+            f"cannot open the SQLite store{where}: {exc}{_why_unopenable(path)}",
+            code="store-unreachable",
+            path=path,
+            hint="check --db / TENURE_DB and that the folder exists and is accessible",
+        )
     return StoreError(f"store error: {exc}", code="store-error")
 
 
@@ -151,8 +154,9 @@ class SqliteConnector:
         """A connection with tenure's settings; the settings fail like any statement (corrupt, read-only, full)."""
         conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=self.busy_timeout_ms / 1000)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC
 from typing import Any
 
 from tenure.errors import (
@@ -114,16 +115,24 @@ class WorkspaceStore:
             with self.db.transaction(write=False) as rtx:
                 row = rtx.one("workspace_by_ref", {"r": ref})
         if row is None:
-            raise NotFoundError(f"no workspace named {ref!r}", code="workspace-not-found",
-                           hint="list workspaces with `tenure workspace list`", workspace=ref)
+            raise NotFoundError(
+                f"no workspace named {ref!r}",
+                code="workspace-not-found",
+                hint="list workspaces with `tenure workspace list`",
+                workspace=ref,
+            )
         return Workspace.from_row(row)
 
     def _locked(self, tx: Tx, ref: str) -> Workspace:
         """The workspace row, held until ``tx`` ends: a decision read that cannot go stale (ADR 0012)."""
         row = tx.one("workspace_for_update", {"r": ref})
         if row is None:
-            raise NotFoundError(f"no workspace named {ref!r}", code="workspace-not-found",
-                                hint="list workspaces with `tenure workspace list`", workspace=ref)
+            raise NotFoundError(
+                f"no workspace named {ref!r}",
+                code="workspace-not-found",
+                hint="list workspaces with `tenure workspace list`",
+                workspace=ref,
+            )
         return Workspace.from_row(row)
 
     def workspaces(self) -> list[Workspace]:
@@ -159,14 +168,22 @@ class WorkspaceStore:
                 return self.create(name, base_snapshot_id, own)
         wid = new_id("w-")
         if tx.one("workspace_id_by_name", {"n": name}):
-            raise ConflictError(f"workspace {name!r} already exists", code="workspace-exists",
-                           hint="pick another name", workspace=name)
+            raise ConflictError(
+                f"workspace {name!r} already exists", code="workspace-exists", hint="pick another name", workspace=name
+            )
         if base_snapshot_id is None:
             tx.execute("workspace_insert", {"id": wid, "n": name, "s": WorkspaceState.CREATING.value})
         else:
-            inserted = tx.execute("workspace_insert_from_snapshot",
-                                  {"id": wid, "n": name, "b": base_snapshot_id, "s": WorkspaceState.CREATING.value,
-                                   **state_params(_S.READY)})
+            inserted = tx.execute(
+                "workspace_insert_from_snapshot",
+                {
+                    "id": wid,
+                    "n": name,
+                    "b": base_snapshot_id,
+                    "s": WorkspaceState.CREATING.value,
+                    **state_params(_S.READY),
+                },
+            )
             if not inserted:
                 self._refuse_base(tx, base_snapshot_id)
             crash_point("workspace_create.after_insert")
@@ -178,12 +195,24 @@ class WorkspaceStore:
         row = tx.one("snapshot_state", {"s": snapshot_id})
         if row is None:
             raise NotFoundError(f"no snapshot {snapshot_id}", code="snapshot-not-found", snapshot=snapshot_id)
-        raise ConflictError(f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
-                       code="snapshot-not-ready", hint="pick a READY snapshot (`tenure snapshot list`)",
-                       snapshot=snapshot_id, state=row["state"])
+        raise ConflictError(
+            f"snapshot {snapshot_id} is {row['state']}; only READY snapshots can be a base",
+            code="snapshot-not-ready",
+            hint="pick a READY snapshot (`tenure snapshot list`)",
+            snapshot=snapshot_id,
+            state=row["state"],
+        )
 
-    def _move(self, tx: Tx, wid: str, expected: WorkspaceState, target: WorkspaceState,
-              record: dict[str, Any] | None = None, *, expiring: bool = False) -> None:
+    def _move(
+        self,
+        tx: Tx,
+        wid: str,
+        expected: WorkspaceState,
+        target: WorkspaceState,
+        record: dict[str, Any] | None = None,
+        *,
+        expiring: bool = False,
+    ) -> None:
         """A guarded workspace move: machine check, then a CAS on the state (``expiring``: record when)."""
         WORKSPACE.check(expected, target, record)
         params = {"t": target.value, "e": expected.value, "id": wid}
@@ -192,8 +221,9 @@ class WorkspaceStore:
         else:
             rows = tx.execute("workspace_move", params)
         if not rows:
-            raise VersionConflictError(f"workspace changed concurrently (expected {expected.value})",
-                                  workspace=wid, expected=expected.value)
+            raise VersionConflictError(
+                f"workspace changed concurrently (expected {expected.value})", workspace=wid, expected=expected.value
+            )
 
     def expire(self, ref: str) -> Workspace:
         """Retention ended: IDLE or MOUNTED → EXPIRING. Nothing on disk is touched."""
@@ -204,21 +234,21 @@ class WorkspaceStore:
 
     def undo_expiry(self, ref: str, grace_s: float) -> Workspace:
         """EXPIRING → back to IDLE, only within the grace period."""
-        from datetime import datetime, timedelta, timezone
+        from datetime import datetime, timedelta
 
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
             now = float(tx.execute("store_now")[0]["now"])
             record = {
-                "now": datetime.fromtimestamp(now, timezone.utc),
-                "expiring_since": None if ws.expiring_since is None
-                else datetime.fromtimestamp(ws.expiring_since, timezone.utc),
+                "now": datetime.fromtimestamp(now, UTC),
+                "expiring_since": None if ws.expiring_since is None else datetime.fromtimestamp(ws.expiring_since, UTC),
                 "grace": timedelta(seconds=grace_s),
             }
             target = WorkspaceState.IDLE
             WORKSPACE.check(ws.state, target, record)
-            rows = tx.execute("workspace_undo_expiry",
-                              {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)})
+            rows = tx.execute(
+                "workspace_undo_expiry", {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)}
+            )
             if not rows:
                 raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
@@ -229,8 +259,9 @@ class WorkspaceStore:
             ws = self.workspace(ref, tx)
             live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
             WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": bool(live)})
-            rows = tx.execute("workspace_delete_expired",
-                              {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING), **_LIVE_LEASE})
+            rows = tx.execute(
+                "workspace_delete_expired", {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING), **_LIVE_LEASE}
+            )
             if not rows:
                 raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
             return self.workspace(ws.id, tx)
@@ -247,23 +278,30 @@ class WorkspaceStore:
             ws = self._locked(tx, ref)
             crash_point("dispose.after_read")
             if ws.writer_generation != generation:
-                raise StaleGenerationError(f"workspace {ws.name!r}: generation {generation} is fenced",
-                                      generation=generation, current_generation=ws.writer_generation)
+                raise StaleGenerationError(
+                    f"workspace {ws.name!r}: generation {generation} is fenced",
+                    generation=generation,
+                    current_generation=ws.writer_generation,
+                )
             if ws.state is not WorkspaceState.DELETED:
                 WORKSPACE.force(ws.state, WorkspaceState.DELETED, ForcePath.TAKEOVER)
                 if tx.count("workspace_dispose", {"id": ws.id, "g": generation, **state_params(_W.DELETED)}) != 1:
-                    raise StaleGenerationError(f"workspace {ws.name!r}: generation {generation} is fenced",
-                                               generation=generation)
+                    raise StaleGenerationError(
+                        f"workspace {ws.name!r}: generation {generation} is fenced", generation=generation
+                    )
             tx.execute("writer_leases_revoke_all", {"w": ws.id, **state_params(_L.REVOKED), **_OPEN_LEASE})
             tx.execute("snapshots_fail_unfinished", {"w": ws.id, **state_params(_S.FAILED), **_UNPUBLISHED})
-            tx.execute("snapshots_delete_of_workspace",
-                       {"w": ws.id, **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED)})
+            tx.execute(
+                "snapshots_delete_of_workspace",
+                {"w": ws.id, **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED)},
+            )
             return self.workspace(ws.id, tx)
 
     # ------------------------------------------------------------------ writer leases
 
-    def acquire(self, ref: str, holder: str, ttl_s: float, *, takeover: bool = False,
-                tx: Tx | None = None) -> WriterLease:
+    def acquire(
+        self, ref: str, holder: str, ttl_s: float, *, takeover: bool = False, tx: Tx | None = None
+    ) -> WriterLease:
         """Issue a new writer lease at the next generation and activate it.
 
         Refused with :class:`LeaseHeldError` while another holder's lease is live,
@@ -279,30 +317,47 @@ class WorkspaceStore:
         crash_point("acquire.after_read")
         now = float(tx.execute("store_now")[0]["now"])
         current = self.lease(ws.id, ws.writer_generation, tx)
-        if (current is not None and current.state.value in LIVE + (LeaseState.ISSUED.value,) and current.expires_at > now
-                and current.holder != holder and not takeover):
-            raise LeaseHeldError(f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
-                            holder=current.holder, generation=current.generation,
-                            expires_in=round(current.expires_at - now, 3))
+        if (
+            current is not None
+            and current.state.value in LIVE + (LeaseState.ISSUED.value,)
+            and current.expires_at > now
+            and current.holder != holder
+            and not takeover
+        ):
+            raise LeaseHeldError(
+                f"workspace {ws.name!r} is held by {current.holder} (generation {current.generation})",
+                holder=current.holder,
+                generation=current.generation,
+                expires_in=round(current.expires_at - now, 3),
+            )
         if ws.state in (WorkspaceState.IDLE,):
             target = WORKSPACE.check(ws.state, WorkspaceState.MOUNTED)
         elif ws.state in (WorkspaceState.MOUNTED, WorkspaceState.CHECKPOINTING):
             target = WORKSPACE.force(ws.state, WorkspaceState.MOUNTED, ForcePath.TAKEOVER)
         else:
-            raise ConflictError(f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
-                           code="workspace-not-mountable", workspace=ws.name, state=ws.state.value)
+            raise ConflictError(
+                f"workspace {ws.name!r} is {ws.state.value}; a writer cannot mount it",
+                code="workspace-not-mountable",
+                workspace=ws.name,
+                state=ws.state.value,
+            )
         generation = ws.writer_generation + 1
-        bumped = tx.execute("workspace_bump_writer",
-                            {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation})
+        bumped = tx.execute(
+            "workspace_bump_writer", {"g": generation, "t": target.value, "id": ws.id, "old": ws.writer_generation}
+        )
         if not bumped:
             raise VersionConflictError(f"another writer acquired workspace {ws.name!r} concurrently", workspace=ws.name)
         # An unfinished checkpoint of the former writer is kept: a retry under its key adopts it
         # (S-33); the new writer's first checkpoint under another key fails it.
-        tx.execute("writer_leases_retire_older",
-                   {"w": ws.id, "g": generation, **state_params(_L.EXPIRED, _L.REVOKED), **_OPEN_LEASE})
+        tx.execute(
+            "writer_leases_retire_older",
+            {"w": ws.id, "g": generation, **state_params(_L.EXPIRED, _L.REVOKED), **_OPEN_LEASE},
+        )
         lid = new_id("l-")
-        tx.execute("writer_lease_insert", {"id": lid, "w": ws.id, "g": generation, "h": holder, "ttl": ttl_s,
-                                           **state_params(_L.ISSUED)})
+        tx.execute(
+            "writer_lease_insert",
+            {"id": lid, "w": ws.id, "g": generation, "h": holder, "ttl": ttl_s, **state_params(_L.ISSUED)},
+        )
         self._lease_move(tx, lid, LeaseState.ISSUED, LeaseState.ACTIVE)
         lease = self.lease(ws.id, generation, tx)
         assert lease is not None
@@ -318,8 +373,9 @@ class WorkspaceStore:
     def renew(self, lease: WriterLease, ttl_s: float) -> bool:
         """Extend a live, current lease; False when it is no longer renewable."""
         with self.db.transaction() as tx:
-            rows = tx.execute("writer_lease_renew",
-                              {"ttl": ttl_s, "id": lease.id, "w": lease.workspace_id, **_LIVE_LEASE})
+            rows = tx.execute(
+                "writer_lease_renew", {"ttl": ttl_s, "id": lease.id, "w": lease.workspace_id, **_LIVE_LEASE}
+            )
         return bool(rows)
 
     def expire_leases(self) -> int:
@@ -338,8 +394,10 @@ class WorkspaceStore:
         with self.db.transaction() as tx:
             self._fenced_lease_move(tx, lease, LeaseState.RELEASING, LeaseState.RELEASED)
             WORKSPACE.check(WorkspaceState.MOUNTED, WorkspaceState.IDLE)
-            rows = tx.execute("workspace_release", {"w": lease.workspace_id, "g": lease.generation,
-                                                    **state_params(_W.IDLE, _W.MOUNTED)})
+            rows = tx.execute(
+                "workspace_release",
+                {"w": lease.workspace_id, "g": lease.generation, **state_params(_W.IDLE, _W.MOUNTED)},
+            )
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.MOUNTED)
 
@@ -359,8 +417,10 @@ class WorkspaceStore:
 
     def _fenced_lease_move(self, tx: Tx, lease: WriterLease, expected: LeaseState, target: LeaseState) -> None:
         LEASE.check(expected, target)
-        rows = tx.execute("writer_lease_fenced_move",
-                          {"t": target.value, "e": expected.value, "id": lease.id, "w": lease.workspace_id})
+        rows = tx.execute(
+            "writer_lease_fenced_move",
+            {"t": target.value, "e": expected.value, "id": lease.id, "w": lease.workspace_id},
+        )
         if not rows:
             self._diagnose(tx, lease, None)
 
@@ -370,18 +430,26 @@ class WorkspaceStore:
         if ws.writer_generation != lease.generation:
             raise StaleGenerationError(
                 f"writer generation {lease.generation} of workspace {ws.name!r} is fenced: generation"
-                f" {ws.writer_generation} is current", generation=lease.generation,
-                current_generation=ws.writer_generation, workspace=ws.name)
+                f" {ws.writer_generation} is current",
+                generation=lease.generation,
+                current_generation=ws.writer_generation,
+                workspace=ws.name,
+            )
         now = float(tx.execute("store_now")[0]["now"])
         current = self.lease(ws.id, lease.generation, tx)
         if current is None or current.state.value not in LIVE or current.expires_at <= now:
             state = "missing" if current is None else current.state.value
-            raise LeaseLostError(f"writer lease generation {lease.generation} is no longer live ({state},"
-                            f" expired {max(0.0, now - (current.expires_at if current else now)):.3f}s ago)",
-                            generation=lease.generation, lease_state=state)
-        raise VersionConflictError(f"workspace {ws.name!r} is {ws.state.value}"
-                              + (f", expected {expected.value}" if expected else ""),
-                              workspace=ws.name, state=ws.state.value)
+            raise LeaseLostError(
+                f"writer lease generation {lease.generation} is no longer live ({state},"
+                f" expired {max(0.0, now - (current.expires_at if current else now)):.3f}s ago)",
+                generation=lease.generation,
+                lease_state=state,
+            )
+        raise VersionConflictError(
+            f"workspace {ws.name!r} is {ws.state.value}" + (f", expected {expected.value}" if expected else ""),
+            workspace=ws.name,
+            state=ws.state.value,
+        )
 
     # ------------------------------------------------------------------ checkpoint publication
 
@@ -399,40 +467,74 @@ class WorkspaceStore:
             if existing is not None:
                 snap = Snapshot.from_row(existing)
                 if snap.state in (SnapshotState.READY, SnapshotState.DEGRADED):
-                    return CheckpointTicket(ws.id, snap.id, key, ws.version, snap.parent_id, snap.generation,
-                                            resumed=False, already_published=snap)
+                    return CheckpointTicket(
+                        ws.id,
+                        snap.id,
+                        key,
+                        ws.version,
+                        snap.parent_id,
+                        snap.generation,
+                        resumed=False,
+                        already_published=snap,
+                    )
                 if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key == key:
                     if ws.writer_generation != lease.generation:
                         self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
                     assert ws.pending_version is not None
-                    return CheckpointTicket(ws.id, snap.id, key, ws.pending_version, snap.parent_id,
-                                            lease.generation, resumed=True)
-                if (snap.state in (SnapshotState.UPLOADING, SnapshotState.VALIDATING)
-                        and snap.generation < lease.generation and ws.state is WorkspaceState.MOUNTED):
+                    return CheckpointTicket(
+                        ws.id, snap.id, key, ws.pending_version, snap.parent_id, lease.generation, resumed=True
+                    )
+                if (
+                    snap.state in (SnapshotState.UPLOADING, SnapshotState.VALIDATING)
+                    and snap.generation < lease.generation
+                    and ws.state is WorkspaceState.MOUNTED
+                ):
                     return self._adopt(tx, ws, lease, snap, key)
                 raise IdempotencyConflictError(
                     f"idempotency key {key!r} belongs to snapshot {snap.id}, which is {snap.state.value}",
-                    snapshot=snap.id, state=snap.state.value,
-                    hint="use a new idempotency key for a new checkpoint")
+                    snapshot=snap.id,
+                    state=snap.state.value,
+                    hint="use a new idempotency key for a new checkpoint",
+                )
             sid = new_id("s-")
             if ws.writer_generation == lease.generation and ws.state is WorkspaceState.CHECKPOINTING:
-                raise ConflictError(f"workspace {ws.name!r} has an unfinished checkpoint under key {ws.pending_key!r}",
-                               code="checkpoint-in-progress", pending_key=ws.pending_key,
-                               hint="resume it with the same idempotency key")
+                raise ConflictError(
+                    f"workspace {ws.name!r} has an unfinished checkpoint under key {ws.pending_key!r}",
+                    code="checkpoint-in-progress",
+                    pending_key=ws.pending_key,
+                    hint="resume it with the same idempotency key",
+                )
             if ws.writer_generation == lease.generation:
                 WORKSPACE.check(ws.state, WorkspaceState.CHECKPOINTING)
-            rows = tx.execute("workspace_begin_checkpoint",
-                              {"s": sid, "k": key, "w": ws.id, "g": lease.generation,
-                               **state_params(_W.CHECKPOINTING, _W.MOUNTED), **_LIVE_LEASE})
+            rows = tx.execute(
+                "workspace_begin_checkpoint",
+                {
+                    "s": sid,
+                    "k": key,
+                    "w": ws.id,
+                    "g": lease.generation,
+                    **state_params(_W.CHECKPOINTING, _W.MOUNTED),
+                    **_LIVE_LEASE,
+                },
+            )
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.MOUNTED)
                 raise AssertionError("unreachable")
             version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
-            tx.execute("snapshots_fail_superseded",
-                       {"w": ws.id, "g": lease.generation, "e": f"superseded by writer generation {lease.generation}",
-                        **state_params(_S.FAILED), **_UNPUBLISHED})
-            tx.execute("snapshot_insert", {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key,
-                                           **state_params(_S.UPLOADING)})
+            tx.execute(
+                "snapshots_fail_superseded",
+                {
+                    "w": ws.id,
+                    "g": lease.generation,
+                    "e": f"superseded by writer generation {lease.generation}",
+                    **state_params(_S.FAILED),
+                    **_UNPUBLISHED,
+                },
+            )
+            tx.execute(
+                "snapshot_insert",
+                {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key, **state_params(_S.UPLOADING)},
+            )
         crash_point("checkpoint.after_begin")
         return CheckpointTicket(ws.id, sid, key, version, head, lease.generation, resumed=False)
 
@@ -445,19 +547,35 @@ class WorkspaceStore:
         as it is now, reusing every object already uploaded, and publishes once.
         """
         WORKSPACE.check(ws.state, WorkspaceState.CHECKPOINTING)
-        rows = tx.execute("workspace_begin_checkpoint",
-                          {"s": snap.id, "k": key, "w": ws.id, "g": lease.generation,
-                           **state_params(_W.CHECKPOINTING, _W.MOUNTED), **_LIVE_LEASE})
+        rows = tx.execute(
+            "workspace_begin_checkpoint",
+            {
+                "s": snap.id,
+                "k": key,
+                "w": ws.id,
+                "g": lease.generation,
+                **state_params(_W.CHECKPOINTING, _W.MOUNTED),
+                **_LIVE_LEASE,
+            },
+        )
         if not rows:
             self._diagnose(tx, lease, WorkspaceState.MOUNTED)
         version, head = int(rows[0]["version"]), rows[0]["head_snapshot_id"]
-        if not tx.execute("snapshot_adopt", {"s": snap.id, "w": ws.id, "g": lease.generation, "p": head,
-                                             **_UNPUBLISHED}):
+        if not tx.execute(
+            "snapshot_adopt", {"s": snap.id, "w": ws.id, "g": lease.generation, "p": head, **_UNPUBLISHED}
+        ):
             raise VersionConflictError(f"snapshot {snap.id} changed concurrently", snapshot=snap.id)
         return CheckpointTicket(ws.id, snap.id, key, version, head, lease.generation, resumed=True)
 
-    def mark_uploaded(self, ticket: CheckpointTicket, root: str, files: int, bytes_read: int, bytes_new: int,
-                      skipped: list[tuple[str, str]]) -> None:
+    def mark_uploaded(
+        self,
+        ticket: CheckpointTicket,
+        root: str,
+        files: int,
+        bytes_read: int,
+        bytes_new: int,
+        skipped: list[tuple[str, str]],
+    ) -> None:
         """UPLOADING → VALIDATING with the root tree id (a resumed one may already be VALIDATING)."""
         import json
 
@@ -476,19 +594,32 @@ class WorkspaceStore:
             elif state is not SnapshotState.UPLOADING:
                 SNAPSHOT.check(state, SnapshotState.VALIDATING)
             # the statement is the fence: the snapshot's generation must still be the workspace's
-            rows = tx.execute("snapshot_mark_validating",
-                              {"r": root, "f": files, "br": bytes_read, "bn": bytes_new, "sk": json.dumps(skipped),
-                               "s": ticket.snapshot_id, "e": expected.value, "w": ticket.workspace_id,
-                               **state_params(_S.VALIDATING)})
+            rows = tx.execute(
+                "snapshot_mark_validating",
+                {
+                    "r": root,
+                    "f": files,
+                    "br": bytes_read,
+                    "bn": bytes_new,
+                    "sk": json.dumps(skipped),
+                    "s": ticket.snapshot_id,
+                    "e": expected.value,
+                    "w": ticket.workspace_id,
+                    **state_params(_S.VALIDATING),
+                },
+            )
             if not rows:
                 current = tx.one("snapshot_with_writer_generation", {"s": ticket.snapshot_id})
                 now_gen = None if current is None else int(current["writer_generation"])
                 if now_gen != ticket.generation:
-                    raise StaleGenerationError(f"snapshot {ticket.snapshot_id} was superseded by writer generation"
-                                               f" {now_gen}", generation=ticket.generation,
-                                               current_generation=now_gen)
-                raise VersionConflictError(f"snapshot {ticket.snapshot_id} changed concurrently",
-                                           snapshot=ticket.snapshot_id)
+                    raise StaleGenerationError(
+                        f"snapshot {ticket.snapshot_id} was superseded by writer generation {now_gen}",
+                        generation=ticket.generation,
+                        current_generation=now_gen,
+                    )
+                raise VersionConflictError(
+                    f"snapshot {ticket.snapshot_id} changed concurrently", snapshot=ticket.snapshot_id
+                )
         crash_point("checkpoint.after_validating")
 
     def fail_snapshot(self, snapshot_id: str, error: str) -> None:
@@ -510,20 +641,31 @@ class WorkspaceStore:
         with self.db.transaction() as tx:
             WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
             SNAPSHOT.check(SnapshotState.VALIDATING, SnapshotState.READY)
-            rows = tx.execute("workspace_publish",
-                              {"s": ticket.snapshot_id, "w": ticket.workspace_id, "v": ticket.expected_version,
-                               "k": ticket.idempotency_key, "g": lease.generation,
-                               **state_params(_W.MOUNTED, _W.CHECKPOINTING), **_LIVE_LEASE})
+            rows = tx.execute(
+                "workspace_publish",
+                {
+                    "s": ticket.snapshot_id,
+                    "w": ticket.workspace_id,
+                    "v": ticket.expected_version,
+                    "k": ticket.idempotency_key,
+                    "g": lease.generation,
+                    **state_params(_W.MOUNTED, _W.CHECKPOINTING),
+                    **_LIVE_LEASE,
+                },
+            )
             if not rows:
                 done = tx.one("snapshot_published", {"s": ticket.snapshot_id, **state_params(_S.READY, _S.DEGRADED)})
                 if done is not None:
                     return Snapshot.from_row(done)
                 self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
             crash_point("publish.after_head_update")
-            ready = tx.execute("snapshot_mark_ready",
-                               {"s": ticket.snapshot_id, **state_params(_S.READY, _S.VALIDATING)})
+            ready = tx.execute(
+                "snapshot_mark_ready", {"s": ticket.snapshot_id, **state_params(_S.READY, _S.VALIDATING)}
+            )
             if not ready:
-                raise VersionConflictError(f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id)
+                raise VersionConflictError(
+                    f"snapshot {ticket.snapshot_id} is not VALIDATING", snapshot=ticket.snapshot_id
+                )
             snap = Snapshot.from_row(ready[0])
         crash_point("publish.after_commit")
         return snap
@@ -536,13 +678,21 @@ class WorkspaceStore:
         """
         with self.db.transaction() as tx:
             WORKSPACE.check(WorkspaceState.CHECKPOINTING, WorkspaceState.MOUNTED)
-            rows = tx.execute("workspace_abandon_checkpoint",
-                              {"w": ticket.workspace_id, "k": ticket.idempotency_key, "g": lease.generation,
-                               **state_params(_W.MOUNTED, _W.CHECKPOINTING)})
+            rows = tx.execute(
+                "workspace_abandon_checkpoint",
+                {
+                    "w": ticket.workspace_id,
+                    "k": ticket.idempotency_key,
+                    "g": lease.generation,
+                    **state_params(_W.MOUNTED, _W.CHECKPOINTING),
+                },
+            )
             if not rows:
                 self._diagnose(tx, lease, WorkspaceState.CHECKPOINTING)
             if error is None:
                 tx.execute("snapshot_delete_unpublished", {"s": ticket.snapshot_id, **_UNPUBLISHED})
             else:
-                tx.execute("snapshot_fail_unpublished",
-                           {"s": ticket.snapshot_id, "e": error, **state_params(_S.FAILED), **_UNPUBLISHED})
+                tx.execute(
+                    "snapshot_fail_unpublished",
+                    {"s": ticket.snapshot_id, "e": error, **state_params(_S.FAILED), **_UNPUBLISHED},
+                )

@@ -10,5 +10,14 @@ from tenure.workspaces.binding import ObjectStoreMismatchError, bind_object_stor
 from tenure.workspaces.folders import LocalFolders, Trash
 from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceService, default_holder
 
-__all__ = ["WorkspaceService", "CheckpointResult", "VerifyReport", "LocalFolders", "Trash", "Store", "default_holder",
-           "bind_object_store", "ObjectStoreMismatchError"]
+__all__ = [
+    "WorkspaceService",
+    "CheckpointResult",
+    "VerifyReport",
+    "LocalFolders",
+    "Trash",
+    "Store",
+    "default_holder",
+    "bind_object_store",
+    "ObjectStoreMismatchError",
+]

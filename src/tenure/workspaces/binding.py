@@ -96,13 +96,20 @@ def bind_object_store(store: Store, objects: ObjectStore, *, create: bool = True
 
 def _mismatch(store: Store, objects: ObjectStore, recorded: Binding, found: str | None) -> ObjectStoreMismatchError:
     given = redact(objects.url)
-    what = (f"object store {found}" if found is not None else
-            "an object store without an identity (a new or empty one, or one whose identity file is gone)")
+    what = (
+        f"object store {found}"
+        if found is not None
+        else "an object store without an identity (a new or empty one, or one whose identity file is gone)"
+    )
     return ObjectStoreMismatchError(
         f"the store {redact(store.url)} belongs with object store {recorded.identity} (first used at"
         f" {recorded.url}), but {given} is {what}; nothing was written",
-        store=redact(store.url), expected_identity=recorded.identity, expected_url=recorded.url,
-        found_identity=found, found_url=given,
+        store=redact(store.url),
+        expected_identity=recorded.identity,
+        expected_url=recorded.url,
+        found_identity=found,
+        found_url=given,
         hint=f"use the object store this store was first used with: --objects {recorded.url} (or TENURE_OBJECTS),"
-             f" or a store of its own for {given} (--data / --db); if that object store moved, point --objects"
-             " at its new place: its identity file travels with it")
+        f" or a store of its own for {given} (--data / --db); if that object store moved, point --objects"
+        " at its new place: its identity file travels with it",
+    )

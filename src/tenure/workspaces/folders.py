@@ -109,8 +109,9 @@ class LocalFolders:
 
     def preserve(self, folder: str) -> str:
         """Move ``folder`` aside as a preserved delta; return where it went."""
-        target = os.path.join(self.data_dir, "preserved",
-                              f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}")
+        target = os.path.join(
+            self.data_dir, "preserved", f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}"
+        )
         make_dirs_durable(os.path.dirname(target))
         os.rename(folder, target)
         fsync_dir(os.path.dirname(target))  # the folder is in preserved/ for good ...

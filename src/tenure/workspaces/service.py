@@ -55,8 +55,12 @@ class CheckpointResult:
     skipped: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"snapshot": self.snapshot.to_dict(), "unchanged": self.unchanged, "resumed": self.resumed,
-                "skipped": [list(s) for s in self.skipped]}
+        return {
+            "snapshot": self.snapshot.to_dict(),
+            "unchanged": self.unchanged,
+            "resumed": self.resumed,
+            "skipped": [list(s) for s in self.skipped],
+        }
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,15 @@ class VerifyReport:
         return not self.missing and not self.corrupt
 
     def to_dict(self) -> dict[str, Any]:
-        return {"snapshot": self.snapshot.to_dict(), "ok": self.ok, "checked": self.checked,
-                "missing": list(self.missing), "corrupt": list(self.corrupt), "lost_paths": list(self.lost_paths),
-                "set_aside": list(self.set_aside)}
+        return {
+            "snapshot": self.snapshot.to_dict(),
+            "ok": self.ok,
+            "checked": self.checked,
+            "missing": list(self.missing),
+            "corrupt": list(self.corrupt),
+            "lost_paths": list(self.lost_paths),
+            "set_aside": list(self.set_aside),
+        }
 
 
 def default_holder() -> str:
@@ -118,18 +128,22 @@ def _busy(name: str, lease: WriterLease, now: float) -> LeaseHeldError:
         who = f"{lease.holder} holds its writer lease"
     return LeaseHeldError(
         f"workspace {name!r} is busy: {who} (writer generation {lease.generation}, lease ends in"
-        f" {expires_in:.0f} s unless released sooner)", holder=lease.holder, generation=lease.generation,
-        pid=None if writer is None else writer[1], expires_in=round(expires_in, 3),
-        hint="wait for it to finish and checkpoint again, or pass --wait to wait for it")
+        f" {expires_in:.0f} s unless released sooner)",
+        holder=lease.holder,
+        generation=lease.generation,
+        pid=None if writer is None else writer[1],
+        expires_in=round(expires_in, 3),
+        hint="wait for it to finish and checkpoint again, or pass --wait to wait for it",
+    )
 
 
 def _tenure_paths(data_dir: str, store_url: str, objects_url: str) -> list[str]:
     """tenure's own files on this host: never part of a checkpoint, even when inside the folder."""
     paths = [data_dir]
     if objects_url.startswith("file://"):
-        paths.append(objects_url[len("file://"):])
+        paths.append(objects_url[len("file://") :])
     if store_url.startswith("sqlite:///"):
-        db = store_url[len("sqlite:///"):]
+        db = store_url[len("sqlite:///") :]
         paths += [db, f"{db}-wal", f"{db}-shm", f"{db}-journal"]
     return paths
 
@@ -177,9 +191,18 @@ class WorkspaceService:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def checkpoint(self, name: str, folder: str, *, key: str | None = None, lease: WriterLease | None = None,
-                   progress: Progress | None = None, exclude: Sequence[str] = (), wait: bool = False,
-                   on_wait: Callable[[str], None] | None = None) -> CheckpointResult:
+    def checkpoint(
+        self,
+        name: str,
+        folder: str,
+        *,
+        key: str | None = None,
+        lease: WriterLease | None = None,
+        progress: Progress | None = None,
+        exclude: Sequence[str] = (),
+        wait: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> CheckpointResult:
         """Checkpoint ``folder`` as the workspace's new head.
 
         Without ``lease`` this call is a short-lived writer: it acquires a
@@ -207,9 +230,13 @@ class WorkspaceService:
             now = ws_store.now()
             # A crashed short-lived writer of this host: take its lease over now rather than after its TTL.
             takeover = current is not None and _crashed_here(current.holder)
-            held = (current is not None and current.holder != self.holder and not takeover
-                    and current.state in (LeaseState.ISSUED, LeaseState.ACTIVE, LeaseState.RELEASING)
-                    and current.expires_at > now)
+            held = (
+                current is not None
+                and current.holder != self.holder
+                and not takeover
+                and current.state in (LeaseState.ISSUED, LeaseState.ACTIVE, LeaseState.RELEASING)
+                and current.expires_at > now
+            )
             if held:
                 assert current is not None
                 busy = _busy(ws.name, current, now)
@@ -243,8 +270,15 @@ class WorkspaceService:
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
 
-    def _checkpoint(self, lease: WriterLease, folder: str, key: str, progress: Progress | None,
-                    exclude: Sequence[str] = (), leave_out: Sequence[str] = ()) -> CheckpointResult:
+    def _checkpoint(
+        self,
+        lease: WriterLease,
+        folder: str,
+        key: str,
+        progress: Progress | None,
+        exclude: Sequence[str] = (),
+        leave_out: Sequence[str] = (),
+    ) -> CheckpointResult:
         ws_store = self.store.workspaces
         if self.object_store_id is None:  # nothing may be stored before the object store is bound
             self.object_store_id = bind_object_store(self.store, self.objects)
@@ -262,16 +296,28 @@ class WorkspaceService:
                 # Its corrupt objects must not be reused: moved aside they are missing, so the build
                 # reads the files that use them again and stores them afresh.
                 set_aside(self.objects, verify_tree(head.root_oid, self.objects).corrupt)
-            built = build_tree(folder, self.objects, index_path=self.index_path(lease.workspace_id, folder),
-                               pin=pin, progress=progress, exclude=exclude, leave_out=leave_out)
+            built = build_tree(
+                folder,
+                self.objects,
+                index_path=self.index_path(lease.workspace_id, folder),
+                pin=pin,
+                progress=progress,
+                exclude=exclude,
+                leave_out=leave_out,
+            )
             head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
             # Only a READY head makes a checkpoint "unchanged": a damaged one is repaired by a new snapshot.
-            if (head is not None and head.root_oid == built.root and head.state is SnapshotState.READY
-                    and not ticket.resumed):
+            if (
+                head is not None
+                and head.root_oid == built.root
+                and head.state is SnapshotState.READY
+                and not ticket.resumed
+            ):
                 ws_store.abandon_checkpoint(lease, ticket, error=None)
                 return CheckpointResult(head, unchanged=True, skipped=built.skipped)
-            ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new,
-                                   list(built.skipped))
+            ws_store.mark_uploaded(
+                ticket, built.root, built.files, built.bytes_read, built.bytes_new, list(built.skipped)
+            )
             self._verify_closure(ticket.snapshot_id, built.objects)
             self.objects.sync()  # objects found already stored may be a crashed writer's, never synced
             snap = ws_store.publish(lease, ticket)
@@ -295,14 +341,25 @@ class WorkspaceService:
         missing = closure - self.objects.has_many(closure)
         if missing:
             self.store.workspaces.fail_snapshot(snapshot_id, f"{len(missing)} objects missing after upload")
-            raise ClosureIncomplete(f"snapshot {snapshot_id}: {len(missing)} objects missing after upload",
-                                    snapshot=snapshot_id, missing=sorted(missing)[:20])
+            raise ClosureIncomplete(
+                f"snapshot {snapshot_id}: {len(missing)} objects missing after upload",
+                snapshot=snapshot_id,
+                missing=sorted(missing)[:20],
+            )
 
     # ------------------------------------------------------------------ restore
 
-    def restore(self, name: str, dest: str, *, snapshot: str | None = None, partial: bool = False,
-                allow_deleting: bool = False, keep_special_bits: bool = False,
-                progress: Progress | None = None) -> tuple[Snapshot, RestoreResult]:
+    def restore(
+        self,
+        name: str,
+        dest: str,
+        *,
+        snapshot: str | None = None,
+        partial: bool = False,
+        allow_deleting: bool = False,
+        keep_special_bits: bool = False,
+        progress: Progress | None = None,
+    ) -> tuple[Snapshot, RestoreResult]:
         """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs.
 
         Only a READY snapshot restores without a word (S-16). A DEGRADED one is
@@ -318,34 +375,61 @@ class WorkspaceService:
         ws = self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
         if ref is None:
-            raise NotFoundError(f"workspace {ws.name!r} has no snapshot yet", code="workspace-empty",
-                           hint="checkpoint a folder first with `tenure workspace checkpoint`")
+            raise NotFoundError(
+                f"workspace {ws.name!r} has no snapshot yet",
+                code="workspace-empty",
+                hint="checkpoint a folder first with `tenure workspace checkpoint`",
+            )
         with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
-            if snap.root_oid is None or snap.state not in (SnapshotState.READY, SnapshotState.DEGRADED,
-                                                           SnapshotState.DELETING):
-                raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be"
-                               " restored", code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
+            if snap.root_oid is None or snap.state not in (
+                SnapshotState.READY,
+                SnapshotState.DEGRADED,
+                SnapshotState.DELETING,
+            ):
+                raise ConflictError(
+                    f"snapshot {snap.id} is {snap.state.value}; only published snapshots can be restored",
+                    code="snapshot-not-ready",
+                    snapshot=snap.id,
+                    state=snap.state.value,
+                )
             if snap.state is SnapshotState.DELETING and not allow_deleting:
-                raise ConflictError(f"snapshot {snap.id} is DELETING: it is being deleted and its objects go at"
-                                    " the next GC", code="snapshot-deleting", snapshot=snap.id,
-                                    hint="pass --allow-deleting to read it anyway before GC reclaims it, or restore"
-                                         " a READY snapshot (tenure snapshot list)")
+                raise ConflictError(
+                    f"snapshot {snap.id} is DELETING: it is being deleted and its objects go at the next GC",
+                    code="snapshot-deleting",
+                    snapshot=snap.id,
+                    hint="pass --allow-deleting to read it anyway before GC reclaims it, or restore"
+                    " a READY snapshot (tenure snapshot list)",
+                )
             if snap.state is SnapshotState.DEGRADED and not partial:
                 report = verify_tree(snap.root_oid, self.objects)
                 lost = sorted(report.lost_paths)
-                shown = ", ".join(repr(p) for p in lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10
-                                                                 else "")
+                shown = ", ".join(repr(p) for p in lost[:10]) + (
+                    f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+                )
                 raise IntegrityError(
-                    f"snapshot {snap.id} is DEGRADED: {len(lost)} paths cannot be restored: {shown}" if lost else
-                    f"snapshot {snap.id} is DEGRADED ({snap.error or 'objects were missing or corrupt'}), though"
-                    " every object verifies now", code="snapshot-degraded", snapshot=snap.id, lost_paths=lost,
-                    missing=sorted(report.missing), corrupt=sorted(report.corrupt),
-                    hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot"
-                         " list)" if lost else f"run `tenure snapshot verify {snap.id}` to make it READY again")
+                    f"snapshot {snap.id} is DEGRADED: {len(lost)} paths cannot be restored: {shown}"
+                    if lost
+                    else f"snapshot {snap.id} is DEGRADED ({snap.error or 'objects were missing or corrupt'}), though"
+                    " every object verifies now",
+                    code="snapshot-degraded",
+                    snapshot=snap.id,
+                    lost_paths=lost,
+                    missing=sorted(report.missing),
+                    corrupt=sorted(report.corrupt),
+                    hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot list)"
+                    if lost
+                    else f"run `tenure snapshot verify {snap.id}` to make it READY again",
+                )
             try:
-                result = restore_tree(snap.root_oid, self.objects, dest, partial=partial,
-                                      progress=progress if progress is not None else self.progress,
-                                      index_path=self.index_path(ws.id, dest), keep_special_bits=keep_special_bits)
+                result = restore_tree(
+                    snap.root_oid,
+                    self.objects,
+                    dest,
+                    partial=partial,
+                    progress=progress if progress is not None else self.progress,
+                    index_path=self.index_path(ws.id, dest),
+                    keep_special_bits=keep_special_bits,
+                )
             except SnapshotDamagedError as exc:  # corrupt objects found: moved aside, they count as missing
                 self._set_aside_quietly(list(exc.context.get("corrupt", ())))
                 raise
@@ -366,15 +450,22 @@ class WorkspaceService:
         """
         with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
             if snap.root_oid is None:
-                raise ConflictError(f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
-                               code="snapshot-not-ready", snapshot=snap.id)
+                raise ConflictError(
+                    f"snapshot {snap.id} is {snap.state.value} and has no tree yet",
+                    code="snapshot-not-ready",
+                    snapshot=snap.id,
+                )
             result = verify_tree(snap.root_oid, self.objects, sample=sample)
             aside = self._set_aside_quietly(result.corrupt)
         missing, corrupt = tuple(result.missing), tuple(result.corrupt)
         lost = tuple(result.lost_paths)
         if (missing or corrupt) and snap.state is SnapshotState.READY:
-            snap = self.store.snapshots.move(snap.id, SnapshotState.DEGRADED, expected=SnapshotState.READY,
-                                             error=f"{len(missing)} missing, {len(corrupt)} corrupt objects")
+            snap = self.store.snapshots.move(
+                snap.id,
+                SnapshotState.DEGRADED,
+                expected=SnapshotState.READY,
+                error=f"{len(missing)} missing, {len(corrupt)} corrupt objects",
+            )
         elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:
             snap = self.store.snapshots.move(snap.id, SnapshotState.READY, expected=SnapshotState.DEGRADED)
         return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost, tuple(sorted(aside)))
@@ -429,11 +520,19 @@ class WorkspaceService:
         """An explicitly chosen base: a READY snapshot of this workspace."""
         snap = self.store.snapshots.get(ref)
         if snap.workspace_id != workspace_id:
-            raise InvalidInputError(f"snapshot {snap.id} belongs to another workspace", code="foreign-snapshot",
-                                    hint="pick a snapshot of this workspace (tenure snapshot list)", snapshot=snap.id)
+            raise InvalidInputError(
+                f"snapshot {snap.id} belongs to another workspace",
+                code="foreign-snapshot",
+                hint="pick a snapshot of this workspace (tenure snapshot list)",
+                snapshot=snap.id,
+            )
         if snap.state is not SnapshotState.READY:
-            raise ConflictError(f"snapshot {snap.id} is {snap.state.value}; only a READY snapshot can be a base",
-                                code="snapshot-not-ready", snapshot=snap.id, state=snap.state.value)
+            raise ConflictError(
+                f"snapshot {snap.id} is {snap.state.value}; only a READY snapshot can be a base",
+                code="snapshot-not-ready",
+                snapshot=snap.id,
+                state=snap.state.value,
+            )
         return snap.id
 
     def newest_ready(self, workspace_id: str) -> Snapshot | None:
@@ -455,8 +554,12 @@ class WorkspaceService:
             if lease is None or lease.state not in (LeaseState.ACTIVE, LeaseState.RELEASING):
                 raise LeaseLostError(
                     f"no live writer lease at generation {generation} for workspace {ws.name}; the folder"
-                    f" {folder} was kept", workspace=ws.name, generation=generation, folder=folder,
-                    lease_state=None if lease is None else lease.state.value)
+                    f" {folder} was kept",
+                    workspace=ws.name,
+                    generation=generation,
+                    folder=folder,
+                    lease_state=None if lease is None else lease.state.value,
+                )
             key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key else None
             self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease)
             self.folders.discard(folder)
