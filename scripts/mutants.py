@@ -250,7 +250,7 @@ MUTANTS: list[Mutant] = [
         "if not rows:",
         "if False:",
         (FENCE, STORE),
-        after='rows = tx.execute("snapshot_mark_validating"',
+        after='"snapshot_mark_validating"',
     ),
     M("publish-ready-skips-row-count", WORKSPACES, "if not ready:", "if False:", (GUARDS,)),
     M(
@@ -542,6 +542,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's test run")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run on the unmutated copy")
+    parser.add_argument("--check", action="store_true", help="only check that every mutant still applies")
     args = parser.parse_args(argv)
 
     names = [m.name for m in MUTANTS]
@@ -557,6 +558,19 @@ def main(argv: list[str]) -> int:
                 f"    tests: {' '.join(m.tests)}"
             )
         return 0
+    if args.check:
+        stale = []
+        for m in chosen:
+            with open(os.path.join(ROOT, m.path), encoding="utf-8") as fh:
+                text = fh.read()
+            try:
+                apply(text, m)
+            except Stale as exc:
+                stale.append(str(exc))
+        for line in stale:
+            print(f"STALE: {line}", file=sys.stderr)
+        print(f"{len(chosen) - len(stale)} of {len(chosen)} mutants apply")
+        return 2 if stale else 0
     if not args.no_baseline:
         print(f"baseline: the tests of {len(chosen)} mutants on the unmutated tree ...", flush=True)
         base = baseline(chosen, args.timeout)
