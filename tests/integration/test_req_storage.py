@@ -195,7 +195,7 @@ def _mounts() -> list[str]:
         return sorted(line.split(" - ")[0].split(" ", 4)[4] for line in fh)
 
 
-def test_s73_materialization_and_teardown_need_no_mounts_and_no_privileges(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_s73_materialization_fencing_and_teardown_need_no_mounts_and_no_privileges(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The whole project lifecycle through the CLI with every capability dropped (root) or as is (not root)."""
     import json
 
@@ -243,6 +243,6 @@ def test_s73_materialization_and_teardown_need_no_mounts_and_no_privileges(tmp_p
     run("project", "bring", "acme/web")
     with open(os.path.join(folder, "work.txt")) as fh:
         assert fh.read() == "engine output"
-    run("project", "suspend", "acme/web")
+    run("project", "close", "acme/web", "--yes")  # fence (new generation), dispose, CLOSED
     assert not os.path.exists(folder)
     assert _mounts() == mounts_before, "nothing was mounted or unmounted"
