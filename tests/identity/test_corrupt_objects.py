@@ -30,7 +30,7 @@ def _victim(objects: ObjectStore, root: str, kind: str) -> str:
         if kind == "pack" and rel.startswith(b"small/"):
             return str(item.refs[0][0])
         if kind == "chunk" and rel == b"large.bin":
-            return str(item.refs[1][0])
+            return str(item.refs[-1][0])  # a chunk of the large file (its last one)
     raise AssertionError(kind)
 
 
