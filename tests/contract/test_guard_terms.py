@@ -17,9 +17,6 @@ On SQLite and PostgreSQL (the ``store`` fixture).
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
-
 import pytest
 
 from tenure.errors import StaleGenerationError, VersionConflictError
@@ -27,22 +24,10 @@ from tenure.projects import PodIdentity, ProjectStore
 from tenure.projects.facade import OwnershipFacade
 from tenure.states import SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, Store, WriterLease
+from tests.contract.test_fence_terms import raw
 
 TTL = 60.0
 ROOT = "2" * 64
-
-
-def raw(store: Store, sql: str, params: tuple[Any, ...]) -> None:
-    """A direct write into the store's tables (test-only: stands for another transaction's committed write)."""
-    url = store.url
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
-            conn.execute(sql, params)
-        return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.replace("?", "%s"), params)
 
 
 def validating(store: Store) -> tuple[WriterLease, CheckpointTicket]:

@@ -12,32 +12,12 @@ interleaving is exact, without sleeps.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-
-import pytest
 
 from tenure import faults
-from tenure.objects import open_object_store
 from tenure.snapshots.gc import collect
 from tenure.states import SnapshotState
-from tenure.store import open_store
 from tenure.workspaces import WorkspaceService
 from tests.acceptance.helpers import describe, make_tree
-
-
-@pytest.fixture(params=["sqlite+folder", pytest.param("postgres", marks=pytest.mark.postgres)])
-def service(request, tmp_path) -> Iterator[WorkspaceService]:  # type: ignore[no-untyped-def]
-    if request.param == "sqlite+folder":
-        store = open_store(f"sqlite:///{tmp_path}/tenure.db")
-        objects = open_object_store(f"file://{tmp_path}/objects")
-    else:
-        from tests.conftest import new_pg_schema_url
-
-        url = new_pg_schema_url()
-        store, objects = open_store(url), open_object_store(url)
-    yield WorkspaceService(store, objects, str(tmp_path / "data"))
-    store.close()
-    objects.close()
 
 
 def test_s20_gc_spares_objects_of_a_snapshot_published_after_its_mark(service: WorkspaceService, tmp_path) -> None:  # type: ignore[no-untyped-def]

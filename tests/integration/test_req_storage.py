@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,27 +19,11 @@ from tenure.errors import ConflictError, IntegrityError
 from tenure.objects import decode, encode, open_object_store
 from tenure.snapshots import build_tree, verify_tree
 from tenure.states import SnapshotState, WorkspaceState
-from tenure.store import open_store
 from tenure.workspaces import WorkspaceService
 from tests.acceptance.helpers import describe
 from tests.integration.procs import ROOT, env
 
 BIG = 2 << 20
-
-
-@pytest.fixture(params=["sqlite+folder", pytest.param("postgres", marks=pytest.mark.postgres)])
-def service(request, tmp_path) -> Iterator[WorkspaceService]:  # type: ignore[no-untyped-def]
-    if request.param == "sqlite+folder":
-        store = open_store(f"sqlite:///{tmp_path}/tenure.db")
-        objects = open_object_store(f"file://{tmp_path}/objects")
-    else:
-        from tests.conftest import new_pg_schema_url
-
-        url = new_pg_schema_url()
-        store, objects = open_store(url), open_object_store(url)
-    yield WorkspaceService(store, objects, str(tmp_path / "data"))
-    store.close()
-    objects.close()
 
 
 def _folder(tmp_path, name: str = "src", seed: int = 1) -> tuple[str, bytes]:  # type: ignore[no-untyped-def]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from tenure.objects import open_object_store
 from tenure.objects.local import LocalObjectStore
@@ -14,21 +11,6 @@ from tenure.states import SnapshotState
 from tenure.store import open_store
 from tenure.workspaces import WorkspaceService
 from tests.acceptance.helpers import describe, make_tree
-
-
-@pytest.fixture(params=["sqlite+file", pytest.param("postgres+postgres", marks=pytest.mark.postgres)])
-def service(request, tmp_path) -> Iterator[WorkspaceService]:  # type: ignore[no-untyped-def]
-    if request.param == "sqlite+file":
-        store = open_store(f"sqlite:///{tmp_path}/tenure.db")
-        objects = open_object_store(f"file://{tmp_path}/objects")
-    else:
-        from tests.conftest import new_pg_schema_url
-
-        url = new_pg_schema_url()
-        store, objects = open_store(url), open_object_store(url)
-    yield WorkspaceService(store, objects, str(tmp_path / "data"))
-    store.close()
-    objects.close()
 
 
 def test_round_trip_and_incremental_on_both_backends(service: WorkspaceService, tmp_path) -> None:  # type: ignore[no-untyped-def]
