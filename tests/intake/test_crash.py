@@ -32,7 +32,11 @@ AFTER_PUBLISH = [
 def test_every_intake_crash_point_has_a_crash_test() -> None:
     import tenure.intake.inbox  # noqa: F401 - registers the admission points
 
-    covered = set(BEFORE_PUBLISH) | set(AFTER_PUBLISH) | {"intake.quarantine.copied", "intake.quarantine.reported"}
+    covered = (
+        set(BEFORE_PUBLISH)
+        | set(AFTER_PUBLISH)
+        | {"intake.quarantine.copied", "intake.quarantine.reported", "intake.admit.ack-renamed"}
+    )
     assert {p for p in POINTS if p.startswith("intake.")} == covered
     assert set(CRASH_POINTS) <= covered
 
@@ -71,7 +75,7 @@ def test_i92_i93_crash_during_admission(ws: Workspace, point: str) -> None:
     assert_repaired(ws, 1)
     assert CheckpointStore(ws).current("case-A", "pkg-1").state is State.VALIDATED
     tmp = [p for p in ws.case_dir("case-A", "pkg-1").iterdir() if p.name.startswith(".tmp-")]
-    assert tmp == [] or point == "intake.commit.generation-written"
+    assert tmp == [], "the retry removes what the crashed writer left"
 
 
 @pytest.mark.parametrize("point", list(CRASH_POINTS))
@@ -90,6 +94,19 @@ def test_i92_i93_crash_during_advance(ws: Workspace, point: str) -> None:
     assert_repaired(ws, 3)
 
 
+def test_crash_while_the_original_holds_its_private_name(ws: Workspace) -> None:
+    """The next poll puts the original back and judges it again: DUPLICATE, nothing lost or written twice."""
+    inbox_file = put(ws, "a.zip")
+    crash(POLL, str(ws.root), point="intake.admit.ack-renamed")
+    assert generation_files(ws) == ["g00000001.zip"]
+    [private] = [p for p in ws.inbox.iterdir()]
+    assert private.name.startswith(".tenure-ack-") and not inbox_file.exists()
+    [result] = InboxProcessor(ws).poll()
+    assert result.kind is ResultKind.DUPLICATE
+    assert generation_files(ws) == ["g00000001.zip"]
+    assert list(ws.inbox.iterdir()) == []
+
+
 def test_i95_temp_files_are_not_generations(ws: Workspace) -> None:
     to_building(ws)
     crash(
@@ -99,6 +116,8 @@ def test_i95_temp_files_are_not_generations(ws: Workspace) -> None:
     leftovers = [p for p in folder.iterdir() if p.name.startswith(".tmp-")]
     assert len(leftovers) == 1  # a complete, validated but unpublished zip
     assert CheckpointStore(ws).current("case-A", "pkg-1").generation == 2
+    CheckpointStore(ws).advance("case-A", "pkg-1", "INTERPRETING", step_id="interpret")
+    assert [p for p in folder.iterdir() if p.name.startswith(".tmp-")] == [], "provably abandoned: removed"
 
 
 @pytest.mark.parametrize("point", ["intake.quarantine.copied", "intake.quarantine.reported"])

@@ -8,7 +8,8 @@
    that its bytes still match the cached snapshot.
 
 A crash before step 3 leaves at most a ``.tmp-*`` file, never a generation;
-the retry repeats the operation. After step 3 the published generation and
+the retry removes it (the case lock proves its writer is gone) and repeats
+the operation. After step 3 the published generation and
 its embedded receipt prove completion; a retry finds them, repairs the index
 and runtime file, and writes no second generation. Each step boundary is a
 named crash point (:mod:`tenure.faults`).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tenure.faults import crash_point, register
 
-from .fsio import make_dirs_durable
+from .fsio import make_dirs_durable, remove_abandoned_temp
 from .package import Package
 from .plan import Plan
 from .storage import CaseStorage
@@ -63,6 +64,7 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
     crash_point(RUNTIME_WRITTEN)
     try:
         make_dirs_durable(folder)
+        remove_abandoned_temp(folder)  # the case lock is held: a temporary file here is a dead writer's
         written = PackageWriter(workspace.config).write(folder, plan.manifest, base=base, additions=plan.additions)
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)

@@ -80,6 +80,18 @@ CODES: dict[str, tuple[str, str]] = {
     "invalid-manifest": ("rejected", "fix manifest.json to match manifest-v1.schema.json"),
     "invalid-package": ("rejected", "fix the package so it agrees with its manifest"),
     "symlink-input": ("rejected", "publish regular files into the inbox, not symbolic links"),
+    "non-canonical-zip": (
+        "rejected",
+        "the archive holds bytes outside its listed entries (a prefix, a gap, a hidden or appended record); "
+        "rebuild it with a standard zip tool",
+    ),
+    "header-mismatch": ("rejected", "an entry's local and central headers disagree; rebuild the archive"),
+    "unsupported-zip-version": ("rejected", "build the archive with a zip tool that needs version 6.3 or lower"),
+    "unsupported-zip-feature": ("rejected", "build the archive without patched or enhanced-deflate entries"),
+    "bad-entry-name": ("rejected", "entry names flagged as UTF-8 must be valid UTF-8"),
+    "path-conflict": ("rejected", "a path cannot be both a file and a folder"),
+    "too-many-checkpoints": ("rejected", "the checkpoint chain is longer than limits.max_checkpoints"),
+    "unreadable-package": ("rejected", "the package could not be read at all; rebuild it with a standard zip tool"),
     # -- checkpoint chain (PackageRejectedError; StorageCorruptError when in managed storage)
     "checkpoint-path": ("rejected", "checkpoints live at history/checkpoints/<sha256 of step id>.json"),
     "checkpoint-missing": ("rejected", "a checkpoint link points at a file that is not in the package"),
@@ -134,6 +146,8 @@ CODES: dict[str, tuple[str, str]] = {
         "the path holds no intake (no inbox/); check it, or create one with `tenure intake init DIR`",
     ),
     "unexpected-block-fields": ("request", "reason and retry_at belong to a move to BLOCKED only"),
+    "generation-limit": ("request", "the package reached the highest generation number; deliver it as a new package"),
+    "manifest-limit": ("request", "the next manifest or checkpoint would exceed its size limit; add fewer pointers"),
     "io-error": ("infrastructure", "check permissions and free space of the workspace; the input stays pending"),
     "internal-error": ("infrastructure", "report this bug; the input stays pending"),
     "input-changed": ("notice", "the producer changed the inbox file while it was processed; it stays in the inbox"),

@@ -24,6 +24,8 @@ from tenure.fsio import TMP_PREFIX, atomic_write, fsync_dir, fsync_file, make_di
 __all__ = [
     "TMP_PREFIX",
     "atomic_write_json",
+    "remove_abandoned_temp",
+    "safe_text",
     "fsync_dir",
     "fsync_file",
     "make_dirs_durable",
@@ -33,9 +35,40 @@ __all__ = [
 
 
 def atomic_write_json(path: Path, value: Any) -> None:
-    """Write ``value`` as JSON via temp file, fsync and atomic replace."""
+    """Write ``value`` as JSON via temp file, fsync and atomic replace.
+
+    A lone surrogate (a file name that was not UTF-8) is written as its
+    ``\\udcXX`` escape, so the file is always valid UTF-8.
+    """
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    atomic_write(path, text.encode("utf-8"))
+    atomic_write(path, text.encode("utf-8", "backslashreplace"))
+
+
+def safe_text(name: str) -> str:
+    """``name`` as valid Unicode text: undecodable bytes of a file name become ``\\xNN``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def remove_abandoned_temp(folder: Path) -> int:
+    """Remove ``.tmp-*`` files from ``folder``; the caller holds the lock under which they are written.
+
+    Every temporary file of the intake is written under a lock (the case
+    lock for a package folder, the worker lock for ``cache/`` and
+    ``quarantine/``); whoever holds that lock knows that any temporary file
+    there belongs to a writer that died. Returns how many were removed.
+    """
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(TMP_PREFIX)]
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        try:
+            os.unlink(folder / name)
+        except FileNotFoundError:
+            pass
+    if names:
+        fsync_dir(folder)
+    return len(names)
 
 
 class FileLock:

@@ -1,14 +1,19 @@
 """InboxProcessor: one bounded pass over the inbox and the blocked cases.
 
-For each inbox file (sorted by name; names starting with ``.`` are a
-producer's unfinished uploads and are skipped): symlinks are rejected without
-being followed; oversized files are moved straight to quarantine; others are
-copied to ``cache/<sha256>.zip`` (bounded by the archive limit) and the copy
-is validated — never the live file. Invalid inputs are quarantined with a
-structured report; valid ones are admitted under their case lock (BUSY if
-it is held). The original is acknowledged (removed) only after publication,
-and only if its bytes still match the cached snapshot. Then due BLOCKED
-cases are resumed once each; the others are reported DEFERRED.
+For each inbox file (sorted by name, inputs that ended ERROR on an earlier
+pass last; names starting with ``.`` are a producer's unfinished uploads and
+are skipped): symlinks are rejected without being followed; oversized files
+are moved straight to quarantine; others are copied to ``cache/<sha256>.zip``
+(bounded by the archive limit) and the copy is validated — never the live
+file. Every input the validator refuses, or cannot read at all, is
+quarantined with a structured report and a code; ERROR is left for
+infrastructure faults (a full disk, a permission). Valid inputs are admitted
+under their case lock (BUSY if it is held). The original is acknowledged
+only after publication: it is first renamed to a private name in the inbox
+(so a re-upload under the same name is never the file removed), its bytes
+are compared with the cached snapshot, and it is removed only if they match;
+otherwise it goes back into the inbox. Then due BLOCKED cases are resumed
+once each; the others are reported DEFERRED.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from tenure.faults import crash_point, register
 from .admission import Admission, classify
 from .canonical import parse_aware, to_utc_text, utc_now
 from .commit import commit
-from .errors import LifecycleError, PackageRejectedError
-from .fsio import atomic_write_json, fsync_dir, fsync_file, tmp_name
+from .errors import LifecycleError, PackageRejectedError, RequestRejectedError, TransitionRefusedError
+from .fsio import (
+    atomic_write_json,
+    fsync_dir,
+    fsync_file,
+    remove_abandoned_temp,
+    safe_text,
+    tmp_name,
+)
 from .machine import intake_machine
 from .package import Package, read_package
 from .plan import Plan, make_request, plan_advance
@@ -45,11 +57,19 @@ QUARANTINE_REPORTED = register("intake.quarantine.reported", "quarantine complet
 BEFORE_ACK = register(
     "intake.admit.before-ack", "outcome confirmed (published, duplicate or quarantined); original still in inbox"
 )
+ACK_RENAMED = register(
+    "intake.admit.ack-renamed", "the original holds its private acknowledgement name; not yet compared or removed"
+)
 
 #: ``observer(event, inbox_path)`` is told ``"cached"`` and ``"published"``.
 Observer = Callable[[str, Path], None]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 1024 * 1024
+#: an inbox original being acknowledged lives under this private name for a moment
+ACK_PREFIX = ".tenure-ack-"
+#: ``runtime/failed.json``: inputs that ended ERROR, polled after the others
+_FAILED = "failed.json"
+_COUNTED = (ResultKind.ACCEPTED, ResultKind.DUPLICATE, ResultKind.QUARANTINED)
 
 
 @dataclass
@@ -74,7 +94,7 @@ class InboxProcessor:
         self._observer = observer
 
     def poll(self, max_jobs: int = 100) -> list[PollResult]:
-        """One pass: at most ``max_jobs`` inputs acted on (DEFERRED/BUSY do not count)."""
+        """One pass: at most ``max_jobs`` inputs acted on (DEFERRED, BUSY and ERROR do not count)."""
         lock = self.workspace.worker_lock()
         if not lock.acquire():
             return [
@@ -87,19 +107,70 @@ class InboxProcessor:
             ]
         try:
             self.workspace.clear_stale_runtime()
+            self._recover()
+            failed = self._read_failed()
             results: list[PollResult] = []
-            used = 0
-            for entry in sorted(self.workspace.inbox.iterdir()):
+            used = retried = 0
+            # inputs that failed before go last, and at most max_jobs of them are tried again per pass
+            entries = sorted(self.workspace.inbox.iterdir(), key=lambda e: (_key(e) in failed, e.name))
+            for entry in entries:
                 if used >= max_jobs:
                     break
+                if _key(entry) in failed:
+                    if retried >= max_jobs:
+                        break
+                    retried += 1
                 result = self._guarded(entry)
-                if result is not None:
-                    results.append(result)
-                    used += result.kind not in (ResultKind.DEFERRED, ResultKind.BUSY)
+                if result is None:
+                    continue
+                results.append(result)
+                used += result.kind in _COUNTED
+                self._note_outcome(failed, entry, result)
+            self._write_failed(failed)
             results.extend(self._blocked_pass(max_jobs - used))
             return results
         finally:
             lock.release()
+
+    def _recover(self) -> None:
+        """Undo what a pass that died left: acknowledgements half done, abandoned temporary files.
+
+        An original caught under its private acknowledgement name may or may
+        not have been confirmed; it goes back into the inbox under a new name
+        and is judged again (a confirmed input comes back DUPLICATE, or is
+        quarantined again), so no upload is ever lost. Temporary files in
+        ``cache/`` and ``quarantine/`` are written only under the worker lock,
+        which this pass holds: any left there is abandoned.
+        """
+        inbox = self.workspace.inbox
+        try:
+            leftovers = sorted(inbox.glob(ACK_PREFIX + "*"))
+            for leftover in leftovers:
+                os.rename(leftover, inbox / f"recovered-{leftover.name[len(ACK_PREFIX) :]}")
+            if leftovers:
+                fsync_dir(inbox)
+            remove_abandoned_temp(self.workspace.cache)
+            for folder in self.workspace.quarantine.iterdir():
+                if folder.is_dir() and not folder.is_symlink():
+                    remove_abandoned_temp(folder)
+        except OSError:
+            pass  # best effort: the inputs themselves report an unusable folder
+
+    def _read_failed(self) -> dict[str, Any]:
+        value = self.workspace.read_runtime_file(_FAILED)
+        return value if isinstance(value, dict) else {}
+
+    def _write_failed(self, failed: dict[str, Any]) -> None:
+        if failed != self._read_failed():
+            self.workspace.write_runtime_file(_FAILED, failed)
+
+    def _note_outcome(self, failed: dict[str, Any], entry: Path, result: PollResult) -> None:
+        key = _key(entry)
+        if result.kind is ResultKind.ERROR:
+            before = failed.get(key) or {}
+            failed[key] = {"name": safe_text(entry.name), "code": result.code, "count": before.get("count", 0) + 1}
+        elif result.kind in _COUNTED:
+            failed.pop(key, None)
 
     # ------------------------------------------------------------------ one input
 
@@ -136,6 +207,10 @@ class InboxProcessor:
             incoming = read_package(item.cache, self.config)
         except PackageRejectedError as error:
             return self._quarantine(item, error)
+        except OSError:
+            raise  # the cached copy could not be read: an infrastructure fault
+        except Exception as error:  # noqa: BLE001 - whatever the bytes make the reader do is the input's fault
+            return self._quarantine(item, _unreadable(error))
         return self._admit(item, incoming)
 
     def _cache(self, item: _Input, limit: int) -> bool:
@@ -185,9 +260,10 @@ class InboxProcessor:
             current = self.storage.load_current(incoming.case_id, incoming.package_id, repair=True)
             try:
                 admission = classify(incoming, current, self.storage)
-            except PackageRejectedError as error:
+                stored = current if admission is Admission.DUPLICATE else self._store(incoming, admission, item)
+            except (PackageRejectedError, RequestRejectedError, TransitionRefusedError) as error:
+                # the input is valid on its own but cannot be stored: a conflict, or a generation past a limit
                 return self._quarantine(item, error)
-            stored = current if admission is Admission.DUPLICATE else self._store(incoming, admission, item)
             assert stored is not None
             self._notify("published", item.entry)
             kind = ResultKind.DUPLICATE if admission is Admission.DUPLICATE else ResultKind.ACCEPTED
@@ -227,21 +303,32 @@ class InboxProcessor:
         )
 
     def _acknowledge(self, item: _Input) -> bool:
-        """Remove the original if its bytes still equal the cached snapshot."""
+        """Remove the original if its bytes still equal the cached snapshot.
+
+        The original is first renamed to a private name: a producer that
+        publishes a new file under the same name meanwhile publishes a new
+        input, never the one removed here. A file that turns out not to be
+        the snapshot goes back into the inbox.
+        """
         crash_point(BEFORE_ACK)
-        digest = hashlib.sha256()
+        inbox = item.entry.parent
+        private = inbox / f"{ACK_PREFIX}{uuid.uuid4().hex}"
         try:
-            fd = os.open(item.entry, os.O_RDONLY | _NOFOLLOW)
+            os.rename(item.entry, private)
         except FileNotFoundError:
+            return True  # the producer withdrew it
+        crash_point(ACK_RENAMED)
+        if _sha256_of(private) == item.sha256:
+            os.unlink(private)
+            fsync_dir(inbox)
             return True
-        with os.fdopen(fd, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                digest.update(chunk)
-        if digest.hexdigest() != item.sha256:
-            return False
-        os.unlink(item.entry)
-        fsync_dir(item.entry.parent)
-        return True
+        try:
+            os.link(private, item.entry, follow_symlinks=False)
+        except FileExistsError:  # a newer upload took the name meanwhile: keep this one under its own
+            os.link(private, inbox / f"{item.entry.name}.{uuid.uuid4().hex[:8]}", follow_symlinks=False)
+        os.unlink(private)
+        fsync_dir(inbox)
+        return False
 
     # ------------------------------------------------------------------ quarantine
 
@@ -249,6 +336,7 @@ class InboxProcessor:
         stamp = self._clock().strftime("%Y%m%dT%H%M%S%fZ")
         folder = self.workspace.quarantine / f"{stamp}-{uuid.uuid4().hex}"
         folder.mkdir()
+        fsync_dir(self.workspace.quarantine)  # the new folder's entry is durable before anything points at it
         return folder
 
     def _quarantine(self, item: _Input, error: LifecycleError, *, move: bool = False) -> PollResult:
@@ -256,6 +344,7 @@ class InboxProcessor:
         target = folder / "package.zip"
         if move:
             os.rename(item.entry, target)
+            fsync_dir(item.entry.parent)
         else:
             assert item.cache is not None
             os.link(item.cache, target)
@@ -279,8 +368,9 @@ class InboxProcessor:
             "inbox inputs must be regular files; symbolic links are never followed", code="symlink-input"
         )
         folder = self._new_quarantine()
-        self._report(folder, item, error, link_target=os.readlink(item.entry))
+        self._report(folder, item, error, link_target=safe_text(os.readlink(item.entry)))
         os.unlink(item.entry)
+        fsync_dir(item.entry.parent)
         return PollResult(
             ResultKind.QUARANTINED,
             input_path=item.entry,
@@ -293,7 +383,7 @@ class InboxProcessor:
         report = {
             "format": "tenure-validation-error",
             "format_version": 1,
-            "input_name": item.entry.name,
+            "input_name": safe_text(item.entry.name),
             "input_sha256": item.sha256,
             "quarantined_at": to_utc_text(self._clock()),
             **error.to_dict(),
@@ -397,3 +487,31 @@ class InboxProcessor:
     def _notify(self, event: str, entry: Path) -> None:
         if self._observer is not None:
             self._observer(event, entry)
+
+
+def _key(entry: Path) -> str:
+    """A stable text key for an inbox name, whatever bytes it is made of."""
+    return os.fsencode(entry.name).hex()
+
+
+def _sha256_of(path: Path) -> str | None:
+    """SHA-256 of a regular file (never following a link), or None if it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _unreadable(error: Exception) -> PackageRejectedError:
+    return PackageRejectedError(
+        f"the package could not be read ({type(error).__name__}: {str(error)[:200]})",
+        code="unreadable-package",
+        cause=type(error).__name__,
+    )

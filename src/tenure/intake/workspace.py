@@ -160,6 +160,16 @@ class Workspace:
     def write_runtime(self, summary: dict[str, Any] | None) -> None:
         atomic_write_json(self.runtime_file, summary)
 
+    def read_runtime_file(self, name: str) -> Any:
+        """A JSON file of ``runtime/`` (a hint, never authoritative), or None."""
+        try:
+            return json.loads((self.root / "runtime" / name).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def write_runtime_file(self, name: str, value: Any) -> None:
+        atomic_write_json(self.root / "runtime" / name, value)
+
     def clear_stale_runtime(self) -> None:
         """Called with the worker lock held: any summary left is from a crash."""
         if self.read_runtime() is not None or not self.runtime_file.exists():
