@@ -277,3 +277,64 @@ def test_an_error_class_with_its_own_code_carries_the_catalogue_hint() -> None:
 
     error = CaseNotFoundError("no case c")
     assert error.code == "case-not-found" and error.hint == CODES["case-not-found"][1]
+
+
+def cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -m tenure.cli.intake ARGS`` with a strict UTF-8 stdout and stderr, output kept as bytes."""
+    return subprocess.run(
+        [sys.executable, "-m", "tenure.cli.intake", *args],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": SRC, "PYTHONIOENCODING": "utf-8:strict", "COLUMNS": "300"},
+        check=False,
+    )
+
+
+#: Inbox names that must not reach a terminal raw: an escape sequence, rich markup with a C1 control and DEL,
+#: and bytes that are not UTF-8 (Python holds them as lone surrogates).
+HOSTILE_NAMES = {
+    "\x1b[31mred.zip": "\\x1b[31mred.zip",
+    "[bold]x\x9b\x7f.zip": "[bold]x\\x9b\\x7f.zip",
+    os.fsdecode(b"\xff.zip"): "\\udcff.zip",
+}
+
+
+def test_plain_poll_escapes_control_characters_and_undecodable_names(tmp_path: Path) -> None:
+    root = tmp_path / "svc"
+    inbox = Workspace(root).inbox
+    for name in HOSTILE_NAMES:
+        (inbox / name).write_bytes(b"junk")
+    done = cli_bytes("poll", str(root))
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout
+    out = done.stdout.decode("utf-8")  # strict: a lone surrogate would have failed the command
+    assert not any("\x00" <= c < " " and c != "\n" or "\x7f" <= c <= "\x9f" for c in out)
+    for shown in HOSTILE_NAMES.values():
+        assert shown in out
+    assert out.count("QUARANTINED") == 3
+
+
+def test_json_poll_of_undecodable_names_is_valid_unicode(tmp_path: Path) -> None:
+    root = tmp_path / "svc"
+    inbox = Workspace(root).inbox
+    for name in HOSTILE_NAMES:
+        (inbox / name).write_bytes(b"junk")
+    done = cli_bytes("poll", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout.decode("utf-8"))
+    json.dumps(document, ensure_ascii=False).encode("utf-8")  # no lone surrogate survives decoding
+    inputs = {Path(r["input"]).name for r in document["results"]}
+    # JSON escapes control characters itself; the undecodable byte becomes the text \udcff
+    assert inputs == {"\x1b[31mred.zip", "[bold]x\x9b\x7f.zip", "\\udcff.zip"}
+
+
+def test_error_line_escapes_the_names_it_quotes(tmp_path: Path) -> None:
+    missing = os.fsdecode(os.fsencode(str(tmp_path)) + b"/\x1b]0;title\x07\xff")
+    done = cli_bytes("poll", missing)
+    assert done.returncode == 7 and done.stdout == b""
+    assert b"\x1b" not in done.stderr and b"\x07" not in done.stderr
+    [line] = done.stderr.decode("utf-8").splitlines()
+    assert line.startswith("error[no-intake]: ") and "\\x1b]0;title\\x07\\udcff" in line
+    done = cli_bytes("poll", missing, "--json")
+    assert done.returncode == 7 and done.stdout == b""
+    error = json.loads(done.stderr.decode("utf-8"))["error"]
+    assert error["code"] == "no-intake" and error["context"]["root"].endswith("\x1b]0;title\x07\\udcff")

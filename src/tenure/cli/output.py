@@ -7,11 +7,20 @@ family's exit code (:data:`EXIT_CODES`, the one mapping of families to exit
 codes); under ``--json`` every error — an unexpected one (``internal``) and
 an interrupt too — is instead one JSON document on stderr, and stdout stays
 empty. ``--debug`` adds the traceback.
+
+Names come from the file system and from callers, so nothing reaches the
+terminal raw: in tables and error lines every control character (C0, DEL,
+C1) and every lone surrogate (a file name that is not UTF-8, as Python's
+``surrogateescape`` holds it) is shown as its ``\\xNN`` / ``\\udcNN`` escape
+(:func:`printable`), and cells are never read as rich markup. A JSON document
+keeps control characters (JSON escapes them) but writes a lone surrogate as
+the text ``\\udcNN``, so every document decodes to valid Unicode (:func:`dumps`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +31,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tenure.errors import (
     ConfigurationError,
@@ -40,20 +50,53 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control characters and lone surrogates as ``\\x1b`` / ``\\udcff`` text."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every string's lone surrogates written as ``\\udcNN`` text; other objects as ``str()``."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value) if _SURROGATE.search(value) else value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {_json_safe(k) if isinstance(k, str) else k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return _json_safe(str(value))
+
+
+def dumps(data: Any) -> str:
+    """The JSON text of a document: indented, sorted keys, ASCII, valid Unicode once decoded."""
+    return json.dumps(_json_safe(data), indent=2, sort_keys=True)
+
+
 def emit(ctx: click.Context, data: Any, human: Callable[[], None]) -> None:
     """Print ``data`` as JSON under ``--json``, else call ``human``."""
     if ctx.find_root().obj.get("json"):
-        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+        click.echo(dumps(data))
     else:
         human()
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A table on stdout; each cell is ``str()`` of its value, escaped by :func:`printable`, never markup."""
     t = Table(title=title, show_edge=False, header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*(Text("" if v is None else printable(str(v))) for v in row))
     console.print(t)
 
 
@@ -173,9 +216,9 @@ def _fail(ctx: click.Context, document: dict[str, Any], line: str, code: int) ->
     """Report an error on stderr (one line, or one JSON document under --json) and exit with ``code``."""
     root = ctx.find_root().obj or {}
     if root.get("json"):
-        click.echo(json.dumps({"error": document}, indent=2, sort_keys=True, default=str), err=True)
+        click.echo(dumps({"error": document}), err=True)
     else:
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
     sys.exit(code)
 
 
