@@ -208,7 +208,10 @@ def test_i35_stale_index_and_runtime_do_not_change_answers(ws: Workspace) -> Non
     store = CheckpointStore(ws)
     assert store.current("case-A", "pkg-1").state is State.BUILDING_CASE
     assert store.generation("case-A", "pkg-1") == 2
-    store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
+    package = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i")
+    # the confirmed package after generation 2 (I-100), not one built on the stale index's generation 1
+    assert package.state is State.INTERPRETING and package.generation == 3
+    assert package.latest is not None and package.latest.step_id == "i"
     assert json.loads((folder / "current.json").read_text())["generation"] == 3
     assert ws.read_runtime() is None
 
