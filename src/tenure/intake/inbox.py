@@ -344,11 +344,12 @@ class InboxProcessor:
         target = folder / "package.zip"
         if move:
             os.rename(item.entry, target)
-            fsync_dir(item.entry.parent)
         else:
             assert item.cache is not None
             os.link(item.cache, target)
         fsync_dir(folder)
+        if move:  # the input leaves the inbox durably only once it is durably here
+            fsync_dir(item.entry.parent)
         crash_point(QUARANTINE_COPIED)
         self._report(folder, item, error)
         crash_point(QUARANTINE_REPORTED)
