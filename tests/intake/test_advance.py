@@ -103,7 +103,8 @@ def test_i78_artifacts_and_checkpoint_in_one_generation(ws: Workspace) -> None:
 def test_i78_failed_validation_publishes_nothing(tmp_path: Path) -> None:
     from tenure.intake import IntakeConfig, Limits
 
-    ws = Workspace(tmp_path / "ws", IntakeConfig(limits=Limits(max_entries=4)))
+    # manifest.json + input/report.txt + two artifacts = 4 entries; checkpoints count apart
+    ws = Workspace(tmp_path / "ws", IntakeConfig(limits=Limits(max_entries=3)))
     to_building(ws)
     store = CheckpointStore(ws)
     with pytest.raises(LifecycleError) as caught:

@@ -79,11 +79,15 @@ def to_utc_text(moment: datetime) -> str:
 
 
 def parse_aware(text: str) -> datetime:
-    """Parse an ISO 8601 timestamp that must carry an offset; ValueError otherwise."""
+    """Parse an ISO 8601 timestamp that must carry an offset and lie within years 1..9999 in UTC;
+    ValueError otherwise."""
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"timestamp {text!r} has no UTC offset")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"timestamp {text!r} lies outside the years 1 to 9999 in UTC") from None
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -99,6 +103,62 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: the deepest nesting of arrays and objects a manifest or checkpoint may have
+MAX_JSON_DEPTH = 64
+#: integers are exact in every JSON reader up to this magnitude (IEEE double)
+MAX_JSON_INT = 2**53 - 1
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 16 or abs(value := int(text)) > MAX_JSON_INT:
+        raise ValueError(f"integer {text[:40]}{'...' if len(text) > 40 else ''} is beyond +-(2**53 - 1)")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is beyond the range of a double")
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"JSON nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def strict_json_loads(data: bytes) -> Any:
-    """Parse UTF-8 JSON rejecting duplicate keys, NaN and infinities."""
-    return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    """Parse UTF-8 JSON strictly, or raise ValueError.
+
+    Refused: duplicate keys, NaN and infinities (also ``1e400``), integers
+    beyond +-(2**53 - 1), nesting deeper than :data:`MAX_JSON_DEPTH`, and
+    strings (keys included) holding a lone surrogate escape (``"\\ud800"``),
+    which no UTF-8 file can hold. A document nested past what the parser can
+    follow is refused the same way, never a crash.
+    """
+    try:
+        value = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except RecursionError:
+        raise ValueError(f"JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
+    _check_depth(value)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("JSON holds a lone surrogate escape, which is not text") from None
+    return value

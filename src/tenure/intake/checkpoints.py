@@ -123,7 +123,7 @@ class CheckpointStore:
             if done is not None:
                 return self._repeat(current, done, request)
             now = self._clock()
-            plan = plan_advance(current, request, self.machine, now)
+            plan = plan_advance(current, request, self.machine, now, self.workspace.config.limits)
             folder = self.workspace.case_dir(case_id, package_id)
             return commit(self.workspace, current, plan, folder, now)
 

@@ -65,7 +65,9 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
     try:
         make_dirs_durable(folder)
         remove_abandoned_temp(folder)  # the case lock is held: a temporary file here is a dead writer's
-        written = PackageWriter(workspace.config).write(folder, plan.manifest, base=base, additions=plan.additions)
+        written = PackageWriter(workspace.config).write(
+            folder, plan.manifest, base=base, additions=plan.additions, stored=True
+        )
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)
     except BaseException:

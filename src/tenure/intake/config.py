@@ -7,12 +7,18 @@ between BUILDING_CASE and OUTPUT_READY (I-116).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-__all__ = ["Limits", "IntakeConfig", "DEFAULT_PHASES", "MiB", "GiB"]
+__all__ = ["Limits", "IntakeConfig", "DEFAULT_PHASES", "MiB", "GiB", "MANIFEST_RESERVE", "MAX_GENERATION"]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+#: how much a stored manifest may exceed ``manifest_bytes`` (the intake's own fields and pointers)
+MANIFEST_RESERVE = 64 * 1024
+#: the highest generation number (generation files are named ``gNNNNNNNN.zip``)
+MAX_GENERATION = 99_999_999
+#: local + central header bytes of one entry, without name and extra field (with a data descriptor)
+_HEADERS = 30 + 46 + 24 + 2 * 1024
 
 #: The default analysis phases between BUILDING_CASE and OUTPUT_READY.
 DEFAULT_PHASES: tuple[str, ...] = ("INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING")
@@ -39,6 +45,28 @@ class Limits:
     max_path_depth: int = 32
     #: UTF-8 bytes of an entry name; code ``path-too-long``
     max_path_bytes: int = 1024
+    #: checkpoint artifacts (``history/checkpoints/``) of one package; they do not count toward
+    #: ``max_entries``; code ``too-many-checkpoints``
+    max_checkpoints: int = 10_000
+
+    def stored(self) -> Limits:
+        """The limits a stored generation is read under: these, plus room for the intake's bookkeeping.
+
+        ``max_entries`` and ``uncompressed_bytes`` count the producer's files
+        only (not ``manifest.json`` nor the checkpoints), so they hold for a
+        stored generation as given. What the intake adds is bounded apart: a
+        manifest may grow by :data:`MANIFEST_RESERVE` (the lifecycle fields
+        and artifact pointers an advance adds; an advance that would pass it
+        is refused), and each checkpoint the intake writes is at most
+        ``manifest_bytes``. The archive may grow by one such record per
+        checkpoint. So a package admitted at a limit is stored within these.
+        """
+        record = self.manifest_bytes + MANIFEST_RESERVE + 2 * (_HEADERS + self.max_path_bytes)
+        return replace(
+            self,
+            archive_bytes=self.archive_bytes + (self.max_checkpoints + 1) * record,
+            manifest_bytes=self.manifest_bytes + MANIFEST_RESERVE,
+        )
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,6 +76,7 @@ class Limits:
             "manifest_bytes",
             "max_path_depth",
             "max_path_bytes",
+            "max_checkpoints",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"limits.{name} must be positive")

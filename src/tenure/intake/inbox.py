@@ -282,7 +282,7 @@ class InboxProcessor:
                 step_id=f"admission:{incoming.fingerprint}",
                 details={"raw_sha256": item.sha256},
             )
-            plan = plan_advance(incoming, request, self.machine, now)
+            plan = plan_advance(incoming, request, self.machine, now, self.config.limits)
         else:
             plan = Plan(manifest=dict(incoming.manifest), additions={}, checkpoint={})
         return commit(self.workspace, incoming, plan, folder, now)
@@ -473,7 +473,7 @@ class InboxProcessor:
             step_id=f"resume:g{current.generation:08d}",
             details={"resumed_by": "poll"},
         )
-        plan = plan_advance(current, request, self.machine, now)
+        plan = plan_advance(current, request, self.machine, now, self.config.limits)
         folder = self.workspace.case_dir(case_id, package_id)
         published = commit(self.workspace, current, plan, folder, now)
         return PollResult(

@@ -206,20 +206,28 @@ class Package:
         }
 
 
-def read_package(path: Path, config: IntakeConfig | None = None, *, base: Package | None = None) -> Package:
+def read_package(
+    path: Path, config: IntakeConfig | None = None, *, base: Package | None = None, stored: bool = False
+) -> Package:
     """Open and fully validate the package at ``path``, or raise PackageRejectedError.
+
+    ``stored``: ``path`` is a generation in managed storage, read under
+    :meth:`~tenure.intake.config.Limits.stored` (the limits plus room for the
+    intake's own manifest fields and checkpoints); an input is read under
+    the limits as configured.
 
     ``base`` is a package already validated whose entries were copied into
     this one: entries with the same CRC and size reuse its content hashes,
     and the chain walk stops where it reaches the base's latest checkpoint.
     """
     config = config or IntakeConfig()
+    limits = config.limits.stored() if stored else config.limits
     machine = intake_machine(config.phases)
-    with open_archive(path, config.limits) as arch:
-        manifest = _read_manifest(arch, config.limits)
+    with open_archive(path, limits) as arch:
+        manifest = _read_manifest(arch, limits)
         state = validate_manifest(manifest, machine, arch.names)
         crcs = {n: (i.CRC, i.file_size) for n, i in arch.infos.items() if n != MANIFEST}
-        chain = _read_chain(arch, manifest, machine, config.limits, base, crcs)
+        chain = _read_chain(arch, manifest, machine, limits, base, crcs)
         hashes = _entry_hashes(arch, crcs, base)
         appendable = arch.local_order()[-1] == MANIFEST and not arch.has_folders()
         entries = tuple(arch.infos.values())
@@ -248,6 +256,11 @@ def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
         manifest = strict_json_loads(arch.read(MANIFEST))
     except (ValueError, UnicodeDecodeError) as error:
         raise PackageRejectedError(f"manifest.json is not valid JSON: {error}", code="invalid-manifest") from None
+    if len(canonical_json(manifest)) > limits.manifest_bytes:
+        raise PackageRejectedError(
+            f"manifest.json is over {limits.manifest_bytes} bytes in canonical form (how it is stored)",
+            code="manifest-too-large",
+        )
     problems = schema_errors(MANIFEST_SCHEMA, manifest)
     if problems:
         raise PackageRejectedError(

@@ -20,7 +20,7 @@ from typing import Any
 
 from .archive import check_entry_name
 from .canonical import MANIFEST, canonical_json, request_hash, sha256_hex, to_utc_text
-from .config import IntakeConfig
+from .config import MAX_GENERATION, IntakeConfig, Limits
 from .errors import PackageRejectedError, RequestRejectedError
 from .machine import IntakeMachine
 from .package import CHECKPOINT_DIR, Package, checkpoint_path
@@ -171,10 +171,22 @@ def _check_block(state: str, reason: str | None, retry_at: datetime | None) -> N
         raise RequestRejectedError("the retry time must be timezone-aware", code="retry-time-naive")
 
 
-def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachine, now: datetime) -> Plan:
-    """The next generation of ``current`` for ``request`` (raises if refused)."""
+def plan_advance(
+    current: Package, request: AdvanceRequest, machine: IntakeMachine, now: datetime, limits: Limits | None = None
+) -> Plan:
+    """The next generation of ``current`` for ``request`` (raises if refused).
+
+    Refused with ``generation-limit`` past generation 99,999,999 and with
+    ``manifest-limit`` when the checkpoint would exceed ``manifest_bytes`` or
+    the manifest the room a stored manifest has (:meth:`Limits.stored`).
+    """
+    limits = limits or Limits()
     source, target = current.state, machine.state(request.target)
     machine.check(source, target, {"now": now, "resume_state": current.resume_state, "retry_at": current.retry_at})
+    if current.generation + 1 > MAX_GENERATION:
+        raise RequestRejectedError(
+            f"generation {current.generation} is the last one a package can have", code="generation-limit"
+        )
     revision = current.analysis_revision
     if target.value == "BUILDING_CASE" and source.value == "VALIDATED" and revision == 0:
         revision = 1
@@ -211,7 +223,13 @@ def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachi
         "created_at": to_utc_text(now),
         "details": dict(request.details),
     }
-    additions[path] = (json.dumps(checkpoint, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    additions[path] = canonical_json(checkpoint) + b"\n"
+    if len(additions[path]) > limits.manifest_bytes:
+        raise RequestRejectedError(
+            f"the checkpoint would be {len(additions[path])} bytes (limit {limits.manifest_bytes}); "
+            "pass smaller details or a shorter step id",
+            code="manifest-limit",
+        )
     manifest = copy.deepcopy(dict(current.manifest))
     manifest.update(
         generation=current.generation + 1,
@@ -225,6 +243,11 @@ def plan_advance(current: Package, request: AdvanceRequest, machine: IntakeMachi
     manifest["artifacts"].update(request.pointers)
     manifest["artifacts"]["lifecycle_checkpoint"] = path
     _check_pointer_targets(request.pointers, {*current.entry_hashes, *additions})
+    room = limits.stored().manifest_bytes
+    if len(canonical_json(manifest)) + 1 > room:
+        raise RequestRejectedError(
+            f"the next manifest would exceed {room} bytes; add fewer artifact pointers", code="manifest-limit"
+        )
     return Plan(manifest=manifest, additions=additions, checkpoint=checkpoint)
 
 

@@ -77,7 +77,7 @@ class CaseStorage:
             cached = _validated.get(key)
             if cached is not None:
                 return cached
-            package = read_package(path, self.config)
+            package = read_package(path, self.config, stored=True)
         except PackageRejectedError as error:
             raise StorageCorruptError(
                 f"stored generation {path} is invalid: {error.message}", path=str(path), cause=error.code

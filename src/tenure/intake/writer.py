@@ -12,14 +12,13 @@ caller's step.
 from __future__ import annotations
 
 import copy
-import json
 import struct
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from .canonical import MANIFEST
+from .canonical import MANIFEST, canonical_json
 from .config import IntakeConfig
 from .fsio import fsync_file, tmp_name
 from .package import Package, read_package
@@ -32,8 +31,12 @@ _FILE_MODE = 0o100644 << 16
 
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
-    """The stored form of a manifest: sorted keys, indented, UTF-8."""
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    """The stored form of a manifest: its canonical JSON and a newline.
+
+    Compact, so a stored manifest is never larger than the canonical form
+    the limits are measured on (indentation would grow with the nesting).
+    """
+    return canonical_json(manifest) + b"\n"
 
 
 def _new_info(name: str) -> zipfile.ZipInfo:
@@ -57,11 +60,15 @@ class PackageWriter:
         *,
         base: Package | None = None,
         additions: Mapping[str, bytes] | None = None,
+        stored: bool = False,
     ) -> Package:
         """Write ``base``'s files + ``additions`` + ``manifest``; validate; return it.
 
-        The result lives at ``folder/.tmp-<random>.zip``; on any failure the
-        temporary file is removed and the error propagates.
+        ``stored``: the result is a generation for managed storage, validated
+        under :meth:`Limits.stored`; otherwise it is a package for an inbox,
+        validated under the limits themselves. The result lives at
+        ``folder/.tmp-<random>.zip``; on any failure the temporary file is
+        removed and the error propagates.
         """
         tmp = folder / tmp_name(".zip")
         try:
@@ -69,7 +76,7 @@ class PackageWriter:
                 self._write_zip(fh, manifest, base, additions or {})
                 fh.flush()
                 fsync_file(fh.fileno())
-            return read_package(tmp, self.config, base=base)
+            return read_package(tmp, self.config, base=base, stored=stored)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
