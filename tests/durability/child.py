@@ -242,6 +242,149 @@ def atomic_write(work: Work) -> Spec:
     )
 
 
+# The intake (``tenure.intake``): its scenarios work in ``<workdir>/intake``. The workspace's layout and the
+# inputs are made in the setup and flushed with one syncfs: what was there before the operation began is on
+# disk, and only what the operation does is judged.
+
+
+def _intake_setup(work: Work, config: Any = None) -> Any:
+    from tenure.intake import Workspace
+
+    return Workspace(work.path("intake"), config)
+
+
+def _put_package(ws: Any, name: str) -> str:
+    from tenure.intake.pack import new_manifest, write_package
+
+    path = ws.inbox / name
+    write_package(path, new_manifest("case-A", "pkg-1"), {"input/report.txt": b"case-A/pkg-1"})
+    return str(path)
+
+
+def _on_disk(ws: Any) -> None:
+    from tenure.fsio import sync_filesystem
+
+    sync_filesystem(ws.root)
+
+
+def _mark_publish() -> None:
+    """Mark ``publish`` and ``published`` around :meth:`CaseStorage.publish` (the generation is durable at the
+    second)."""
+    from tenure.intake.storage import CaseStorage
+
+    publish = CaseStorage.publish
+
+    def marked_publish(self: CaseStorage, *args: Any, **kwargs: Any) -> Any:
+        mark("publish")
+        result = publish(self, *args, **kwargs)
+        mark("published")
+        return result
+
+    CaseStorage.publish = marked_publish  # type: ignore[method-assign]
+
+
+def _only(folder: str) -> str:
+    names = os.listdir(folder)
+    assert len(names) == 1, names
+    return os.path.join(folder, names[0])
+
+
+def intake_admission(work: Work) -> Spec:
+    """A valid package in the inbox is admitted: cached, stored as a case generation, indexed, removed."""
+    from tenure.intake import InboxProcessor
+
+    ws = _intake_setup(work)
+    original = _put_package(ws, "in.zip")
+    _on_disk(ws)
+    _mark_publish()
+    work.begin()
+    results = InboxProcessor(ws).poll()
+    mark("ack")
+    cases, cache, inbox, runtime = str(ws.cases), str(ws.cache), str(ws.inbox), str(ws.runtime_file)
+    folder = str(ws.case_dir("case-A", "pkg-1"))
+    root = str(ws.root)
+    stored = (_only(cache), os.path.join(folder, "g00000001.zip"), os.path.join(folder, "current.json"))
+    return Spec(
+        [Scope(cache, root), Scope(cases, root), Scope(runtime, root), Scope(inbox, root)],
+        [
+            Ack("published", scopes=(cases,)),
+            Ack("begin", removal_of=(os.path.join(inbox, ".tenure-ack-"),), scopes=(cache, cases, runtime)),
+            Ack("ack"),
+        ],
+        [Window("begin", "ack", (*stored, original))],
+        {"results": [(r.kind.value, r.code) for r in results]},
+    )
+
+
+def intake_quarantine(work: Work) -> Spec:
+    """An input that is no package is cached, then quarantined (package.zip linked to the cached copy)."""
+    from tenure.intake import InboxProcessor
+
+    ws = _intake_setup(work)
+    original = os.path.join(ws.inbox, "bad.zip")
+    with open(original, "wb") as fh:
+        fh.write(b"not a zip")
+    _on_disk(ws)
+    work.begin()
+    results = InboxProcessor(ws).poll()
+    mark("ack")
+    cache, quarantine, inbox, root = str(ws.cache), str(ws.quarantine), str(ws.inbox), str(ws.root)
+    folder = _only(quarantine)
+    finals = (_only(cache), os.path.join(folder, "package.zip"), os.path.join(folder, "validation_error.json"))
+    return Spec(
+        [Scope(cache, root), Scope(quarantine, root), Scope(inbox, root)],
+        [Ack("begin", removal_of=(os.path.join(inbox, ".tenure-ack-"),), scopes=(cache, quarantine)), Ack("ack")],
+        [Window("begin", "ack", (*finals, original))],
+        {"results": [(r.kind.value, r.code) for r in results]},
+    )
+
+
+def intake_quarantine_large(work: Work) -> Spec:
+    """An input over the size limit is renamed into quarantine (never cached); its report follows."""
+    from tenure.intake import InboxProcessor, IntakeConfig, Limits
+
+    ws = _intake_setup(work, IntakeConfig(limits=Limits(archive_bytes=100)))
+    original = os.path.join(ws.inbox, "big.zip")
+    with open(original, "wb") as fh:
+        fh.write(b"x" * 1000)
+    _on_disk(ws)
+    work.begin()
+    results = InboxProcessor(ws).poll()
+    mark("ack")
+    quarantine, inbox, root = str(ws.quarantine), str(ws.inbox), str(ws.root)
+    folder = _only(quarantine)
+    return Spec(
+        [Scope(quarantine, root), Scope(inbox, root)],
+        # the input leaves the inbox by its rename; that becomes durable at the inbox's fsync
+        [Ack("begin", sync_of=(inbox,), scopes=(quarantine,)), Ack("ack")],
+        [Window("begin", "ack", (os.path.join(folder, "package.zip"), original))],
+        {"results": [(r.kind.value, r.code) for r in results], "cached": os.listdir(ws.cache)},
+    )
+
+
+def intake_advance(work: Work) -> Spec:
+    """A stored package advances one step: a new generation, the index, the runtime summary."""
+    from tenure.intake import CheckpointStore, InboxProcessor
+
+    ws = _intake_setup(work)
+    _put_package(ws, "in.zip")
+    admitted = [(r.kind.value, r.code) for r in InboxProcessor(ws).poll()]
+    _on_disk(ws)
+    _mark_publish()
+    work.begin()
+    package = CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="s")
+    mark("ack")
+    cases, runtime, root = str(ws.cases), str(ws.runtime_file), str(ws.root)
+    folder = str(ws.case_dir("case-A", "pkg-1"))
+    finals = (os.path.join(folder, "g00000002.zip"), os.path.join(folder, "current.json"))
+    return Spec(
+        [Scope(cases, root), Scope(runtime, root)],
+        [Ack("published", scopes=(cases,)), Ack("ack")],
+        [Window("begin", "ack", finals)],
+        {"admitted": admitted, "generation": package.generation, "state": package.state.value},
+    )
+
+
 SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "put": put,
     "put-existing": put_existing,
@@ -250,6 +393,10 @@ SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "restore": restore,
     "gc-delete": gc_delete,
     "atomic-write": atomic_write,
+    "intake-admission": intake_admission,
+    "intake-quarantine": intake_quarantine,
+    "intake-quarantine-large": intake_quarantine_large,
+    "intake-advance": intake_advance,
 }
 
 
@@ -322,6 +469,37 @@ def _no_delete_folder_fsync() -> None:
     _patch("tenure.objects.local", "fsync_dir", lambda folder: None)
 
 
+def _intake_fsync_dir_skipping(name: str) -> Callable[[], None]:
+    """A patch of the inbox processor's ``fsync_dir`` that skips the folder called ``name``; others are synced."""
+
+    def patch() -> None:
+        import tenure.intake.fsio
+
+        def fsync_dir(folder: Any) -> None:
+            if os.path.basename(os.fsdecode(folder)) != name:
+                tenure.intake.fsio.fsync_dir(folder)
+
+        _patch("tenure.intake.inbox", "fsync_dir", fsync_dir)
+
+    return patch
+
+
+def _intake_publish_no_folder_fsync() -> None:
+    _patch("tenure.intake.storage", "fsync_dir", lambda folder: None)
+
+
+def _intake_commit_folder_not_durable() -> None:
+    _patch("tenure.intake.commit", "make_dirs_durable", lambda folder: os.makedirs(folder, exist_ok=True))
+
+
+def _intake_cache_no_fsync() -> None:
+    _patch("tenure.intake.inbox", "fsync_file", lambda fd: None)
+
+
+def _intake_writer_no_fsync() -> None:
+    _patch("tenure.intake.writer", "fsync_file", lambda fd: None)
+
+
 #: name → (the scenario it runs in, the patch applied just before ``begin``)
 MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
     "put-no-object-fsync": ("put", _no_file_fsync),
@@ -334,6 +512,12 @@ MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
     "delete-no-folder-fsync": ("gc-delete", _no_delete_folder_fsync),
     "checkpoint-no-object-folder-fsync": ("checkpoint", _no_object_folder_fsync_nor_sync),
     "checkpoint-trusts-found-objects": ("checkpoint-existing", _no_object_store_sync),
+    "intake-publish-no-folder-fsync": ("intake-admission", _intake_publish_no_folder_fsync),
+    "intake-commit-folder-not-durable": ("intake-admission", _intake_commit_folder_not_durable),
+    "intake-cache-no-fsync": ("intake-admission", _intake_cache_no_fsync),
+    "intake-quarantine-parent-not-synced": ("intake-quarantine", _intake_fsync_dir_skipping("quarantine")),
+    "intake-ack-no-inbox-fsync": ("intake-admission", _intake_fsync_dir_skipping("inbox")),
+    "intake-writer-no-fsync": ("intake-advance", _intake_writer_no_fsync),
 }
 
 

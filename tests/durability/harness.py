@@ -72,7 +72,7 @@ def run_scenario(scenario: str, recorder: str, tmp: str, mutant: str | None = No
         workdir,
         events,
         [Scope(s["root"], s["base"], tuple(s["exclude"])) for s in spec["scopes"]],
-        [Ack(a["label"], tuple(a["sync_of"])) for a in spec["acks"]],
+        [Ack(a["label"], tuple(a["sync_of"]), tuple(a["removal_of"]), tuple(a["scopes"])) for a in spec["acks"]],
         [Window(w["begin"], w["ack"], tuple(w["finals"])) for w in spec["windows"]],
         spec["facts"],
     )

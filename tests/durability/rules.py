@@ -13,19 +13,22 @@ survives power loss):
 
 The rules (restic's write sequence; see docs/architecture.md, "Durability"):
 
-(a) a file renamed into its final place had its data made durable after its
-    last write and before the rename; a folder renamed into place had every
-    file and folder entry below it made durable;
+(a) a file renamed (or hard-linked) into its final place had its data made
+    durable after its last write and before the rename; a folder renamed
+    into place had every file and folder entry below it made durable;
 (b) after a rename (or create) into a folder, that folder is made durable
     before the operation is acknowledged;
 (c) a new folder's parent is made durable before acknowledgement;
 (d) after an unlink, the folder is made durable before acknowledgement.
 
 They are checked against *scopes* (the paths an operation promises to keep):
-rule (a) at every rename into a scope once the operation began (the first
-``begin…`` mark; setup before it is not judged), (b)–(d) and the data of every file
-at each acknowledgement point, where the persistent view of each scope must
-equal the volatile one.
+rule (a) at every rename or link into a scope once the operation began (the
+first ``begin…`` mark; setup before it is not judged), (b)–(d) and the data of
+every file at each acknowledgement point, where the persistent view of each
+scope (or of the scopes that point names) must equal the volatile one. An
+acknowledgement point is a mark, or the first fsync of a named path after a
+mark (a database commit), or the first unlink of a path under a named prefix
+after a mark (an input removed once its outcome is stored).
 
 :func:`crash_violations` replays the same events into crash states, as
 ALICE and LazyFS do: at every step, the state a power loss would leave
@@ -76,10 +79,16 @@ class Scope:
 
 @dataclass(frozen=True)
 class Ack:
-    """An acknowledgement point: the mark ``label``, or the first sync of one of ``sync_of`` after it."""
+    """An acknowledgement point: the mark ``label``, or the first sync of one of ``sync_of`` after it, or the
+    first unlink of a path starting with one of ``removal_of`` after it.
+
+    ``scopes`` names the roots of the scopes judged there (empty: every scope).
+    """
 
     label: str
     sync_of: tuple[str, ...] = ()
+    removal_of: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -282,11 +291,20 @@ class Model:
         if kind in (MKDIR, SYMLINK, LINK):
             target = event.path2 if kind == LINK else event.path
             where = self._parent(target) if target is not None else None
-            if where is None:
+            if where is None or target is None:
                 return False
             if kind == LINK:
-                node = self.lookup(event.path) if event.path is not None else None
-                node = node or self._new("file")
+                found = self.lookup(event.path) if event.path is not None else None
+                if found is None and event.path is not None and self._parts(event.path) is not None:
+                    self.unknown.append(self.rel(event.path))
+                node = found or self._new("file")
+                if self.armed and any(s.covers(target) for s in self.scopes):
+                    self.violations.extend(
+                        self._not_durable_below(
+                            node, event.path or target, f"before it was linked to {self.rel(target)}"
+                        )
+                    )
+                    self._count("link into scope")
             else:
                 node = self._new("dir" if kind == MKDIR else "symlink")
             self._enter(where[0], where[1], node, kind, index)
@@ -349,11 +367,14 @@ class Model:
 
     # ------------------------------------------------------------------ acknowledgement
 
-    def ack_violations(self, label: str) -> list[str]:
-        """Rules (b)–(d) and durable data: each scope's persistent view equals its volatile view."""
+    def ack_violations(self, label: str, roots: Iterable[str] = ()) -> list[str]:
+        """Rules (b)–(d) and durable data: each scope's (with ``roots``: those scopes') persistent view
+        equals its volatile view."""
+        chosen = set(roots)
         found: list[str] = []
         for scope in self.scopes:
-            found += self._scope_violations(scope, label)
+            if not chosen or scope.root in chosen:
+                found += self._scope_violations(scope, label)
         return found
 
     def _entry_problem(self, parent: Node, parent_path: str, name: str, label: str) -> str | None:
@@ -433,24 +454,45 @@ def _mark_positions(events: Sequence[Event]) -> dict[str, int]:
 
 def ack_positions(events: Sequence[Event], acks: Iterable[Ack]) -> tuple[dict[int, list[str]], list[str]]:
     """Where each acknowledgement point is (checked before the event there is applied), and problems."""
+    points, problems = _ack_points(events, acks)
+    return {i: [label for label, _ack in found] for i, found in points.items()}, problems
+
+
+def _ack_points(events: Sequence[Event], acks: Iterable[Ack]) -> tuple[dict[int, list[tuple[str, Ack]]], list[str]]:
     marks = _mark_positions(events)
-    where: dict[int, list[str]] = {}
+    where: dict[int, list[tuple[str, Ack]]] = {}
     problems: list[str] = []
     for ack in acks:
         start = marks.get(ack.label)
         if start is None:
             problems.append(f"mark {ack.label!r} is missing from the trace")
             continue
-        if not ack.sync_of:
-            where.setdefault(start, []).append(ack.label)
-            continue
-        sync = next(
-            (i for i in range(start, len(events)) if events[i].kind == FSYNC and events[i].path in ack.sync_of), None
-        )
-        if sync is None:
-            problems.append(f"no fsync of {', '.join(ack.sync_of)} after mark {ack.label!r}")
-            continue
-        where.setdefault(sync, []).append(f"the store's commit fsync after {ack.label!r}")
+        if ack.sync_of:
+            sync = next(
+                (i for i in range(start, len(events)) if events[i].kind == FSYNC and events[i].path in ack.sync_of),
+                None,
+            )
+            if sync is None:
+                problems.append(f"no fsync of {', '.join(ack.sync_of)} after mark {ack.label!r}")
+                continue
+            name = os.path.basename(events[sync].path or "")
+            where.setdefault(sync, []).append((f"the fsync of {name} after {ack.label!r}", ack))
+        elif ack.removal_of:
+            gone = next(
+                (
+                    i
+                    for i in range(start, len(events))
+                    if events[i].kind == UNLINK and (events[i].path or "").startswith(ack.removal_of)
+                ),
+                None,
+            )
+            if gone is None:
+                problems.append(f"no unlink of {', '.join(ack.removal_of)}… after mark {ack.label!r}")
+                continue
+            name = os.path.basename(events[gone].path or "")
+            where.setdefault(gone, []).append((f"the unlink of {name} after {ack.label!r}", ack))
+        else:
+            where.setdefault(start, []).append((ack.label, ack))
     return where, problems
 
 
@@ -463,11 +505,11 @@ def check_rules(
 ) -> tuple[list[str], Model]:
     """Every violation of rules (a)–(d) in ``events``; and the model after the last event."""
     model = Model(workdir, scopes, same_fs)
-    where, problems = ack_positions(events, acks)
+    where, problems = _ack_points(events, acks)
     model.violations.extend(problems)
     for i, event in enumerate(events):
-        for label in where.get(i, ()):
-            model.violations.extend(model.ack_violations(label))
+        for label, ack in where.get(i, ()):
+            model.violations.extend(model.ack_violations(label, ack.scopes))
         model.apply(event, i)
     return model.violations, model
 

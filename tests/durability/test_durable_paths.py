@@ -2,9 +2,10 @@
 
 Each test runs one durable path in a child process under a recorder (strace,
 and the in-process fallback), replays the recorded calls on the model of
-:mod:`tests.durability.rules` and checks rules (a)–(d) at every rename and
-acknowledgement, then (for object puts, deletes and ``atomic_write``) every
-crash state between the start of the operation and its acknowledgement.
+:mod:`tests.durability.rules` and checks rules (a)–(d) at every rename, link
+and acknowledgement, then (for object puts, deletes, ``atomic_write`` and the
+intake) every crash state between the start of the operation and its
+acknowledgement.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from tests.durability.harness import Run, run_scenario
 from tests.durability.rules import ack_positions
-from tests.durability.trace import FSYNC, MARK, SYNCFS
+from tests.durability.trace import FSYNC, LINK, MARK, MKDIR, SYNCFS, UNLINK
 
 #: scenario → the least each run must have recorded (so a parser that sees nothing cannot pass)
 EXPECTED = {
@@ -24,6 +25,17 @@ EXPECTED = {
     "restore": {"rename into scope": 2, "syncfs": 1, "symlink": 1, "link": 1},
     "gc-delete": {"unlink": 4},
     "atomic-write": {"rename into scope": 2, "fsync": 4},
+    "intake-admission": {"link into scope": 2, "rename into scope": 4, "fsync": 8, "unlink": 2},
+    "intake-quarantine": {"link into scope": 2, "rename into scope": 2, "fsync": 5, "mkdir": 1},
+    "intake-quarantine-large": {"rename into scope": 2, "fsync": 4, "mkdir": 1},
+    "intake-advance": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
+}
+#: intake scenario → what its operation reported
+INTAKE = {
+    "intake-admission": {"results": [["ACCEPTED", None]]},
+    "intake-quarantine": {"results": [["QUARANTINED", "not-a-zip"]]},
+    "intake-quarantine-large": {"results": [["QUARANTINED", "archive-too-large"]], "cached": []},
+    "intake-advance": {"admitted": [["ACCEPTED", None]], "generation": 2, "state": "BUILDING_CASE"},
 }
 
 
@@ -88,3 +100,43 @@ def test_checkpoint_makes_objects_a_crashed_writer_left_durable_before_publishin
     run = run_scenario("checkpoint-existing", recorder, str(tmp_path))
     assert run.facts["state"] == "READY"
     assert run.violations == [], "\n".join(run.violations)
+
+
+@pytest.mark.parametrize("scenario", sorted(INTAKE))
+def test_intake_path_keeps_the_persistence_rules(scenario: str, recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run = run_scenario(scenario, recorder, str(tmp_path))
+    _assert_clean(run, scenario)
+    assert run.facts == INTAKE[scenario]
+
+
+def test_intake_admission_stores_everything_before_it_removes_the_input(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The acknowledgement is the unlink of the input under its private name, after the publication; the
+    inbox is synced after it."""
+    run = run_scenario("intake-admission", recorder, str(tmp_path))
+    _assert_clean(run, "intake-admission")
+    marks = {e.label: i for i, e in enumerate(run.events) if e.kind == MARK}
+    points, problems = ack_positions(run.events, run.acks)
+    assert problems == []
+    removal = next(i for i, labels in points.items() if any("unlink" in label for label in labels))
+    assert run.events[removal].kind == UNLINK
+    assert os.path.basename(run.events[removal].path or "").startswith(".tenure-ack-")
+    assert marks["published"] < removal < marks["ack"]
+    inbox = os.path.dirname(run.events[removal].path or "")
+    assert any(e.kind == FSYNC and e.path == inbox for e in run.events[removal : marks["ack"]])
+    links = [e.path2 for e in run.events[marks["begin"] :] if e.kind == LINK]
+    assert sum(os.path.basename(p or "") == "g00000001.zip" for p in links) == 1
+
+
+def test_intake_quarantine_syncs_its_folders_before_the_input_leaves_the_inbox(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The new folder's parent is synced after its mkdir; an oversized input, moved there, is durable in its
+    new folder before its removal from the inbox is."""
+    run = run_scenario("intake-quarantine-large", recorder, str(tmp_path))
+    _assert_clean(run, "intake-quarantine-large")
+    begin = next(i for i, e in enumerate(run.events) if e.kind == MARK and e.label == "begin")
+    after = run.events[begin:]
+    made = next(i for i, e in enumerate(after) if e.kind == MKDIR)
+    folder = after[made].path or ""
+    quarantine, inbox = os.path.dirname(folder), os.path.join(os.path.dirname(os.path.dirname(folder)), "inbox")
+    synced = [e.path for e in after[made:] if e.kind == FSYNC]
+    assert synced[0] == quarantine
+    assert synced.index(folder) < synced.index(inbox)

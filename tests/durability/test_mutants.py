@@ -3,7 +3,8 @@
 A mutant is a monkeypatch applied in the child process just before the
 operation begins (:data:`tests.durability.child.MUTANTS`). Each must produce
 a violation of its rule, under both recorders; a mutant of an object put,
-delete or ``atomic_write`` must also produce a bad crash state.
+delete, ``atomic_write``, an intake quarantine or an advance must also
+produce a bad crash state.
 """
 
 from __future__ import annotations
@@ -25,8 +26,14 @@ RULES = {
     "delete-no-folder-fsync": ("(d)",),  # unlinks acknowledged before the folder fsync
     "checkpoint-no-object-folder-fsync": ("(b)",),  # objects not durable at the publish commit
     "checkpoint-trusts-found-objects": ("(b)",),  # a crashed writer's unsynced objects published as found
+    "intake-publish-no-folder-fsync": ("(b)",),  # a generation linked into place, its folder not synced
+    "intake-commit-folder-not-durable": ("(c)",),  # the new case folders: parents not synced
+    "intake-cache-no-fsync": ("(a)",),  # the cached copy linked into place unsynced
+    "intake-quarantine-parent-not-synced": ("(c)",),  # the new quarantine folder: quarantine/ not synced
+    "intake-ack-no-inbox-fsync": ("(d)",),  # the input's removal from the inbox not synced
+    "intake-writer-no-fsync": ("(a)",),  # a generation linked into place unsynced
 }
-CRASHES = {"put", "put-existing", "gc-delete", "atomic-write"}
+CRASHES = {"put", "put-existing", "gc-delete", "atomic-write", "intake-quarantine", "intake-advance"}
 
 
 def test_every_mutant_names_its_rule() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 
 import pytest
@@ -13,6 +15,7 @@ from tests.durability.rules import Ack, Scope, Window, check_rules, crash_violat
 from tests.durability.trace import (
     CLOSE,
     FSYNC,
+    LINK,
     MARK,
     MARK_PREFIX,
     MKDIR,
@@ -89,6 +92,34 @@ def test_in_process_recorder_sees_atomic_write_and_syncfs(tmp_path) -> None:  # 
     assert ours[5].path2 == target and ours[10].path == str(tmp_path)
 
 
+def test_in_process_recorder_sees_files_the_builtin_open_writes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    real = builtins.open
+    recorder = InProcessRecorder()
+    recorder.install()
+    try:
+        with open(tmp_path / "f", "xb") as fh:
+            fh.write(b"data")
+            fh.flush()
+            os.fsync(fh.fileno())
+        (tmp_path / "g").write_bytes(b"more")
+        with open(tmp_path / "f", "rb") as fh:
+            assert fh.read() == b"data"
+    finally:
+        recorder.uninstall()
+    assert builtins.open is real and io.open is real
+    ours = [(e.kind, os.path.basename(e.path or "")) for e in recorder.events if e.kind != MARK]
+    assert ours == [
+        (OPEN, "f"),
+        (WRITE, "f"),
+        (FSYNC, "f"),
+        (CLOSE, "f"),
+        (OPEN, "g"),
+        (WRITE, "g"),
+        (CLOSE, "g"),
+    ], "reads pass through unrecorded"
+    assert recorder.events[0].creat and recorder.events[1].offset == 0
+
+
 def _events(*events: Event) -> list[Event]:
     return [Event(MARK, label="begin"), *events, Event(MARK, label="ack")]
 
@@ -124,3 +155,27 @@ def test_ci_fails_where_strace_cannot_run_and_elsewhere_skips() -> None:
         need_strace("strace is not installed", in_ci=True)
     with pytest.raises(pytest.skip.Exception):
         need_strace("strace is not installed", in_ci=False)
+
+
+def test_model_requires_data_before_a_link_and_judges_named_scopes_at_a_removal() -> None:
+    w = "/w"
+    events = _events(
+        Event(OPEN, "/w/d/t", fd=3, creat=True),
+        Event(WRITE, "/w/d/t", fd=3, size=5),
+        Event(LINK, "/w/d/t", "/w/d/f"),
+        Event(UNLINK, "/w/d/t"),
+        Event(RENAME, "/w/in/x", "/w/in/.ack-1"),
+        Event(UNLINK, "/w/in/.ack-1"),
+    )
+    events.insert(0, Event(OPEN, "/w/in/x", fd=5))  # the input, there before the operation began
+    scopes = [Scope("/w/d", w), Scope("/w/in", w)]
+    removal = Ack("begin", removal_of=("/w/in/.ack-",), scopes=("/w/d",))
+    problems = check_rules(events, w, scopes, [removal])[0]
+    assert [p[:3] for p in problems] == ["(a)", "(b)"], problems  # at the link; at the removal, its folder
+    assert "before it was linked to d/f" in problems[0] and "the unlink of .ack-1" in problems[1]
+    synced = events[:4] + [Event(FSYNC, "/w/d/t", fd=3)] + events[4:6] + [Event(OPEN, "/w/d", fd=4)]
+    synced += [Event(FSYNC, "/w/d", fd=4)] + events[6:]
+    assert check_rules(synced, w, scopes, [removal])[0] == [], "the inbox is not judged at the removal"
+    assert [p[:3] for p in check_rules(synced, w, scopes, [removal, Ack("ack")])[0]] == ["(d)"]
+    missing = check_rules(synced, w, scopes, [Ack("begin", removal_of=("/w/other",))])[0]
+    assert missing == ["no unlink of /w/other… after mark 'begin'"]

@@ -9,8 +9,10 @@ Two recorders produce the same :class:`Event` list:
 * **in-process** (fallback when strace cannot run): :class:`InProcessRecorder`
   wraps the ``os`` calls tenure makes (``open``, ``write``, ``pwrite``,
   ``fsync``, ``fdatasync``, ``rename``, ``replace``, ``mkdir``, ``unlink``,
-  ``rmdir``, ``link``, ``symlink``, ``close``, ``sync``) and the ``syncfs``
-  that :func:`tenure.snapshots.fsutil.sync_filesystem` reaches through
+  ``rmdir``, ``link``, ``symlink``, ``close``, ``sync``), the files the
+  built-in ``open`` (and ``io.open``, which ``pathlib`` uses) opens for
+  writing in binary mode, and the ``syncfs`` that
+  :func:`tenure.snapshots.fsutil.sync_filesystem` reaches through
   ``ctypes``. It cannot see calls made from C (SQLite's own fsyncs).
 
 The child marks points of interest (an operation begins, it is acknowledged)
@@ -23,7 +25,9 @@ This module is imported by the child process: it must not import pytest.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
+import io
 import os
 import re
 import shutil
@@ -394,7 +398,7 @@ class InProcessRecorder:
                 "sync",
             )
         }
-        self._saved = dict(real, CDLL=ctypes.CDLL)
+        self._saved = dict(real, CDLL=ctypes.CDLL, builtins_open=builtins.open, io_open=io.open)
 
         def _open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
             fd: int = real["open"](path, flags, mode, dir_fd=dir_fd)
@@ -484,6 +488,49 @@ class InProcessRecorder:
 
         recorder = self
 
+        class RecordingFileIO(io.FileIO):
+            """The raw file under a buffered file the built-in ``open`` made for writing: writes are recorded."""
+
+            def write(self, data: Any, /) -> int:
+                fd = self.fileno()
+                at = None if "a" in self.mode else self.tell()
+                n = super().write(data)
+                if n and InProcessRecorder.active is recorder:
+                    recorder.add(Event(WRITE, path=recorder._paths.get(fd), fd=fd, size=n, offset=at))
+                return n
+
+            def close(self) -> None:
+                fd = None if self.closed else self.fileno()
+                super().close()
+                if fd is not None and InProcessRecorder.active is recorder:
+                    recorder.add(Event(CLOSE, path=recorder._paths.pop(fd, None), fd=fd))
+
+        builtin_open = builtins.open
+
+        def _builtin_open(
+            file: Any,
+            mode: str = "r",
+            buffering: int = -1,
+            encoding: str | None = None,
+            errors: str | None = None,
+            newline: str | None = None,
+            closefd: bool = True,
+            opener: Callable[[Any, int], int] | None = None,
+        ) -> Any:
+            """Files opened by path for writing in binary mode are recorded; other opens pass through."""
+            writing = "b" in mode and "+" not in mode and any(c in mode for c in "wxa")
+            options = (encoding, errors, newline, opener)
+            if not writing or options != (None,) * 4 or not isinstance(file, str | bytes | os.PathLike):
+                return builtin_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+
+            def recorded(path: Any, flags: int) -> int:
+                return _open(path, flags, 0o666)
+
+            raw = RecordingFileIO(file, mode.replace("b", ""), closefd=closefd, opener=recorded)
+            if buffering == 0:
+                return raw
+            return io.BufferedWriter(raw, buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE)
+
         class RecordingCDLL(ctypes.CDLL):
             """``ctypes.CDLL`` whose ``syncfs`` is recorded."""
 
@@ -521,6 +568,7 @@ class InProcessRecorder:
         for name, func in wrapped.items():
             setattr(os, name, func)
         ctypes.CDLL = RecordingCDLL  # type: ignore[misc]
+        builtins.open = io.open = _builtin_open
         InProcessRecorder.active = self
 
     def uninstall(self) -> None:
@@ -528,6 +576,10 @@ class InProcessRecorder:
         for name, func in self._saved.items():
             if name == "CDLL":
                 ctypes.CDLL = func  # type: ignore[misc]
+            elif name == "builtins_open":
+                builtins.open = func
+            elif name == "io_open":
+                io.open = func
             else:
                 setattr(os, name, func)
 
