@@ -33,7 +33,7 @@ from typing import Any
 from .canonical import id_hash, to_utc_text
 from .config import IntakeConfig
 from .errors import BusyError, LifecycleError
-from .fsio import FileLock, atomic_write_json, tmp_name
+from .fsio import FileLock, atomic_write_json, make_dirs_durable, tmp_name
 
 __all__ = ["Workspace"]
 
@@ -61,7 +61,7 @@ class Workspace:
                 hint=f"check the path, or create the intake with `tenure intake init {self.root}`",
             )
         for name in _FOLDERS:
-            (self.root / name).mkdir(parents=True, exist_ok=True)
+            make_dirs_durable(self.root / name)  # each new folder's entry is synced in its parent
         if not self.runtime_file.exists():
             atomic_write_json(self.runtime_file, None)
         self._check_hard_links()
