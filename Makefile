@@ -48,6 +48,7 @@ bench: setup
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/projects_bench.py
 	$(BIN)/python benchmarks/intake_bench.py
+	$(BIN)/python -m benchmarks.intake_hostile
 
 docs: setup
 	$(BIN)/python -m tenure.cli.docs docs/machines
