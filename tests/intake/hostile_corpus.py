@@ -921,7 +921,6 @@ def _entries() -> Iterable[tuple[str, str, Callable[[str], bytes], Iterable[str]
     yield "local-crc-differs", "1", lambda c: local_field(c, crc=0x12345678), s | CORRUPT
     yield "local-size-differs", "1", local_size_differs, s | CORRUPT
     yield "local-mtime-differs", "1", lambda c: local_field(c, time=0x6000), s
-    yield "local-version-differs", "1", lambda c: local_field(c, version=10), s
     yield "stored-sizes-disagree", "1", stored_size_mismatch, s | CORRUPT
     yield "stored-data-longer", "1", stored_larger_than_declared, s | CORRUPT
     yield "entry-offset-past-end", "1", entry_offset_past_end, b
