@@ -187,7 +187,7 @@ class SafeArchive:
                 pending = inflater.unconsumed_tail
                 if piece:
                     yield piece
-                elif not pending and not left:
+                elif not pending and not left and not inflater.eof:
                     raise self._corrupt(entry, "its deflate stream is incomplete")
         except zlib.error as error:
             raise self._corrupt(entry, f"its deflate stream is damaged ({error})") from None
@@ -509,9 +509,13 @@ class _Scanner:
             wrong.append("time")
         usize, csize, _, _ = _apply_zip64(extra, usize, csize, 0, 0, entry.filename, local=True)
         described = (crc, csize, usize)
-        if not (flags & 0x08 and described in ((0, 0, 0), (entry.CRC, entry.compress_size, entry.file_size))):
-            if described != (entry.CRC, entry.compress_size, entry.file_size):
+        central = (entry.CRC, entry.compress_size, entry.file_size)
+        if flags & 0x08:
+            # values follow in a data descriptor; a streaming writer leaves each field zero or already right
+            if any(value not in (0, right) for value, right in zip(described, central)):
                 wrong.append("CRC and sizes")
+        elif described != central:
+            wrong.append("CRC and sizes")
         if wrong:
             raise _reject(
                 f"entry {entry.filename!r}: local and central headers disagree on {', '.join(wrong)}",
