@@ -486,8 +486,44 @@ PROJECT: Machine[ProjectStatus] = Machine(
 )
 
 
+class PodState(str, enum.Enum):
+    """A pod row's status."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    DRAINING = "DRAINING"
+    STOPPED = "STOPPED"
+
+
+_D = PodState
+POD: Machine[PodState] = Machine(
+    name="pod",
+    states=PodState,
+    initial=_D.STARTING,
+    edges=_edges(
+        [
+            (_D.STARTING, _D.RUNNING),
+            (_D.STARTING, _D.DRAINING),
+            (_D.STARTING, _D.STOPPED),
+            (_D.RUNNING, _D.DRAINING),
+            (_D.RUNNING, _D.STOPPED),
+            (_D.DRAINING, _D.STOPPED),
+        ]
+    ),
+    terminal=frozenset({_D.STOPPED}),
+    labels={
+        (_D.STARTING, _D.RUNNING): "start-up done (lock, reconciliation, re-derive, boot pull)",
+        (_D.STARTING, _D.DRAINING): "drain asked for during start-up",
+        (_D.STARTING, _D.STOPPED): "start-up failed",
+        (_D.RUNNING, _D.DRAINING): "SIGTERM, SIGINT or tenure pods drain",
+        (_D.RUNNING, _D.STOPPED): "stop without projects to hand over",
+        (_D.DRAINING, _D.STOPPED): "every project handed over",
+    },
+)
+
+
 #: Every storage machine, by name (the intake registers its own).
-MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, SESSION, PROJECT)}
+MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, SESSION, PROJECT, POD)}
 
 DESCRIPTIONS: dict[str, str] = {
     "project": (
@@ -514,6 +550,13 @@ DESCRIPTIONS: dict[str, str] = {
         "A writer lease carries the fencing generation. A new writer gets a fresh row at a "
         "strictly higher generation; the terminal states never leave. Only ACTIVE and "
         "RELEASING leases may publish."
+    ),
+    "pod": (
+        "A pod is one process running tenure serve; a restart is a new pod. Nothing is placed "
+        "on a pod until it is RUNNING (its /readyz). DRAINING hands every project over "
+        "(engines stopped, checkpoint, lease released); STOPPED is final. A pod killed with "
+        "SIGKILL stays RUNNING in its row; its liveness ends with its heartbeat and its "
+        "projects' leases with the lease TTL."
     ),
     "mount-session": (
         "A mount session is one pod's local materialization of a workspace, recorded in the "

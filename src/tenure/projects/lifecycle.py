@@ -28,7 +28,7 @@ from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
 from tenure.states import ProjectStatus
-from tenure.workspaces import LocalFolders, Store, WorkspaceService
+from tenure.workspaces import CheckpointResult, LeaseLostError, LocalFolders, Store, WorkspaceService
 
 for _name, _what in [
     ("bring.after_claim", "1: lease claimed"),
@@ -214,6 +214,43 @@ class LifecycleService:
                 engine.stop(event, self.folder(project))
             except Exception:  # noqa: BLE001 - the new owner's bring must go on; the engine is fenced anyway
                 pass
+
+    def deactivate_lost(self, project: Project, *, closed: bool) -> None:
+        """Forward drift: this pod runs ``project`` without its lease any more.
+
+        Engines are stopped (they are fenced anyway), the project leaves the
+        registry, and its folder is preserved (another pod took it over: the
+        folder may hold work the new owner does not have) or trashed (the
+        project is CLOSED).
+        """
+        self._deactivate(project)
+        folder = self.folder(project)
+        if closed:
+            self.workspaces.discard_folder(folder)
+        else:
+            self.workspaces.preserve_folder(folder)
+
+    def checkpoint_running(self, project: Project) -> CheckpointResult:
+        """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation)."""
+        lease = self.workspaces.lease(project.workspace_id, project.generation)
+        if lease is None:
+            raise LeaseLostError(
+                f"project {project.ref} has no writer lease at generation {project.generation} here",
+                project=project.ref,
+                generation=project.generation,
+            )
+        return self.workspaces.checkpoint(project.workspace_id, self.folder(project), lease=lease)
+
+    def hand_over(self, project: Project) -> None:
+        """Drain one project: engines stopped, checkpoint, folder removed, lease released while still ours.
+
+        The status stays RUNNING with no owner, so another pod brings it. A
+        failure leaves the lease and the folder in place (nothing is lost).
+        """
+        self._stop_engines(project)
+        self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
+        self.registry.remove(project.id)
+        self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
 
     def _refuse_closed_or_homeless(self, project: Project) -> None:
         if project.status is S.CLOSED:

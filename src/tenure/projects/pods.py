@@ -40,12 +40,20 @@ class PodRegistry:
     def __init__(self, store: Store) -> None:
         self.db = store.db
 
-    def register(self, identity: PodIdentity, *, labels: dict[str, str] | None = None, capacity: float = 100.0) -> Pod:
+    def register(
+        self,
+        identity: PodIdentity,
+        *,
+        labels: dict[str, str] | None = None,
+        capacity: float = 100.0,
+        status: PodStatus = PodStatus.STARTING,
+    ) -> Pod:
+        """Insert this process's pod row (STARTING unless told; a restart is a new pod, P-22)."""
         with self.db.transaction() as tx:
             tx.execute(
                 "pod_insert",
                 {
-                    **state_params(PodStatus.RUNNING),
+                    "status": status.value,
                     "id": identity.pod_id,
                     "n": identity.node_name,
                     "e": identity.endpoint,
@@ -64,14 +72,36 @@ class PodRegistry:
             raise NotFoundError(f"no pod {pod_id}", code="pod-not-found")
         return Pod.from_row(row)
 
-    def heartbeat(self, pod_id: str) -> bool:
+    def heartbeat(self, pod_id: str, *, score: float | None = None, running: int | None = None) -> bool:
+        """A heartbeat with the pod's load (P-106); False once the pod is STOPPED or unknown."""
         with self.db.transaction() as tx:
-            return tx.count("pod_heartbeat", {"id": pod_id, **state_params(PodStatus.STOPPED)}) == 1
+            return (
+                tx.count(
+                    "pod_heartbeat",
+                    {"id": pod_id, "score": score, "running": running, **state_params(PodStatus.STOPPED)},
+                )
+                == 1
+            )
+
+    def transition(self, pod_id: str, expected: PodStatus, target: PodStatus) -> None:
+        """Guarded ``expected → target`` of the pod machine (:data:`tenure.states.POD`)."""
+        from tenure.errors import ConflictError
+        from tenure.states import POD, PodState
+
+        POD.check(PodState(expected.value), PodState(target.value))
+        with self.db.transaction() as tx:
+            moved = tx.count("pod_transition", {"id": pod_id, "e": expected.value, "t": target.value})
+        if moved != 1:
+            raise ConflictError(
+                f"pod {pod_id} is not {expected.value}", code="pod-status-conflict", pod=pod_id, expected=expected.value
+            )
 
     def set_status(self, pod_id: str, status: str) -> None:
+        """Set the status, checked against the pod machine from the status it has now."""
         assert status in POD_STATUSES
-        with self.db.transaction() as tx:
-            tx.execute("pod_set_status", {"s": status, "id": pod_id})
+        current = PodStatus(self.get(pod_id).status)
+        if current.value != status:
+            self.transition(pod_id, current, PodStatus(status))
 
     def list(self) -> builtins.list[tuple[Pod, bool]]:
         """Every pod with whether it is live under the default liveness TTL (15 s)."""

@@ -113,6 +113,9 @@ class Pod:
     status: str
     started_at: float
     heartbeat_at: float
+    #: the load reported by its last beat (P-106): Σ placement scores held, projects running
+    score: float = 0.0
+    running: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Pod:
@@ -125,6 +128,8 @@ class Pod:
             status=row["status"],
             started_at=row["started_at"],
             heartbeat_at=row["heartbeat_at"],
+            score=float(row.get("score") or 0.0),
+            running=int(row.get("running") or 0),
         )
 
     def to_dict(self) -> dict[str, Any]:

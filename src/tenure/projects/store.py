@@ -116,6 +116,14 @@ class ProjectStore:
         with self.db.transaction(write=False) as tx:
             return self._get(tx, tenant, name)
 
+    def by_id(self, project_id: str) -> Project:
+        """The project with id ``project_id`` (``project-not-found`` otherwise)."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("project_by_id", {"id": project_id})
+        if row is None:
+            raise NotFoundError(f"no project with id {project_id}", code="project-not-found", project=project_id)
+        return Project.from_row(row)
+
     def list(self, status: ProjectStatus | None = None) -> builtins.list[Project]:
         with self.db.transaction(write=False) as tx:
             if status is None:

@@ -5,7 +5,7 @@ name the store they hand to the workspace service without reaching into the
 store package themselves.
 """
 
-from tenure.store import Store
+from tenure.store import LeaseLostError, Store
 from tenure.workspaces.binding import ObjectStoreMismatchError, bind_object_store
 from tenure.workspaces.folders import LocalFolders, Trash
 from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceService, default_holder
@@ -13,6 +13,7 @@ from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceS
 __all__ = [
     "WorkspaceService",
     "CheckpointResult",
+    "LeaseLostError",
     "VerifyReport",
     "LocalFolders",
     "Trash",

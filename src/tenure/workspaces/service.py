@@ -579,6 +579,13 @@ class WorkspaceService:
         """Workspace DELETED (takeover path), its leases ended, its snapshots DELETING; fenced by ``generation``."""
         self.store.workspaces.dispose(workspace_id, generation)
 
+    def preserve_folder(self, folder: str) -> str | None:
+        """Move ``folder`` aside as a preserved delta (a lease lost to another pod); None when absent."""
+        if not os.path.isdir(folder):
+            return None
+        self.folders.forget_base(folder)
+        return self.folders.preserve(folder)
+
     def discard_folder(self, folder: str) -> None:
         """Move ``folder`` and its base file out of the way; the trash deletes it in the background."""
         self.folders.discard(folder)

@@ -403,6 +403,12 @@ INSERT INTO projects (id, tenant, name, project_group, status, kind, lifecycle_t
     updated_at)
 VALUES (:id, :t, :n, :g, :init, :k, :lt, :w, {now}, {now});
 
+-- name: project_by_id
+-- Project :id.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+FROM projects WHERE id = :id;
+
 -- name: project_by_name
 -- Project :t/:n.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
@@ -609,21 +615,22 @@ SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.p
 -- ==================================================================== pods
 
 -- name: pod_insert
--- A RUNNING pod row.
+-- A new pod row in status :status.
 INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at)
-VALUES (:id, :n, :e, :l, :c, :running, {now}, {now});
+VALUES (:id, :n, :e, :l, :c, :status, {now}, {now});
 
 -- name: pod_by_id
 -- Pod :id.
 SELECT * FROM pods WHERE id = :id;
 
 -- name: pod_heartbeat
--- A heartbeat, unless the pod is STOPPED.
-UPDATE pods SET heartbeat_at = {now} WHERE id = :id AND status <> :stopped;
+-- A heartbeat with the load :score / :running (NULL keeps the last), unless the pod is STOPPED.
+UPDATE pods SET heartbeat_at = {now}, score = COALESCE(:score, score), running = COALESCE(:running, running)
+WHERE id = :id AND status <> :stopped;
 
--- name: pod_set_status
--- Status :s (also a heartbeat).
-UPDATE pods SET status = :s, heartbeat_at = {now} WHERE id = :id;
+-- name: pod_transition
+-- Status :e → :t (also a heartbeat), only from :e.
+UPDATE pods SET status = :t, heartbeat_at = {now} WHERE id = :id AND status = :e;
 
 -- name: pods_with_liveness
 -- Every pod, with whether it is RUNNING or DRAINING and heard from within :ttl seconds.

@@ -1,0 +1,40 @@
+"""The pod's Prometheus metrics (``GET /metrics``), one registry per node."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    """Beats, renewal latency, drift, brings and suspends by result, checkpoints, engine failures, load."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.beats = Counter("tenure_beats", "Heartbeats done by this pod", registry=r)
+        self.beat_failures = Counter("tenure_beat_failures", "Heartbeats that failed (store unreachable)", registry=r)
+        self.renew_seconds = Histogram(
+            "tenure_renew_seconds",
+            "Seconds a beat's heartbeat and lease renewal took",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        )
+        self.drift = Counter("tenure_drift_events", "Drift found by the beat", ["direction"], registry=r)
+        self.brings = Counter("tenure_brings", "Brings by result (ok or the error code)", ["result"], registry=r)
+        self.suspends = Counter("tenure_suspends", "Suspends by result (ok or the error code)", ["result"], registry=r)
+        self.checkpoint_seconds = Histogram("tenure_checkpoint_seconds", "Seconds a checkpoint took", registry=r)
+        self.checkpoint_bytes = Counter("tenure_checkpoint_bytes", "Bytes uploaded by checkpoints", registry=r)
+        self.engine_failures = Counter(
+            "tenure_engine_failures", "Engine start or stop failures", ["engine", "event"], registry=r
+        )
+        self.running = Gauge("tenure_projects_running", "Projects running on this pod", registry=r)
+        self.score = Gauge("tenure_pod_score", "Sum of the placement scores this pod holds", registry=r)
+        self.requests = Counter(
+            "tenure_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
+        )
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

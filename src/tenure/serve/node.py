@@ -1,0 +1,472 @@
+"""The pod runtime behind ``tenure serve``: one pod per process.
+
+A :class:`Node` owns this process's pod row, its data-folder lock, the
+lifecycle service and the activation registry, and runs the beat:
+
+* **start** (:meth:`Node.start`): pod row STARTING → exclusive lock on the
+  data folder → restart reconciliation of local mounts (a hook; nothing to
+  do yet) → re-derive owner-required → boot self-pull → RUNNING. Until then
+  ``ready`` is false and nothing is placed here.
+* **beat** (:meth:`Node.beat`, every ``beat_interval`` seconds): the pod's
+  heartbeat with its load, the lease renewal, then drift in both directions —
+  a project running here whose lease this pod no longer holds is deactivated
+  at once (forward); a project this pod holds but does not run is brought
+  again with bounded retries and backoff, then released (reverse) —, and the
+  optional periodic pull.
+* **bring** is single-flight per project: concurrent requests share one.
+* **drain** (:meth:`Node.drain`, SIGTERM, ``tenure pods drain``): DRAINING,
+  then for each project: engines stopped, checkpoint, folder removed, lease
+  released while still ours; the project stays RUNNING with no owner so
+  another pod brings it. Then STOPPED.
+
+The HTTP API (:mod:`tenure.serve.api`) talks to a node only through the
+public methods here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.errors import ConfigurationError, ConflictError, TenureError
+from tenure.objects import ObjectStore
+from tenure.projects.facade import ClaimRejectedError
+from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
+from tenure.projects.ownership import Ownership
+from tenure.projects.pods import PodIdentity, PodRegistry
+from tenure.projects.records import PodStatus, Project
+from tenure.projects.store import ProjectStore
+from tenure.serve.metrics import Metrics
+from tenure.states import ProjectStatus
+from tenure.store import Store
+from tenure.workspaces import WorkspaceService
+
+__all__ = ["Node", "ServeConfig", "Route", "selector_matches", "DataFolderLockedError"]
+
+log = logging.getLogger("tenure.serve")
+
+
+class DataFolderLockedError(ConfigurationError):
+    code = "data-dir-locked"
+    default_hint = "another tenure serve runs on this data folder; give each pod its own --data folder"
+
+
+@dataclass
+class ServeConfig:
+    """What a pod runs with (SPEC §8 defaults)."""
+
+    data_dir: str
+    listen: str = "127.0.0.1:8470"
+    labels: dict[str, str] = field(default_factory=dict)
+    capacity: float = 100.0
+    self_pull: bool = True
+    pull_every: float | None = None
+    beat_interval: float = 5.0
+    lease_ttl: float = 60.0
+    liveness_ttl: float = 15.0
+    engine_stop_timeout: float = 30.0
+    #: attempts to bring a project this pod holds but does not run, before it releases the lease
+    bring_retries: int = 3
+    #: first backoff between those attempts (doubles each time)
+    bring_backoff: float = 1.0
+    #: the boot self-pull cap is min(this × the startup score, local headroom) (P-127)
+    pull_factor: float = 1.5
+    public_url: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.public_url or f"http://{self.listen}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a request for a project goes: exactly one field is set."""
+
+    project: Project | None = None  #: served here (running here after the call)
+    redirect: str | None = None  #: the live owner's endpoint
+    retry_after: float | None = None  #: seconds until it may be claimable (dead owner, or placement deciding)
+
+
+def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """A project's placement selector matches a pod's labels when every key=value is among them."""
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+@dataclass
+class _Dark:
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+class Node:
+    """One pod: its row, its lock, its lifecycle service and its beat (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        store: Store,
+        objects: ObjectStore,
+        *,
+        engines: list[Engine] | None = None,
+        identity: PodIdentity | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.objects = objects
+        self.pod = identity or PodIdentity.fresh(endpoint=config.endpoint)
+        self.metrics = metrics or Metrics()
+        self.registry = ActivationRegistry()
+        self.pods = PodRegistry(store)
+        self.ownership = Ownership(store)
+        self.projects = ProjectStore(store)
+        self.lifecycle = LifecycleService(
+            store,
+            objects,
+            config.data_dir,
+            self.pod,
+            config=LifecycleConfig(lease_ttl=config.lease_ttl, engine_stop_timeout=config.engine_stop_timeout),
+            engines=engines,
+            registry=self.registry,
+        )
+        self.workspaces: WorkspaceService = self.lifecycle.workspaces
+        self.status = PodStatus.STARTING
+        self._lock_fd: int | None = None
+        self._inflight: dict[str, Future[Project]] = {}
+        self._inflight_lock = threading.Lock()
+        self._dark: dict[str, _Dark] = {}
+        self._stop = threading.Event()
+        self._beat_thread: threading.Thread | None = None
+        self._last_pull = 0.0
+        self._beats = 0
+
+    # ------------------------------------------------------------------ start / stop
+
+    @property
+    def ready(self) -> bool:
+        """True once the pod is RUNNING (``/readyz``): only then is anything placed here."""
+        return self.status is PodStatus.RUNNING
+
+    def start(self) -> None:
+        """The start-up order of the module docstring; returns once the pod is RUNNING."""
+        self.pods.register(self.pod, labels=self.config.labels, capacity=self.config.capacity)
+        self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
+        self._lock_data_folder()
+        self.reconcile()
+        self.projects.rederive_all()
+        self.pods.heartbeat(self.pod.pod_id)
+        if self.config.self_pull:
+            self.pull(boot=True)
+        self._set_status(PodStatus.RUNNING)
+        self._log("pod running")
+
+    def reconcile(self) -> None:
+        """Restart reconciliation of local mounts: nothing to reconcile until the mount store exists."""
+
+    def run_beats(self) -> None:
+        """Start the beat thread (daemon)."""
+        self._beat_thread = threading.Thread(target=self._beat_loop, name="tenure-beat", daemon=True)
+        self._beat_thread.start()
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.config.beat_interval):
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - a failed beat is logged and retried next beat
+                self.metrics.beat_failures.inc()
+                self._log("beat failed", level=logging.WARNING, error=str(exc))
+
+    def stop(self) -> None:
+        """Stop beating and release what is still held (best effort), then STOPPED and unlock."""
+        self._stop.set()
+        if self._beat_thread is not None and self._beat_thread is not threading.current_thread():
+            self._beat_thread.join(timeout=self.config.beat_interval + 5)
+        for project_id in list(self.registry.ids()):
+            self.registry.remove(project_id)
+        try:
+            self.ownership.release_leases(self.pod.pod_id)
+            if self.status is not PodStatus.STOPPED:
+                self._set_status(PodStatus.STOPPED)
+        finally:
+            self.lifecycle.trash.wait()
+            self._unlock_data_folder()
+
+    def _lock_data_folder(self) -> None:
+        os.makedirs(self.config.data_dir, exist_ok=True)
+        path = os.path.join(self.config.data_dir, "pod.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = _read_text(path)
+            raise DataFolderLockedError(
+                f"data folder {self.config.data_dir} is in use by another pod ({holder or 'unknown'})",
+                path=path,
+                holder=holder,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{self.pod.pod_id} pid={os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _unlock_data_folder(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _set_status(self, status: PodStatus) -> None:
+        self.pods.transition(self.pod.pod_id, self.status, status)
+        self.status = status
+
+    # ------------------------------------------------------------------ the beat
+
+    def beat(self) -> None:
+        """One heartbeat: load, renewal, drift both ways, the periodic pull."""
+        started = time.perf_counter()
+        running = self.registry.ids()
+        score = self._score(running)
+        self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
+        renewed = self.ownership.renew_leases(self.pod.pod_id)
+        self.metrics.renew_seconds.observe(time.perf_counter() - started)
+        self.metrics.beats.inc()
+        self._beats += 1
+        if renewed < len(running) or self._beats % 12 == 0:
+            self.check_drift()
+        self._retry_dark()
+        every = self.config.pull_every
+        if every and self.ready and time.monotonic() - self._last_pull >= every:
+            self.pull()
+
+    def check_drift(self) -> None:
+        """Deactivate what runs here without our lease (forward); note what we hold but do not run (reverse)."""
+        held = {p.id: p for p in self.ownership.find_by_home_pod_id(self.pod.pod_id)}
+        for project_id in self.registry.ids() - set(held):
+            self._lost(project_id)
+        for project_id, project in held.items():
+            if project_id not in self.registry and project_id not in self._inflight and project_id not in self._dark:
+                if project.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
+                    self._dark[project_id] = _Dark()
+
+    def _lost(self, project_id: str) -> None:
+        project = self.projects.by_id(project_id)
+        closed = project.status is ProjectStatus.CLOSED
+        self.lifecycle.deactivate_lost(project, closed=closed)
+        self.metrics.drift.labels(direction="forward").inc()
+        self._log("lease lost: deactivated", project=project.ref, generation=project.generation, closed=closed)
+
+    def _retry_dark(self) -> None:
+        now = time.monotonic()
+        for project_id, dark in list(self._dark.items()):
+            if dark.next_at > now:
+                continue
+            try:
+                project = self.projects.by_id(project_id)
+            except TenureError:
+                self._dark.pop(project_id, None)
+                continue
+            if project_id in self.registry or project.status not in (
+                ProjectStatus.INIT,
+                ProjectStatus.RECOVERING,
+                ProjectStatus.RUNNING,
+            ):
+                self._dark.pop(project_id, None)
+                continue
+            self.metrics.drift.labels(direction="reverse").inc()
+            try:
+                self.bring(project.tenant, project.name)
+                self._dark.pop(project_id, None)
+            except Exception as exc:  # noqa: BLE001 - counted, retried with backoff, then released
+                dark.attempts += 1
+                if dark.attempts >= self.config.bring_retries:
+                    self._dark.pop(project_id, None)
+                    self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
+                    self._log("bring kept failing: lease released", project=project.ref, error=str(exc))
+                else:
+                    dark.next_at = now + self.config.bring_backoff * 2 ** (dark.attempts - 1)
+                    self._log("bring failed: will retry", project=project.ref, error=str(exc))
+
+    # ------------------------------------------------------------------ pull
+
+    def _score(self, running: set[str] | None = None) -> float:
+        return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
+
+    def headroom(self) -> float:
+        """Capacity left on this pod, by the score model (P-127): capacity − Σ scores of held projects."""
+        return max(0.0, self.config.capacity - self._score())
+
+    def pull(self, *, boot: bool = False) -> list[Project]:
+        """Claim and bring projects needing an owner whose selector matches this pod, up to the cap.
+
+        The cap (P-127): at boot, min(pull_factor × the startup score, headroom) where the startup score
+        is the capacity; later pulls, the headroom.
+        """
+        self._last_pull = time.monotonic()
+        budget = self.headroom()
+        if boot:
+            budget = min(self.config.pull_factor * self.config.capacity, budget)
+        brought: list[Project] = []
+        skip = 0
+        while budget > 0:
+            page = self.ownership.find_projects_needing_owner(self.config.lease_ttl, 100, skip)
+            if not page:
+                break
+            skip += len(page)
+            for candidate in page:
+                if candidate.placement_score > budget:
+                    continue
+                if not selector_matches(candidate.placement_selector, self.config.labels):
+                    continue
+                try:
+                    brought.append(self.bring(candidate.tenant, candidate.name))
+                except ClaimRejectedError:
+                    continue  # another pod was faster: the claim decides
+                except Exception as exc:  # noqa: BLE001 - one project must not stop the pull
+                    self._log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
+                    continue
+                budget -= candidate.placement_score
+                if budget <= 0:
+                    break
+        if brought:
+            self._log("pulled", count=len(brought), boot=boot)
+        return brought
+
+    # ------------------------------------------------------------------ lifecycle, single-flight
+
+    def bring(self, tenant: str, name: str, *, from_snapshot: str | None = None) -> Project:
+        """Bring the project here; concurrent calls for one project share one bring."""
+        key = f"{tenant}/{name}"
+        with self._inflight_lock:
+            running = self._inflight.get(key)
+            if running is None:
+                future: Future[Project] = Future()
+                self._inflight[key] = future
+        if running is not None:
+            return running.result()
+        try:
+            project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
+            self.metrics.brings.labels(result="ok").inc()
+            self._log("brought", project=project.ref, generation=project.generation)
+            future.set_result(project)
+            return project
+        except BaseException as exc:
+            self.metrics.brings.labels(result=getattr(exc, "code", type(exc).__name__)).inc()
+            future.set_exception(exc)
+            raise
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(key, None)
+
+    def suspend(self, tenant: str, name: str) -> Project:
+        try:
+            project = self.lifecycle.suspend(tenant, name)
+        except BaseException as exc:
+            self.metrics.suspends.labels(result=getattr(exc, "code", type(exc).__name__)).inc()
+            raise
+        self.metrics.suspends.labels(result="ok").inc()
+        self._log("suspended", project=project.ref, generation=project.generation)
+        return project
+
+    def close(self, tenant: str, name: str) -> Project:
+        project = self.lifecycle.close(tenant, name)
+        self._log("closed", project=project.ref, generation=project.generation)
+        return project
+
+    def checkpoint(self, tenant: str, name: str) -> Any:
+        """Checkpoint a project running here under its writer lease now."""
+        project = self.projects.get(tenant, name)
+        if project.id not in self.registry:
+            raise ConflictError(
+                f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
+            )
+        started = time.perf_counter()
+        result = self.lifecycle.checkpoint_running(project)
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
+        self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
+        return result
+
+    def route(self, tenant: str, name: str) -> Route:
+        """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later."""
+        project = self.projects.get(tenant, name)
+        if project.id in self.registry and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl):
+            return Route(project=project)
+        owner = self.ownership.owner(project.id, self.config.lease_ttl)
+        if owner.live and owner.pod_id != self.pod.pod_id:
+            endpoint = self.pods.resolve_endpoint(owner.pod_id or "", self.config.liveness_ttl)
+            if endpoint is not None:
+                return Route(redirect=endpoint)
+            return Route(retry_after=max(1.0, owner.expires_in or 1.0))
+        if not self.ready or not selector_matches(project.placement_selector, self.config.labels):
+            return Route(retry_after=self.config.beat_interval)
+        try:
+            return Route(project=self.bring(tenant, name))
+        except ClaimRejectedError:
+            return self.route_after_race(tenant, name)
+
+    def route_after_race(self, tenant: str, name: str) -> Route:
+        project = self.projects.get(tenant, name)
+        owner = self.ownership.owner(project.id, self.config.lease_ttl)
+        endpoint = self.pods.resolve_endpoint(owner.pod_id or "", self.config.liveness_ttl) if owner.pod_id else None
+        if endpoint is not None:
+            return Route(redirect=endpoint)
+        return Route(retry_after=max(1.0, owner.expires_in or 1.0))
+
+    # ------------------------------------------------------------------ drain
+
+    def drain(self) -> list[str]:
+        """DRAINING; each project: engines stopped, checkpoint, folder removed, lease released; then STOPPED.
+
+        Returns the projects handed over. A project whose checkpoint fails keeps its lease and its
+        folder (nothing is lost); it is released only by lease expiry.
+        """
+        if self.status is PodStatus.RUNNING or self.status is PodStatus.STARTING:
+            self._set_status(PodStatus.DRAINING)
+        self._log("draining")
+        moved: list[str] = []
+        for project_id in sorted(self.registry.ids()):
+            project = self.projects.by_id(project_id)
+            try:
+                self.lifecycle.hand_over(project)
+                moved.append(project.ref)
+                self._log("handed over", project=project.ref, generation=project.generation)
+            except Exception as exc:  # noqa: BLE001 - the next project must still be drained
+                self._log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
+        self._stop.set()
+        self._set_status(PodStatus.STOPPED)
+        self._log("stopped", handed_over=len(moved))
+        return moved
+
+    # ------------------------------------------------------------------ logs
+
+    def _log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
+        log.log(level, message, extra={"tenure": {"pod": self.pod.pod_id, **fields}})
+
+
+@contextmanager
+def started(node: Node) -> Iterator[Node]:
+    """Start a node and its beat; stop it on exit (tests and embedding)."""
+    node.start()
+    node.run_beats()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+Hook = Callable[[], None]
