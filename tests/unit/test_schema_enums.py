@@ -30,6 +30,8 @@ ENUMS: dict[tuple[str, str], type[enum.Enum]] = {
 #: Checked columns that hold no enum.
 NOT_ENUMS: dict[tuple[str, str], set[str]] = {
     ("projects", "owner_required"): {"0", "1"},
+    ("api_tokens", "admin"): {"0", "1"},
+    ("api_tokens", "cluster"): {"0", "1"},
 }
 
 _CHECK = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)

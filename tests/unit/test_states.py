@@ -158,6 +158,26 @@ PROJECT_SPEC = Spec(
     guarded=frozenset(),
 )
 
+# SPEC §6 (pods): STARTING → RUNNING → DRAINING → STOPPED
+POD_SPEC = Spec(
+    name="pod",
+    states=("STARTING", "RUNNING", "DRAINING", "STOPPED"),
+    initial="STARTING",
+    terminal=frozenset({"STOPPED"}),
+    edges=frozenset(
+        {
+            ("STARTING", "RUNNING"),
+            ("STARTING", "DRAINING"),
+            ("STARTING", "STOPPED"),
+            ("RUNNING", "DRAINING"),
+            ("RUNNING", "STOPPED"),
+            ("DRAINING", "STOPPED"),
+        }
+    ),
+    decided=frozenset(),
+    guarded=frozenset(),
+)
+
 # intake-lifecycle-v1.md "Transitions and retry" with SPEC §7's default phase list (I-39 to I-46)
 _LINEAR = (
     "NEW",
@@ -188,7 +208,7 @@ INTAKE_SPEC = Spec(
     guarded=frozenset({("BLOCKED", a) for a in _ACTIVE}),
 )
 
-SPECS = [SNAPSHOT_SPEC, WORKSPACE_SPEC, LEASE_SPEC, SESSION_SPEC, PROJECT_SPEC, INTAKE_SPEC]
+SPECS = [SNAPSHOT_SPEC, WORKSPACE_SPEC, LEASE_SPEC, SESSION_SPEC, PROJECT_SPEC, POD_SPEC, INTAKE_SPEC]
 
 
 def machine_of(spec: Spec) -> Machine[Any]:
