@@ -147,6 +147,8 @@ class Node:
         self._beat_thread: threading.Thread | None = None
         self._last_pull = 0.0
         self._beats = 0
+        #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
+        self.on_drain_requested: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ start / stop
 
@@ -238,7 +240,16 @@ class Node:
         renewed = self.ownership.renew_leases(self.pod.pod_id)
         self.metrics.renew_seconds.observe(time.perf_counter() - started)
         self.metrics.beats.inc()
+        self.metrics.running.set(len(running))
+        self.metrics.score.set(score)
         self._beats += 1
+        if self.status is PodStatus.RUNNING and self.pods.get(self.pod.pod_id).status == PodStatus.DRAINING.value:
+            self._log("drain requested through the store")
+            if self.on_drain_requested is not None:
+                self.on_drain_requested()
+            else:
+                self.drain()
+            return
         if renewed < len(running) or self._beats % 12 == 0:
             self.check_drift()
         self._retry_dark()
@@ -428,7 +439,10 @@ class Node:
         folder (nothing is lost); it is released only by lease expiry.
         """
         if self.status is PodStatus.RUNNING or self.status is PodStatus.STARTING:
-            self._set_status(PodStatus.DRAINING)
+            try:
+                self._set_status(PodStatus.DRAINING)
+            except ConflictError:  # already marked DRAINING in the store (tenure pods drain)
+                self.status = PodStatus.DRAINING
         self._log("draining")
         moved: list[str] = []
         for project_id in sorted(self.registry.ids()):

@@ -1,0 +1,116 @@
+"""Running a pod as a process: the node, its beat thread, the HTTP server and the signals.
+
+SIGTERM and SIGINT drain the pod (every project handed over: engines
+stopped, checkpoint, lease released), then the server stops and the process
+exits 0. A second signal while draining stops at once (the leases then end
+by expiry, as after ``kill -9``). ``tenure pods drain POD`` from anywhere
+marks the pod DRAINING in the store; the pod sees it at its next beat and
+drains the same way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from tenure.errors import ConfigurationError
+
+__all__ = ["run", "split_listen", "is_loopback", "configure_logging"]
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port); ``bad-listen`` otherwise."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigurationError(
+            f"--listen {listen!r} is not HOST:PORT", code="bad-listen", hint="e.g. --listen 127.0.0.1:8470"
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        line.update(getattr(record, "tenure", {}) or {})
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "tenure", {}) or {}
+        pod = str(fields.get("pod", ""))[:8]
+        rest = " ".join(f"{k}={v}" for k, v in fields.items() if k != "pod")
+        stamp = self.formatTime(record, "%H:%M:%S")
+        return f"{stamp} {record.levelname.lower():7} {pod} {record.getMessage()}" + (f"  {rest}" if rest else "")
+
+
+def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
+    """One line per lifecycle step on stderr: readable text, or JSON lines (``--log-format json``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    for name in ("tenure", "tenure.serve", "tenure.engines"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = []
+    logger = logging.getLogger("tenure")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], None] | None = None) -> int:
+    """Serve ``app`` for the started ``node`` until it is drained or stopped; returns the exit code."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        draining = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.draining:
+                self.should_exit = self.force_exit = True  # a second signal: stop now
+                return
+            self.draining = True
+            threading.Thread(target=drain_then_exit, name="tenure-drain", daemon=True).start()
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False))
+
+    def drain_then_exit() -> None:
+        try:
+            node.drain()
+        finally:
+            server.should_exit = True
+
+    def on_drain_requested() -> None:  # `tenure pods drain` seen by the beat
+        if not server.draining:
+            server.draining = True
+            threading.Thread(target=drain_then_exit, name="tenure-drain", daemon=True).start()
+
+    node.on_drain_requested = on_drain_requested
+    node.run_beats()
+    if announce is not None:
+        announce(f"http://{host}:{port}")
+    try:
+        server.run()
+    finally:
+        node.stop()
+    return 0

@@ -1,0 +1,256 @@
+"""The pod runtime (tenure serve) in process, on a real store: start-up order, boot pull, drift both
+ways, single-flight bring and drain (SPEC §6, project-lifecycle §3–§5, P-75…P-82, P-131)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tenure.errors import TenureError
+from tenure.objects.local import LocalObjectStore
+from tenure.projects import LifecycleType, ProjectStore
+from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
+from tenure.projects.ownership import Ownership
+from tenure.projects.pods import PodRegistry
+from tenure.projects.records import PodStatus
+from tenure.serve.node import DataFolderLockedError, Node, ServeConfig
+from tenure.states import ProjectStatus
+from tenure.store import Store
+
+T = "acme"
+
+
+@dataclass
+class CountingEngine:
+    """Records the events it gets; ``fail_start`` makes every start raise."""
+
+    starts: list[str] = field(default_factory=list)
+    stops: list[str] = field(default_factory=list)
+    fail_start: bool = False
+    gate: threading.Event | None = None
+
+    def start(self, event: EnginesStartRequested, folder: str) -> None:
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.fail_start:
+            raise RuntimeError("engine refuses to start")
+        self.starts.append(event.project_name)
+
+    def stop(self, event: EnginesStopRequested, folder: str) -> None:
+        self.stops.append(event.project_name)
+
+
+def wait_past(store: Store, seconds: float) -> None:
+    """Let the store clock advance by more than ``seconds``."""
+    start = store.workspaces.now()
+    while store.workspaces.now() - start <= seconds:
+        time.sleep(seconds / 4)
+
+
+@pytest.fixture
+def objects_dir(tmp_path: Path) -> str:
+    return str(tmp_path / "objects")
+
+
+def make_node(
+    store: Store, tmp_path: Path, objects_dir: str, name: str, engine: CountingEngine | None = None, **options: object
+) -> Node:
+    settings: dict[str, object] = {"self_pull": False, "beat_interval": 0.05, "lease_ttl": 60.0}
+    settings.update(options)
+    config = ServeConfig(data_dir=str(tmp_path / name), listen=f"127.0.0.1:{8470 + len(name)}", **settings)  # type: ignore[arg-type]
+    return Node(config, store, LocalObjectStore(objects_dir), engines=[engine] if engine else [])
+
+
+@pytest.fixture
+def nodes(store: Store, tmp_path: Path, objects_dir: str) -> Iterator[list[Node]]:
+    made: list[Node] = []
+    yield made
+    for node in made:
+        try:
+            node.stop()
+        except TenureError:
+            pass
+
+
+def test_start_up_order_ends_running_and_ready(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    node = make_node(store, tmp_path, objects_dir, "a")
+    nodes.append(node)
+    assert not node.ready
+    node.start()
+    assert node.ready
+    assert PodRegistry(store).get(node.pod.pod_id).status == PodStatus.RUNNING.value
+    with pytest.raises(TenureError) as refused:
+        PodRegistry(store).transition(node.pod.pod_id, PodStatus.STARTING, PodStatus.RUNNING)
+    assert refused.value.code == "pod-status-conflict", "the pod machine is guarded in the store"
+
+
+def test_second_pod_on_one_data_folder_is_refused(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    first = make_node(store, tmp_path, objects_dir, "a")
+    nodes.append(first)
+    first.start()
+    second = make_node(store, tmp_path, objects_dir, "a")
+    with pytest.raises(DataFolderLockedError) as refused:
+        second.start()
+    assert refused.value.code == "data-dir-locked"
+    assert first.pod.pod_id in refused.value.message
+
+
+def test_boot_pull_brings_matching_projects_up_to_the_score_cap(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    projects = ProjectStore(store)
+    for i in range(4):
+        projects.create(T, f"p{i}", lifecycle_type=LifecycleType.PERMANENT)
+        projects.set_placement(T, f"p{i}", {}, 10.0)
+    projects.create(T, "gpu", lifecycle_type=LifecycleType.PERMANENT)
+    projects.set_placement(T, "gpu", {"gpu": "yes"}, 1.0)
+    projects.create(T, "auto-idle")  # AUTO without demand needs no owner
+    engine = CountingEngine()
+    node = make_node(store, tmp_path, objects_dir, "a", engine, self_pull=True, capacity=20.0, pull_factor=1.5)
+    nodes.append(node)
+    node.start()
+    assert len(engine.starts) == 2, "min(1.5 × 20, headroom 20) = 20 → two projects of score 10"
+    assert "gpu" not in engine.starts and "auto-idle" not in engine.starts
+    for name in engine.starts:
+        assert projects.get(T, name).status is ProjectStatus.RUNNING
+
+
+def test_concurrent_brings_of_one_project_share_one(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    gate = threading.Event()
+    engine = CountingEngine(gate=gate)
+    node = make_node(store, tmp_path, objects_dir, "a", engine)
+    nodes.append(node)
+    node.start()
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(node.bring(T, "p"))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    while len(node._inflight) == 0:  # the first bring is in flight (waiting in the engine)
+        time.sleep(0.001)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert engine.starts == ["p"], "one bring, shared"
+    assert len(results) == 4
+
+
+def test_forward_drift_deactivates_a_project_taken_over_and_preserves_its_folder(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    engine_a = CountingEngine()
+    a = make_node(store, tmp_path, objects_dir, "a", engine_a, lease_ttl=0.3)
+    b = make_node(store, tmp_path, objects_dir, "b", CountingEngine(), lease_ttl=0.3)
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "work.txt").write_text("unsaved")
+    wait_past(store, 0.35)  # a stops beating: its lease runs out
+    b.bring(T, "p")
+    a.beat()
+    assert project.id not in a.registry, "deactivated within one beat"
+    assert engine_a.stops == ["p"]
+    assert not os.path.exists(folder)
+    preserved = list((tmp_path / "a" / "preserved").iterdir())
+    assert len(preserved) == 1 and (preserved[0] / "work.txt").read_text() == "unsaved"
+
+
+def test_forward_drift_trashes_the_folder_of_a_project_closed_elsewhere(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    a = make_node(store, tmp_path, objects_dir, "a", CountingEngine())
+    b = make_node(store, tmp_path, objects_dir, "b")
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    b.close(T, "p")
+    a.beat()
+    assert project.id not in a.registry
+    assert not os.path.exists(folder)
+    assert not (tmp_path / "a" / "preserved").exists() or not list((tmp_path / "a" / "preserved").iterdir())
+
+
+def test_reverse_drift_brings_a_project_held_but_not_running(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    node = make_node(store, tmp_path, objects_dir, "a", engine)
+    nodes.append(node)
+    node.start()
+    # claimed but never brought: what a bring that stopped after its claim leaves
+    assert Ownership(store).claim(T, "p", node.pod.pod_id, node.pod.node_name, None, 60.0) is not None
+    node.check_drift()
+    node.beat()
+    assert engine.starts == ["p"]
+    assert ProjectStore(store).get(T, "p").status is ProjectStatus.RUNNING
+
+
+def test_reverse_drift_releases_the_lease_after_the_last_failed_retry(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    project = ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    node = make_node(store, tmp_path, objects_dir, "a", CountingEngine(fail_start=True), bring_backoff=0.0)
+    nodes.append(node)
+    node.start()
+    assert Ownership(store).claim(T, "p", node.pod.pod_id, node.pod.node_name, None, 60.0) is not None
+    node.check_drift()
+    for _ in range(node.config.bring_retries):
+        node.beat()
+    owner = Ownership(store).owner(project.id, 60.0)
+    assert owner.pod_id is None, "released so another pod can take it"
+    assert ProjectStore(store).get(T, "p").error, "the failure is recorded, never silently RUNNING"
+
+
+def test_drain_hands_every_project_over_and_another_pod_brings_it_with_its_files(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    a = make_node(store, tmp_path, objects_dir, "a", engine)
+    nodes.append(a)
+    a.start()
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "kept.txt").write_text("state")
+    assert a.drain() == [f"{T}/p"]
+    assert engine.stops == ["p"], "engines stop before the checkpoint"
+    assert PodRegistry(store).get(a.pod.pod_id).status == PodStatus.STOPPED.value
+    after = ProjectStore(store).get(T, "p")
+    assert after.status is ProjectStatus.RUNNING and Ownership(store).owner(after.id, 60.0).pod_id is None
+    b = make_node(store, tmp_path, objects_dir, "b", self_pull=True)
+    nodes.append(b)
+    b.start()
+    moved = ProjectStore(store).get(T, "p")
+    assert Path(b.lifecycle.folder(moved), "kept.txt").read_text() == "state"
+
+
+def test_drain_asked_through_the_store_is_seen_by_the_next_beat(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    a = make_node(store, tmp_path, objects_dir, "a")
+    nodes.append(a)
+    a.start()
+    a.bring(T, "p")
+    PodRegistry(store).transition(a.pod.pod_id, PodStatus.RUNNING, PodStatus.DRAINING)  # tenure pods drain
+    a.beat()
+    assert a.status is PodStatus.STOPPED
+    assert Ownership(store).owner(ProjectStore(store).get(T, "p").id, 60.0).pod_id is None
