@@ -234,7 +234,8 @@ def test_p34_sigstopped_pod_is_fenced_after_takeover(store: Any, store_url: str,
         "transition": "stale-generation",
         "retransition": "stale-generation",
         "bind": "stale-generation",
-        "renewed": 0,
+        "held": 0,
+        "lost": True,
     }, err
 
     after = projects.get("acme", "web")

@@ -36,6 +36,7 @@ from tenure.projects import (
     StatusConflictError,
     SystemProjectError,
 )
+from tenure.projects.ownership import Renewal
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store
 
@@ -398,7 +399,7 @@ def test_generation_rises_when_the_holder_changes_but_not_on_renewal(store: Stor
     first = own.claim(T, "p", a, "node-a", None, TTL)
     assert first is not None and first.generation == 1
     assert own.claim(T, "p", a, "node-a", None, TTL).generation == 1  # type: ignore[union-attr]
-    assert own.renew_leases(a) == 1 and ps.get(T, "p").generation == 1
+    assert own.renew_leases(a) is not None and ps.get(T, "p").generation == 1
     wait_past(store, 0.02)
     taken = own.claim(T, "p", b, "node-b", None, 0.01)
     assert taken is not None and taken.generation == 2
@@ -417,10 +418,11 @@ def test_p14_takeover_does_not_change_status_and_fences_the_former_holder(store:
     claimed = own.claim(T, "p", a, "node-a", None, TTL)
     assert claimed is not None
     running = move_to(ps, claimed, S.RUNNING)
+    assert own.renew_leases(a) == Renewal(lost=0, status="RUNNING")  # a beats: it has a pod lease now
     wait_past(store, 0.02)
     taken = own.claim(T, "p", b, "node-b", None, 0.01)
     assert taken is not None and taken.status is S.RUNNING and taken.generation == running.generation + 1
-    assert own.renew_leases(a) == 0
+    assert own.renew_leases(a) == Renewal(lost=1, status="RUNNING"), "the takeover moved a's lost counter"
     with pytest.raises(StaleGenerationError) as info:
         ps.transition_status(T, "p", S.RUNNING, S.SUSPENDING, running.generation)
     assert info.value.code == "stale-generation"
@@ -431,7 +433,8 @@ def test_p14_takeover_does_not_change_status_and_fences_the_former_holder(store:
 # --------------------------------------------------------------------------- renew / release: P-98..P-102
 
 
-def test_p98_renew_leases_extends_every_lease_of_the_pod_and_returns_the_matched_count(store: Store) -> None:
+def test_p98_renew_leases_extends_every_lease_of_the_pod_in_one_row(store: Store) -> None:
+    """P-98 as ADR 0016 maps it: one renewal of the pod's own lease extends every lease it holds."""
     ps, own = stores(store)
     a, b = pod(), pod()
     mine = [ps.create("t1", "p1"), ps.create("t1", "p2"), ps.create("t2", "p1")]
@@ -441,27 +444,31 @@ def test_p98_renew_leases_extends_every_lease_of_the_pod_and_returns_the_matched
     assert own.claim(theirs.tenant, theirs.name, b, "node-b", None, TTL) is not None
     wait_past(store, 0.2)
     before = {p.id: own.owner(p.id, TTL).expires_in for p in [*mine, theirs]}
-    assert own.renew_leases(a) == 3
+    assert own.renew_leases(a) == Renewal(lost=0, status="RUNNING")
     after = {p.id: own.owner(p.id, TTL).expires_in for p in [*mine, theirs]}
     for p in mine:
         assert after[p.id] > before[p.id] + 0.1  # type: ignore[operator]
     assert after[theirs.id] <= before[theirs.id]  # type: ignore[operator]
-    assert own.renew_leases(b) == 1
-    assert own.renew_leases(pod()) == 0
+    assert own.renew_leases(b) == Renewal(lost=0, status="RUNNING")
+    wait_past(store, 0.2)
+    again = {p.id: own.owner(p.id, TTL).expires_in for p in mine}
+    assert own.renew_leases(a) is not None
+    for p in mine:  # bound to the pod's lease now: each later renewal extends them all again
+        assert own.owner(p.id, TTL).expires_in > again[p.id] + 0.1  # type: ignore[operator]
 
 
-def test_p99_p100_the_matched_count_drops_after_a_takeover_and_the_taken_row_is_not_renewed(store: Store) -> None:
+def test_p99_p100_a_takeover_moves_the_lost_counter_and_the_taken_row_is_not_renewed(store: Store) -> None:
     ps, own = stores(store)
     a, b = pod(), pod()
     projects = [ps.create(T, f"p{i}") for i in range(3)]
     for p in projects:
         assert own.claim(T, p.name, a, "node-a", None, TTL) is not None
-    assert own.renew_leases(a) == 3
+    assert own.renew_leases(a) == Renewal(lost=0, status="RUNNING")
     wait_past(store, 0.02)
     assert own.claim(T, "p1", b, "node-b", None, 0.01) is not None
     taken_expiry = own.owner(projects[1].id, TTL).expires_in
     wait_past(store, 0.02)
-    assert own.renew_leases(a) == 2
+    assert own.renew_leases(a) == Renewal(lost=1, status="RUNNING")
     owner = own.owner(projects[1].id, TTL)
     assert owner.pod_id == b and owner.expires_in < taken_expiry  # type: ignore[operator]
     assert names(own.find_by_home_pod_id(a)) == {"p0", "p2"}
@@ -482,7 +489,8 @@ def test_p101_release_leases_frees_every_lease_of_the_pod_only(store: Store) -> 
         assert owner.pod_id is None and owner.node is None and not owner.live and project.home_node is None
     assert own.owner(other.id, TTL).pod_id == b
     assert own.release_leases(a) == 0
-    assert own.renew_leases(a) == 0
+    assert own.renew_leases(a) == Renewal(lost=0, status="RUNNING"), "a release is not a loss"
+    assert own.find_by_home_pod_id(a) == []
 
 
 def test_p102_release_lease_only_by_the_holder(store: Store) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, Workspace
+from tenure.intake.inbox import ACK_PREFIX
 from tests.intake.intake_support import put
 
 Event = tuple[str, ...]
@@ -60,7 +61,13 @@ class Recorder:
     def named(self, root: Path) -> list[Event]:
         """Every link, rename or replace that gave a file its final name under ``root``."""
         top = os.path.realpath(root)
-        return [e for e in self.events if e[0] in ("link", "rename", "replace") and e[2].startswith(top + os.sep)]
+        return [
+            e
+            for e in self.events
+            if e[0] in ("link", "rename", "replace")
+            and e[2].startswith(top + os.sep)
+            and not os.path.basename(e[2]).startswith(ACK_PREFIX)  # the original's private name, not a publication
+        ]
 
     def problems(self, root: Path, inbox: Path) -> list[str]:
         out = []

@@ -910,11 +910,14 @@ def test_p35_p99_a_closed_project_does_not_hide_drift(world: World) -> None:
     for name in ("p1", "p2", "p3"):
         world.create(name)
         a.service.bring(T, name)
+    assert world.ownership.renew_leases(a.pod_id) is not None  # a beats: its losses are counted from now on
     a.service.close(T, "p3")
     take_over(world, b)
     b.service.bring(T, "p1")  # a loses p1
-    held = world.ownership.renew_leases(a.pod_id)
-    assert held < len(a.registry.ids()), "renewal must report fewer rows than the registry holds"
+    renewal = world.ownership.renew_leases(a.pod_id)
+    assert renewal is not None and renewal.lost >= 1, "the takeover and the close moved a's lost counter"
+    held = {p.id for p in world.ownership.find_by_home_pod_id(a.pod_id)}
+    assert len(held) < len(a.registry.ids()), "a holds fewer projects than its registry runs: drift"
 
 
 # --------------------------------------------------------------------------- hardening: lost leases, damaged heads

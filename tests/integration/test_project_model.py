@@ -316,15 +316,17 @@ class ProjectModel(RuleBasedStateMachine):
         self._expect("claim", error, lambda: facade.claim_for_local_pod(T, NAME))
         self._sync_policy()
 
-    # not on CLOSED: renewal still counts a closed project's lease (see test_p35_p99_* in test_lifecycle.py)
     @precondition(lambda self: self.status is not S.CLOSED)
     @rule(i=PODS)
     def renew(self, i: int) -> None:
         pod_id = self.pods[i].identity.pod_id
-        expected = 1 if self.holder == pod_id else 0
-        if expected:
+        holds = self.holder == pod_id
+        if holds:
             self.expired = False
-        assert self.ownership.renew_leases(pod_id) == expected
+        renewal = self.ownership.renew_leases(pod_id)
+        assert renewal is not None
+        held = {p.id for p in self.ownership.find_by_home_pod_id(pod_id)}
+        assert (self.project.id in held) is holds
         self._sync_policy()
 
     @precondition(lambda self: self.holder is not None and not self.expired)

@@ -32,6 +32,7 @@ NOT_ENUMS: dict[tuple[str, str], set[str]] = {
     ("projects", "owner_required"): {"0", "1"},
     ("api_tokens", "admin"): {"0", "1"},
     ("api_tokens", "cluster"): {"0", "1"},
+    ("projects", "pod_bound"): {"0", "1"},
 }
 
 _CHECK = re.compile(r"CHECK\s*\(\s*(\w+)\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)

@@ -22,7 +22,7 @@ def test_p24_only_the_ownership_module_reads_home_pod_id_and_claimed_at() -> Non
             continue
         with open(path, encoding="utf-8") as fh:
             for number, line in enumerate(fh, 1):
-                if re.search(r"\b(home_pod_id|claimed_at)\b", line):
+                if re.search(r"\b(home_pod_id|claimed_at|pod_bound|lease_renewed_at)\b", line):
                     offenders.append(f"{rel}:{number}: {line.strip()}")
     assert not offenders, "only tenure/projects/ownership.py may read the lease columns:\n" + "\n".join(offenders)
 
@@ -31,7 +31,7 @@ def test_p24_only_the_ownership_module_runs_queries_on_home_pod_id_and_claimed_a
     from tenure.store.queries import STORE, load
     from tests.unit.test_queries import query_calls
 
-    lease_queries = {q.name for q in load(STORE).blocks() if re.search(r"\b(home_pod_id|claimed_at)\b", q.sql)}
+    lease_queries = {q.name for q in load(STORE).blocks() if re.search(r"\b(home_pod_id|claimed_at|pod_bound|lease_renewed_at)\b", q.sql)}
     assert lease_queries, "the claim and the holder queries name the lease columns"
     offenders = [
         f"{module}:{line}: {name}"

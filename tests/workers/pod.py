@@ -24,7 +24,8 @@ line with the outcome of each (``"ok"`` or the error code):
 * ``retransition`` — ``transition_status`` from the status it reads now to
   RECOVERING (a re-bring; the status matches, only the generation differs);
 * ``bind`` — ``ProjectStore.bind_session`` with its generation;
-* ``renewed`` — how many leases ``renew_leases`` still matches.
+* ``held`` — how many leases it holds after a renewal (``renew_leases`` then ``find_by_home_pod_id``),
+  and ``lost`` — whether the renewal's lost counter moved (a takeover of one of its projects).
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ def main() -> None:
         ),
     )
     attempt("bind", lambda: projects.bind_session(session.id, "conn-a", pod.pod_id, project.generation))
-    out["renewed"] = Ownership(store).renew_leases(pod.pod_id)
+    renewal = Ownership(store).renew_leases(pod.pod_id)
+    out["held"] = len(Ownership(store).find_by_home_pod_id(pod.pod_id))
+    out["lost"] = renewal is not None and renewal.lost > 0
     print(json.dumps(out), flush=True)
     store.close()
 

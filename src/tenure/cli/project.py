@@ -45,12 +45,11 @@ def _lease_ttl(ctx: click.Context) -> float:
 def short_lived_pod(ctx: click.Context) -> Iterator[LifecycleService]:
     """A pod for the duration of one command: registered, then stopped with its leases released."""
     from tenure.projects import LifecycleConfig, LifecycleService, PodIdentity, PodRegistry
-    from tenure.projects.records import PodStatus
 
     svc = services(ctx)
     identity = PodIdentity.fresh(os.environ.get("TENURE_NODE_NAME"))
     pods = PodRegistry(svc.store)
-    pods.register(identity, status=PodStatus.RUNNING)  # a short-lived pod has no start-up to do
+    pods.register(identity)  # RUNNING: a short-lived pod has no start-up to do
     if not ctx.find_root().obj.get("json"):
         err_console.print(f"[dim]acting as short-lived pod {identity.pod_id} on {identity.node_name}[/]")
     lifecycle = LifecycleService(

@@ -1,9 +1,16 @@
-"""Ownership: the only module that reads ``home_pod_id`` and ``claimed_at``.
+"""Ownership: the only module that reads ``home_pod_id``, ``claimed_at``, ``pod_bound`` and the pods'
+``lease_renewed_at`` and ``lost``.
 
 A project's owner is a lease: ``home_pod_id`` names the holder (a pod's
-fresh UUID), ``claimed_at`` is when it was last renewed, by the store clock.
-An expired lease means nobody owns the project, whatever the columns say. The
-lease TTL is policy, passed in with every decision, never stored.
+fresh UUID), ``claimed_at`` is when it claimed, by the store clock. A pod
+that beats has a lease of its own (``pods.lease_renewed_at``, renewed by one
+single-row statement per beat), and the leases of the projects it claims
+are bound to it (``pod_bound``): they live as long as the pod keeps beating,
+so a beat costs the same whatever the number of projects held (ADR 0016). A
+holder that never beats (a short-lived CLI pod) has a lease of its own,
+``claimed_at`` + TTL. An expired lease means nobody owns the project,
+whatever the columns say. The lease TTL is policy, passed in with every
+decision, never stored.
 
 The claim is one compare-and-swap statement decided on the row alone (free,
 self, or expired). A claim that changes the holder also issues the project
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
-from tenure.projects.records import LifecycleType, Project
+from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.states import ProjectStatus
 from tenure.store import Store
 from tenure.store.connector import Tx
@@ -36,6 +43,14 @@ _CLOSED = state_params(ProjectStatus.CLOSED)
 _NEEDS_OWNER = state_params(
     ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING, LifecycleType.PERMANENT, LifecycleType.AUTO
 )
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What a beat's renewal returns: the pod's lost counter (drift when it moved) and its status."""
+
+    lost: int
+    status: str
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,7 @@ class Ownership:
                 hint="claims are made by a pod; start one or pass --pod-id",
             )
         with self.db.transaction() as tx:
+            before = tx.one("project_holder_for_update", {"t": tenant, "n": name})
             claimed = tx.execute(
                 "project_claim",
                 {
@@ -99,6 +115,9 @@ class Ownership:
             project = Project.from_row(claimed[0])
             if project.generation == int(claimed[0]["writer_generation"]):
                 return project  # a renewal: one statement
+            former = before["home_pod_id"] if before is not None else None
+            if former is not None and former != pod_id:
+                tx.execute("pod_lost_bump", {"old": former})  # a takeover: the former holder's next beat sees it
             lease = self.store.workspaces.acquire(
                 project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx
             )
@@ -113,6 +132,7 @@ class Ownership:
         adopting the new generation as a renewal of its own lease.
         """
         with self.db.transaction() as tx:
+            before = tx.one("project_holder_for_update", {"t": project.tenant, "n": project.name})
             lease = self.store.workspaces.acquire(
                 project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx
             )
@@ -123,6 +143,9 @@ class Ownership:
             assert row is not None
             if not fenced:
                 raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
+            former = before["home_pod_id"] if before is not None else None
+            if former is not None and former != pod_id:
+                tx.execute("pod_lost_bump", {"old": former})
             return Project.from_row(row)
 
     @staticmethod
@@ -136,10 +159,27 @@ class Ownership:
         if row["lifecycle_type"] == LifecycleType.HOMELESS.value:
             raise ProjectHomelessError(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
 
-    def renew_leases(self, pod_id: str) -> int:
-        """One statement per beat: extend every lease this pod holds; return the matched count."""
+    def renew_leases(self, pod_id: str) -> Renewal | None:
+        """One beat: renew the pod's own lease, which every pod-bound lease it holds lives by.
+
+        One single-row statement whatever the number of projects held, plus
+        an index lookup that binds the leases the pod claimed before it beat
+        (it finds nothing once they are bound). Returns the pod's lost
+        counter — it moves in the transaction of every takeover or fence of
+        one of its projects, so a caller re-reads its project set only then
+        — and its status; ``None`` for a STOPPED pod (nothing is renewed).
+        """
         with self.db.transaction() as tx:
-            return tx.count("projects_renew_leases", {"pod": pod_id, **_CLOSED})
+            row = tx.one("pod_renew_lease", {"pod": pod_id, **state_params(PodStatus.RUNNING, PodStatus.STOPPED)})
+            if row is None:
+                return None
+            tx.execute("projects_bind_to_pod", {"pod": pod_id, **_CLOSED})
+            return Renewal(lost=int(row["lost"]), status=str(row["status"]))
+
+    def reap_pods(self, age: float) -> int:
+        """Delete the rows of pods silent for ``age`` seconds that hold no project; return how many."""
+        with self.db.transaction() as tx:
+            return tx.count("pods_reap", {"age": age})
 
     def release_leases(self, pod_id: str) -> int:
         """Release everything this pod holds (orderly shutdown; best effort)."""
@@ -196,10 +236,30 @@ class Ownership:
         """The parameters :meth:`find_projects_needing_owner` passes to that statement."""
         return {"ttl": lease_ttl, "limit": limit, "skip": skip, **_NEEDS_OWNER}
 
+    def needing_owner_of_dead_pods_sql(self) -> str:
+        """The statement for pod-bound projects of pods whose lease ran out (for EXPLAIN)."""
+        return self.db.queries.sql(self.db.dialect, "projects_needing_owner_of_dead_pods")
+
     def find_projects_needing_owner(self, lease_ttl: float, limit: int, skip: int = 0) -> list[Project]:
-        """Needs an owner and has no live lease; never SUSPENDED, SUSPENDING or CLOSED (index range scan)."""
+        """Needs an owner and has no live lease; never SUSPENDED, SUSPENDING or CLOSED.
+
+        Two index range scans, paged as one list: the pod-bound projects of
+        pods whose lease ran out (from ``pods_by_lease``), then the projects
+        that are not pod-bound (``projects_needing_owner``). A live pod's
+        projects are in neither, however many it holds.
+        """
+        if limit <= 0:
+            return []
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("projects_needing_owner", self.needing_owner_params(lease_ttl, limit, skip))
+            dead = tx.execute("projects_needing_owner_of_dead_pods", self.needing_owner_params(lease_ttl, limit, skip))
+            rows = list(dead)
+            if len(rows) < limit:
+                before = skip
+                if skip:
+                    total = tx.one("projects_needing_owner_of_dead_pods_count", self.needing_owner_params(lease_ttl, 0))
+                    before = max(0, skip - int(total["n"] if total else 0))
+                params = self.needing_owner_params(lease_ttl, limit - len(rows), before)
+                rows.extend(tx.execute("projects_needing_owner", params))
         return [Project.from_row(r) for r in rows]
 
     def find_pending_placement(self, lease_ttl: float, pending_ttl: float) -> list[Project]:

@@ -46,9 +46,13 @@ class PodRegistry:
         *,
         labels: dict[str, str] | None = None,
         capacity: float = 100.0,
-        status: PodStatus = PodStatus.STARTING,
+        status: PodStatus = PodStatus.RUNNING,
     ) -> Pod:
-        """Insert this process's pod row (STARTING unless told; a restart is a new pod, P-22)."""
+        """Insert this process's pod row (a restart is a new pod, P-22).
+
+        A short-lived pod (one CLI command) starts RUNNING; ``tenure serve``
+        registers STARTING and moves to RUNNING once its start-up is done.
+        """
         with self.db.transaction() as tx:
             tx.execute(
                 "pod_insert",

@@ -52,6 +52,8 @@ from tenure.workspaces import WorkspaceService
 __all__ = ["Node", "ServeConfig", "Route", "selector_matches", "DataFolderLockedError"]
 
 log = logging.getLogger("tenure.serve")
+#: pod rows silent this long that hold nothing are deleted (ADR 0016)
+REAP_AFTER_S = 24 * 3600.0
 
 
 class DataFolderLockedError(ConfigurationError):
@@ -147,6 +149,8 @@ class Node:
         self._beat_thread: threading.Thread | None = None
         self._last_pull = 0.0
         self._beats = 0
+        self._lost_seen = 0
+        self._scores: dict[str, float] = {}
         #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
         self.on_drain_requested: Callable[[], None] | None = None
 
@@ -159,12 +163,16 @@ class Node:
 
     def start(self) -> None:
         """The start-up order of the module docstring; returns once the pod is RUNNING."""
-        self.pods.register(self.pod, labels=self.config.labels, capacity=self.config.capacity)
+        self.pods.register(
+            self.pod, labels=self.config.labels, capacity=self.config.capacity, status=PodStatus.STARTING
+        )
         self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
         self._lock_data_folder()
         self.reconcile()
         self.projects.rederive_all()
         self.pods.heartbeat(self.pod.pod_id)
+        first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
+        self._lost_seen = first.lost if first is not None else 0
         if self.config.self_pull:
             self.pull(boot=True)
         self._set_status(PodStatus.RUNNING)
@@ -237,22 +245,27 @@ class Node:
         running = self.registry.ids()
         score = self._score(running)
         self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
-        renewed = self.ownership.renew_leases(self.pod.pod_id)
+        renewal = self.ownership.renew_leases(self.pod.pod_id)
         self.metrics.renew_seconds.observe(time.perf_counter() - started)
         self.metrics.beats.inc()
         self.metrics.running.set(len(running))
         self.metrics.score.set(score)
         self._beats += 1
-        if self.status is PodStatus.RUNNING and self.pods.get(self.pod.pod_id).status == PodStatus.DRAINING.value:
+        if renewal is None:
+            return  # STOPPED: nothing of ours to renew
+        if self.status is PodStatus.RUNNING and renewal.status == PodStatus.DRAINING.value:
             self._log("drain requested through the store")
             if self.on_drain_requested is not None:
                 self.on_drain_requested()
             else:
                 self.drain()
             return
-        if renewed < len(running) or self._beats % 12 == 0:
+        if renewal.lost != self._lost_seen:  # a takeover or a fence of one of ours: find which
+            self._lost_seen = renewal.lost
             self.check_drift()
         self._retry_dark()
+        if self._beats % 1000 == 1:
+            self.ownership.reap_pods(REAP_AFTER_S)
         every = self.config.pull_every
         if every and self.ready and time.monotonic() - self._last_pull >= every:
             self.pull()
@@ -308,7 +321,10 @@ class Node:
     # ------------------------------------------------------------------ pull
 
     def _score(self, running: set[str] | None = None) -> float:
-        return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
+        """Σ placement scores of what runs here (the registry: no store read per beat)."""
+        if running is None:
+            return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
+        return sum(self._scores.get(project_id, 1.0) for project_id in running)
 
     def headroom(self) -> float:
         """Capacity left on this pod, by the score model (P-127): capacity − Σ scores of held projects."""
@@ -363,7 +379,12 @@ class Node:
         if running is not None:
             return running.result()
         try:
-            project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
+            try:
+                project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
+            except BaseException:
+                self._note_dark(tenant, name)
+                raise
+            self._scores[project.id] = project.placement_score
             self.metrics.brings.labels(result="ok").inc()
             self._log("brought", project=project.ref, generation=project.generation)
             future.set_result(project)
@@ -375,6 +396,17 @@ class Node:
         finally:
             with self._inflight_lock:
                 self._inflight.pop(key, None)
+
+    def _note_dark(self, tenant: str, name: str) -> None:
+        """A bring failed after its claim: the project is held here but not running (reverse drift)."""
+        try:
+            project = self.projects.get(tenant, name)
+            if project.id not in self._dark and self.ownership.holds(
+                project.id, self.pod.pod_id, self.config.lease_ttl
+            ):
+                self._dark[project.id] = _Dark(next_at=time.monotonic() + self.config.bring_backoff)
+        except TenureError:
+            pass
 
     def suspend(self, tenant: str, name: str) -> Project:
         try:

@@ -444,7 +444,7 @@ WHERE project_id = :p AND bound_connection_id IS NOT NULL
 
 -- name: project_fence
 -- Close fences: generation :g and the lease to closer :pod, unless the project is CLOSED.
-UPDATE projects SET generation = :g, home_pod_id = :pod, home_node = :node, claimed_at = {now},
+UPDATE projects SET generation = :g, home_pod_id = :pod, home_node = :node, claimed_at = {now}, pod_bound = 0,
     updated_at = {now}
 WHERE id = :id AND status <> :closed;
 
@@ -506,12 +506,23 @@ WHERE owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
 
 -- ==================================================================== ownership (tenure/projects/ownership.py only)
 
+-- name: project_holder_for_update
+-- The holder of :t/:n now (the row is locked on PostgreSQL until the transaction ends).
+SELECT home_pod_id FROM projects WHERE tenant = :t AND name = :n;
+
 -- name: project_claim
--- CAS on the lease: free, ours, or expired by the store clock; a new holder raises the generation.
+-- CAS on the lease: free, ours, or expired by the store clock (its own claimed_at + TTL and, when
+-- pod-bound, its holder's pod lease + TTL); a new holder raises the generation. The lease is
+-- pod-bound when the claimant is a pod that beats (it has a pod lease).
 UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, pending_since = NULL,
-    generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now}
+    generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now},
+    pod_bound = (CASE WHEN EXISTS (SELECT 1 FROM pods c WHERE c.id = :pod AND c.lease_renewed_at IS NOT NULL)
+                      THEN 1 ELSE 0 END)
 WHERE tenant = :t AND name = :n AND status <> :closed AND lifecycle_type <> :homeless
-  AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at < {now} - :ttl)
+  AND (home_pod_id IS NULL OR home_pod_id = :pod
+       OR ((claimed_at IS NULL OR claimed_at < {now} - :ttl)
+           AND NOT (pod_bound = 1 AND EXISTS (SELECT 1 FROM pods q WHERE q.id = projects.home_pod_id
+                                                                   AND q.lease_renewed_at >= {now} - :ttl))))
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
     placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
@@ -526,28 +537,52 @@ RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_r
 -- Status and lifecycle type of :t/:n (why a claim matched nothing).
 SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n;
 
--- name: projects_renew_leases
--- One beat: renew every lease pod :pod holds.
-UPDATE projects SET claimed_at = {now} WHERE home_pod_id = :pod AND status <> :closed;
+-- name: pod_renew_lease
+-- One beat: renew pod :pod's own lease (every pod-bound project lease with it); a pod without a row
+-- gets one. Returns its lost counter and status; nothing for a STOPPED pod.
+INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at, lease_renewed_at)
+VALUES (:pod, '', NULL, '{}', 0, :running, {now}, {now}, {now})
+ON CONFLICT (id) DO UPDATE SET lease_renewed_at = {now} WHERE pods.status <> :stopped
+RETURNING lost, status;
+
+-- name: projects_bind_to_pod
+-- Bind to pod :pod's lease the leases it holds that are not bound yet (claims it made before it beat);
+-- an index lookup that finds nothing once they are bound.
+UPDATE projects SET pod_bound = 1 WHERE home_pod_id = :pod AND pod_bound = 0 AND status <> :closed;
+
+-- name: pods_reap
+-- Delete the rows of pods silent for :age seconds that hold no project (dead pods' rows otherwise
+-- accumulate, one per restart, and the needing-owner statement visits each expired pod lease).
+DELETE FROM pods
+WHERE heartbeat_at < {now} - :age AND (lease_renewed_at IS NULL OR lease_renewed_at < {now} - :age)
+  AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.home_pod_id = pods.id);
+
+-- name: pod_lost_bump
+-- Pod :old lost a project (a takeover or a fence): its next beat re-reads what it holds.
+UPDATE pods SET lost = lost + 1 WHERE id = :old;
 
 -- name: projects_release_leases
 -- Release every lease pod :pod holds.
-UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, updated_at = {now}
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0, updated_at = {now}
 WHERE home_pod_id = :pod;
 
 -- name: project_release_lease
 -- Release the lease on :t/:n only while pod :pod holds it.
-UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, updated_at = {now}
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0, updated_at = {now}
 WHERE tenant = :t AND name = :n AND home_pod_id = :pod;
 
 -- name: project_release_closed
 -- Clear the lease columns of a CLOSED project.
-UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0
 WHERE id = :id AND status = :closed;
 
 -- name: project_owner
--- Holder of project :id and seconds until its lease expires under TTL :ttl.
-SELECT home_pod_id, home_node, claimed_at + :ttl - {now} AS expires_in FROM projects WHERE id = :id;
+-- Holder of project :id and seconds until its lease expires under TTL :ttl (the later of its own
+-- claim and, when pod-bound, its holder's pod lease).
+SELECT p.home_pod_id, p.home_node,
+    (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
+        + :ttl - {now} AS expires_in
+FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.id = :id;
 
 -- name: projects_held_by_pod
 -- Every project pod :pod holds, except CLOSED ones.
@@ -566,15 +601,39 @@ FROM projects WHERE home_pod_id = :pod AND status = :running ORDER BY tenant, na
 SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = :pod AND status <> :closed;
 
 -- name: projects_needing_owner
--- Projects that need an owner and have no live lease, oldest claim first (a range scan of the
--- projects_needing_owner index: its predicate is spelled the same way, see migration 0003).
+-- Projects that need an owner, are not pod-bound and have no live lease of their own, oldest claim
+-- first (a range scan of the projects_needing_owner index: its predicate is spelled the same way,
+-- see migrations 0003 and 0007).
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
     placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
 FROM projects
-WHERE (status = :init OR status = :recovering OR status = :running)
+WHERE pod_bound = 0
+  AND (status = :init OR status = :recovering OR status = :running)
   AND (lifecycle_type = :permanent OR (lifecycle_type = :auto AND owner_required = 1))
   AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl
-ORDER BY COALESCE(claimed_at, 0) LIMIT :limit OFFSET :skip;
+ORDER BY COALESCE(claimed_at, 0), id LIMIT :limit OFFSET :skip;
+
+-- name: projects_needing_owner_of_dead_pods
+-- Pod-bound projects that need an owner whose pod's lease has run out (pods_by_lease, then
+-- projects_by_holder for each such pod), the longest-silent pod first.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at
+FROM pods q JOIN projects p ON p.home_pod_id = q.id
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
+  AND (p.status = :init OR p.status = :recovering OR p.status = :running)
+  AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
+  AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl
+ORDER BY q.lease_renewed_at, p.id LIMIT :limit OFFSET :skip;
+
+-- name: projects_needing_owner_of_dead_pods_count
+-- How many rows projects_needing_owner_of_dead_pods has in all (to page across both statements).
+SELECT COUNT(*) AS n
+FROM pods q JOIN projects p ON p.home_pod_id = q.id
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
+  AND (p.status = :init OR p.status = :recovering OR p.status = :running)
+  AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
+  AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl;
 
 -- name: projects_pending_placement
 -- Unowned projects waiting for a placement for at most :pending seconds.
@@ -583,6 +642,8 @@ SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_requ
 FROM projects
 WHERE pending_since IS NOT NULL AND pending_since >= {now} - :pending
   AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)
+  AND NOT (pod_bound = 1 AND EXISTS (SELECT 1 FROM pods q WHERE q.id = projects.home_pod_id
+                                                          AND q.lease_renewed_at >= {now} - :ttl))
 ORDER BY pending_since;
 
 

@@ -18,6 +18,11 @@ SELECT id FROM gc_lock WHERE id = 1 FOR SHARE;
 -- Hold the GC lock row exclusively until the transaction ends (a GC mark or sweep batch).
 SELECT id FROM gc_lock WHERE id = 1 FOR UPDATE;
 
+-- name: project_holder_for_update
+-- The holder of :t/:n now, the row locked until the transaction ends (a takeover bumps the former
+-- holder's lost counter in the same transaction).
+SELECT home_pod_id FROM projects WHERE tenant = :t AND name = :n FOR UPDATE;
+
 -- name: workspace_for_update
 -- A workspace by name or id, the row locked until the transaction ends (ADR 0012).
 SELECT * FROM workspaces WHERE name = :r OR id = :r FOR UPDATE;
