@@ -31,7 +31,11 @@ def test_p24_only_the_ownership_module_runs_queries_on_home_pod_id_and_claimed_a
     from tenure.store.queries import STORE, load
     from tests.unit.test_queries import query_calls
 
-    lease_queries = {q.name for q in load(STORE).blocks() if re.search(r"\b(home_pod_id|claimed_at|pod_bound|lease_renewed_at)\b", q.sql)}
+    lease_queries = {
+        q.name
+        for q in load(STORE).blocks()
+        if re.search(r"\b(home_pod_id|claimed_at|pod_bound|lease_renewed_at)\b", q.sql)
+    }
     assert lease_queries, "the claim and the holder queries name the lease columns"
     offenders = [
         f"{module}:{line}: {name}"
