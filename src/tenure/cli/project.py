@@ -301,21 +301,74 @@ def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score
     _show(ctx, _projects(ctx).set_placement(tenant, name, pairs, score))
 
 
-@click.command("pods")
+@click.group("pods", invoke_without_command=True)
 @click.option("--liveness-ttl", type=float, default=15.0, show_default=True)
 @json_option
 @click.pass_context
 def pods(ctx: click.Context, liveness_ttl: float) -> None:
-    """List pods and whether each is live."""
+    """List pods and whether each is live (``tenure pods``), or drain one (``tenure pods drain POD``)."""
+    ctx.obj["liveness_ttl"] = liveness_ttl
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_pods)
+
+
+@pods.command("list")
+@json_option
+@click.pass_context
+def list_pods(ctx: click.Context) -> None:
+    """List pods with their status, load and whether each is live."""
     from tenure.projects import PodRegistry
 
+    liveness_ttl = float(ctx.find_root().obj.get("liveness_ttl") or 15.0)
     rows = PodRegistry(services(ctx, create=False).store).list_with_liveness(liveness_ttl)
     emit(
         ctx,
         [dict(p.to_dict(), live=live) for p, live in rows],
         lambda: table(
             None,
-            ["pod", "node", "status", "live", "endpoint"],
-            [[p.id, p.node_name, p.status, "yes" if live else "no", p.endpoint or "-"] for p, live in rows],
+            ["pod", "node", "status", "live", "running", "score", "endpoint"],
+            [
+                [p.id, p.node_name, p.status, "yes" if live else "no", p.running, p.score, p.endpoint or "-"]
+                for p, live in rows
+            ],
+        ),
+    )
+
+
+@pods.command("drain")
+@click.argument("pod_id")
+@click.option("--wait", is_flag=True, help="Wait until the pod has handed every project over (STOPPED).")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds --wait waits at most.")
+@json_option
+@click.pass_context
+def drain_pod(ctx: click.Context, pod_id: str, wait: bool, timeout: float) -> None:
+    """Mark POD DRAINING: at its next beat it hands every project over (checkpoint, release), then stops."""
+    import time
+
+    from tenure.errors import ConflictError
+    from tenure.projects import PodRegistry
+    from tenure.projects.records import PodStatus
+
+    registry = PodRegistry(services(ctx, create=False).store)
+    pod = registry.get(pod_id)
+    if pod.status == PodStatus.RUNNING.value:
+        registry.transition(pod_id, PodStatus.RUNNING, PodStatus.DRAINING)
+    elif pod.status not in (PodStatus.DRAINING.value, PodStatus.STOPPED.value):
+        raise ConflictError(
+            f"pod {pod_id} is {pod.status}; only a RUNNING pod can be drained",
+            code="pod-status-conflict",
+            pod=pod_id,
+            hint="wait until it is RUNNING, or stop its process",
+        )
+    deadline = time.monotonic() + timeout
+    while wait and registry.get(pod_id).status != PodStatus.STOPPED.value and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling the store: the pod may run on another host
+    status = registry.get(pod_id).status
+    emit(
+        ctx,
+        {"pod": pod_id, "status": status},
+        lambda: console.print(
+            f"pod {pod_id} is {status}"
+            + ("" if status == PodStatus.STOPPED.value else "; it hands its projects over at its next beat")
         ),
     )
