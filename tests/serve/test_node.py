@@ -254,3 +254,43 @@ def test_drain_asked_through_the_store_is_seen_by_the_next_beat(
     a.beat()
     assert a.status is PodStatus.STOPPED
     assert Ownership(store).owner(ProjectStore(store).get(T, "p").id, 60.0).pod_id is None
+
+
+def test_engines_started_before_one_that_fails_are_stopped(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    first, failing = CountingEngine(), CountingEngine(fail_start=True)
+    node = make_node(store, tmp_path, objects_dir, "a", first)
+    node.lifecycle.engines.append(failing)
+    nodes.append(node)
+    node.start()
+    with pytest.raises(TenureError) as failed:
+        node.bring(T, "p")
+    assert failed.value.code == "engine-failed"
+    assert first.starts == ["p"] and first.stops == ["p"], "the engine that did start does not run on"
+    assert ProjectStore(store).get(T, "p").status is ProjectStatus.RECOVERING
+
+
+def test_a_hanging_engine_stop_does_not_hold_up_the_beat(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    release = threading.Event()
+
+    class Hanging(CountingEngine):
+        def stop(self, event: EnginesStopRequested, folder: str) -> None:
+            release.wait(30)
+
+    ProjectStore(store).create(T, "p")
+    a = make_node(store, tmp_path, objects_dir, "a", Hanging(), engine_stop_timeout=0.2)
+    b = make_node(store, tmp_path, objects_dir, "b")
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    b.close(T, "p")
+    started = time.monotonic()
+    a.beat()  # forward drift stops the engine: it hangs, the beat goes on after the stop timeout
+    assert time.monotonic() - started < 10
+    assert project.id not in a.registry
+    release.set()

@@ -14,6 +14,7 @@ point; the next bring or suspend finishes what a crash interrupted.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ for _name, _what in [
     register(_name, _what)
 
 S = ProjectStatus
+log = logging.getLogger("tenure.lifecycle")
 
 
 class EngineFailedError(TenureError):
@@ -208,12 +210,31 @@ class LifecycleService:
     def _deactivate(self, project: Project) -> None:
         """Stop this pod's engines for a project it no longer owns at this generation (best effort)."""
         self.registry.remove(project.id)
+        self._stop_quietly(project, self.engines)
+
+    def _stop_quietly(self, project: Project, engines: list[Engine]) -> None:
+        """Stop ``engines`` for ``project``, each within the stop timeout; failures are logged, never raised.
+
+        Used where the caller must go on (a new owner's bring, the beat's drift
+        handling): a stop that hangs is left behind in its own thread instead of
+        holding the caller up, and the engine is fenced anyway.
+        """
         event = EnginesStopRequested(project.tenant, project.name)
-        for engine in self.engines:
-            try:
-                engine.stop(event, self.folder(project))
-            except Exception:  # noqa: BLE001 - the new owner's bring must go on; the engine is fenced anyway
-                pass
+        folder = self.folder(project)
+        for engine in engines:
+            why = self._stop_one(engine, event, folder)
+            if why is not None:
+                log.warning("engine stop %s", why, extra={"tenure": {"project": project.ref, "pod": self.pod.pod_id}})
+
+    def _stop_one(self, engine: Engine, event: EnginesStopRequested, folder: str) -> str | None:
+        """Run one engine's stop in its own thread, up to the stop timeout; why it failed, or None."""
+        errors: list[BaseException] = []
+        thread = threading.Thread(target=_capture(errors, _stopper(engine, event, folder)), daemon=True)
+        thread.start()
+        thread.join(self.config.engine_stop_timeout)
+        if thread.is_alive():
+            return "timed out"
+        return f"failed: {errors[0]}" if errors else None
 
     def deactivate_lost(self, project: Project, *, closed: bool) -> None:
         """Forward drift: this pod runs ``project`` without its lease any more.
@@ -247,7 +268,7 @@ class LifecycleService:
         The status stays RUNNING with no owner, so another pod brings it. A
         failure leaves the lease and the folder in place (nothing is lost).
         """
-        self._stop_engines(project)
+        self._stop_engines(project, stays="RUNNING on this pod, with its lease")
         self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
         self.registry.remove(project.id)
         self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
@@ -260,10 +281,12 @@ class LifecycleService:
 
     def _start_engines(self, project: Project, folder: str) -> None:
         event = EnginesStartRequested(project.tenant, project.name)
-        for engine in self.engines:
+        for index, engine in enumerate(self.engines):
             try:
                 engine.start(event, folder)
             except Exception as exc:
+                # the engines already started must not run on: stop them, last started first
+                self._stop_quietly(project, list(reversed(self.engines[:index])))
                 self.projects.record_error(project, f"engine start failed: {exc}")
                 raise EngineFailedError(
                     f"an engine failed to start for {project.ref}: {exc}", project=project.ref
@@ -298,19 +321,15 @@ class LifecycleService:
         crash_point("suspend.after_suspended")
         return self.projects.get(tenant, name)
 
-    def _stop_engines(self, project: Project) -> None:
+    def _stop_engines(self, project: Project, *, stays: str = "SUSPENDING") -> None:
         event = EnginesStopRequested(project.tenant, project.name)
         folder = self.folder(project)
         for engine in self.engines:
-            errors: list[BaseException] = []
-            thread = threading.Thread(target=_capture(errors, _stopper(engine, event, folder)), daemon=True)
-            thread.start()
-            thread.join(self.config.engine_stop_timeout)
-            if thread.is_alive() or errors:
-                why = "timed out" if thread.is_alive() else f"failed: {errors[0]}"
+            why = self._stop_one(engine, event, folder)
+            if why is not None:
                 self.projects.record_error(project, f"engine stop {why}")
                 raise EngineFailedError(
-                    f"an engine stop {why} for {project.ref}; the project stays SUSPENDING", project=project.ref
+                    f"an engine stop {why} for {project.ref}; the project stays {stays}", project=project.ref
                 )
 
     # ------------------------------------------------------------------ close
