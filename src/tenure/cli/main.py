@@ -67,6 +67,7 @@ _COMMANDS = {
     "project": ("tenure.cli.project", "project"),
     "pods": ("tenure.cli.project", "pods"),
     "intake": ("tenure.cli.intake", "intake"),
+    "token": ("tenure.cli.token", "token"),
 }
 
 

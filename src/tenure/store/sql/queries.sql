@@ -713,3 +713,35 @@ SELECT identity, url, bound_at FROM object_store_binding WHERE one = 1;
 -- Bind this store to the object store :identity at :url, unless it is bound already (the first binding stays).
 INSERT INTO object_store_binding (one, identity, url, bound_at) VALUES (1, :identity, :url, {now})
 ON CONFLICT (one) DO NOTHING;
+
+
+-- ==================================================================== API tokens (tenure/serve/tokens.py)
+
+-- name: api_token_insert
+-- A new bearer token: only the SHA-256 hex :h of its secret is stored.
+INSERT INTO api_tokens (id, token_hash, tenant, admin, cluster, label, created_at)
+VALUES (:id, :h, :t, :a, :c, :l, {now});
+
+-- name: api_token_by_hash
+-- The token whose secret hashes to :h, unless it is revoked.
+SELECT id, tenant, admin, cluster FROM api_tokens WHERE token_hash = :h AND revoked_at IS NULL;
+
+-- name: api_token_by_id
+-- Token :id (never its hash).
+SELECT id, tenant, admin, cluster, label, created_at, revoked_at FROM api_tokens WHERE id = :id;
+
+-- name: api_token_revoke
+-- Revoke token :id (a revoked token stays revoked: the first revocation time is kept).
+UPDATE api_tokens SET revoked_at = {now} WHERE id = :id AND revoked_at IS NULL;
+
+-- name: api_tokens_all
+-- Every token, revoked ones too, oldest first (never their hashes).
+SELECT id, tenant, admin, cluster, label, created_at, revoked_at FROM api_tokens ORDER BY created_at, id;
+
+-- name: api_token_any
+-- Whether any token was ever created (revoked ones count: once tokens are in use the API stays closed).
+SELECT id FROM api_tokens LIMIT 1;
+
+-- name: project_by_workspace
+-- The project whose workspace is :w (a snapshot's project, for tenant-scoped API tokens).
+SELECT id, tenant, name FROM projects WHERE workspace_id = :w;

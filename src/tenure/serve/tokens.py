@@ -1,0 +1,177 @@
+"""Bearer tokens of the HTTP API.
+
+A token is a random secret (``tnr_`` + 43 URL-safe characters) shown once
+when it is created; the store keeps only its SHA-256 hex. Each token is one
+of:
+
+* **tenant-scoped** — sees and touches only that tenant's projects;
+* **admin** — sees everything;
+* **cluster** — what pods send each other; accepted like admin.
+
+While no token was ever created, the API of a pod listening on a loopback
+address is open; once one exists (revoked ones count), every request but the
+health probes needs one. A pod's own cluster token for calls to other pods
+comes from ``TENURE_CLUSTER_TOKEN`` or the file named by
+``TENURE_CLUSTER_TOKEN_FILE`` (:func:`cluster_token`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.errors import ConfigurationError, InvalidInputError, NotFoundError
+from tenure.store import Store, validate_name
+from tenure.store.workspaces import new_id
+
+__all__ = ["TokenStore", "Principal", "TokenInfo", "cluster_token", "SECRET_PREFIX"]
+
+SECRET_PREFIX = "tnr_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as."""
+
+    token_id: str | None
+    tenant: str | None
+    admin: bool
+    cluster: bool
+
+    def sees(self, tenant: str) -> bool:
+        """Whether this principal may see and touch the projects of ``tenant``."""
+        return self.admin or self.cluster or self.tenant == tenant
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.admin or self.cluster
+
+
+#: The principal of a request to an open API (loopback listen, no token created yet).
+OPEN = Principal(token_id=None, tenant=None, admin=True, cluster=False)
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token's record, never its secret or hash."""
+
+    id: str
+    tenant: str | None
+    admin: bool
+    cluster: bool
+    label: str
+    created_at: float
+    revoked_at: float | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TokenInfo:
+        return cls(
+            id=row["id"],
+            tenant=row["tenant"],
+            admin=bool(row["admin"]),
+            cluster=bool(row["cluster"]),
+            label=row["label"],
+            created_at=row["created_at"],
+            revoked_at=row["revoked_at"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class TokenStore:
+    """Create, revoke, list and verify API tokens in the control-plane store."""
+
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+        self._seen_any = False
+
+    def create(self, tenant: str | None, admin: bool, cluster: bool, label: str = "") -> tuple[str, str]:
+        """A new token; returns ``(token_id, secret)``. The secret is not stored and cannot be shown again."""
+        if tenant is not None:
+            validate_name("tenant", tenant)
+        if tenant is None and not admin and not cluster:
+            raise InvalidInputError(
+                "a token needs a scope: a tenant, admin or cluster",
+                code="invalid-token-scope",
+                hint="pass --tenant T, --admin or --cluster",
+            )
+        token_id = new_id("tok-")
+        secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+        with self.db.transaction() as tx:
+            tx.execute(
+                "api_token_insert",
+                {"id": token_id, "h": _hash(secret), "t": tenant, "a": int(admin), "c": int(cluster), "l": label},
+            )
+        self._seen_any = True
+        return token_id, secret
+
+    def get(self, token_id: str) -> TokenInfo:
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("api_token_by_id", {"id": token_id})
+        if row is None:
+            raise NotFoundError(
+                f"no API token {token_id}",
+                code="token-not-found",
+                token=token_id,
+                hint="list tokens with `tenure token list`",
+            )
+        return TokenInfo.from_row(row)
+
+    def revoke(self, token_id: str) -> TokenInfo:
+        """Revoke a token (idempotent); ``token-not-found`` for an unknown id."""
+        with self.db.transaction() as tx:
+            tx.execute("api_token_revoke", {"id": token_id})
+        return self.get(token_id)
+
+    def list(self) -> builtins.list[TokenInfo]:
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("api_tokens_all")
+        return [TokenInfo.from_row(r) for r in rows]
+
+    def verify(self, secret: str) -> Principal | None:
+        """The principal of a token secret, or ``None`` when it is unknown or revoked."""
+        if not secret.startswith(SECRET_PREFIX) or len(secret) > 256:
+            return None
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("api_token_by_hash", {"h": _hash(secret)})
+        if row is None:
+            return None
+        return Principal(row["id"], row["tenant"], bool(row["admin"]), bool(row["cluster"]))
+
+    def any_exist(self) -> bool:
+        """Whether any token was ever created (revoked ones too). Once true it stays true (cached)."""
+        if self._seen_any:
+            return True
+        with self.db.transaction(write=False) as tx:
+            self._seen_any = tx.one("api_token_any") is not None
+        return self._seen_any
+
+
+def cluster_token() -> str | None:
+    """This pod's cluster token for calls to other pods: ``TENURE_CLUSTER_TOKEN``, else the file
+    ``TENURE_CLUSTER_TOKEN_FILE`` names (its content, stripped), else ``None``."""
+    value = os.environ.get("TENURE_CLUSTER_TOKEN")
+    if value:
+        return value.strip()
+    path = os.environ.get("TENURE_CLUSTER_TOKEN_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the cluster token file {path}: {exc.strerror}",
+            code="bad-cluster-token-file",
+            path=path,
+            hint="point TENURE_CLUSTER_TOKEN_FILE at a readable file holding the token",
+        ) from exc

@@ -1,0 +1,342 @@
+"""The pod's HTTP API (docs/api.md) on a real node and a real store: projects, files, snapshots, sessions,
+auth and tenants, redirects (P-50), 503 with Retry-After (P-26), 409 already-bound (P-56), probes, metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from tenure.errors import TenureError
+from tenure.objects.local import LocalObjectStore
+from tenure.projects import ProjectStore
+from tenure.serve import api as api_module
+from tenure.serve.api import create_app
+from tenure.serve.node import Node, ServeConfig
+from tenure.serve.tokens import TokenStore
+from tenure.store import Store
+
+T = "acme"
+P = f"/api/v1/projects/{T}/web"
+
+
+@pytest.fixture
+def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., Node]]:
+    made: list[Node] = []
+
+    def build(name: str = "a", listen: str = "127.0.0.1:8470", **options: object) -> Node:
+        settings: dict[str, object] = {"self_pull": False, "lease_ttl": 60.0}
+        settings.update(options)
+        config = ServeConfig(data_dir=str(tmp_path / name), listen=listen, **settings)  # type: ignore[arg-type]
+        node = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+        made.append(node)
+        return node
+
+    yield build
+    for node in made:
+        try:
+            node.stop()
+        except TenureError:
+            pass
+
+
+@pytest.fixture
+def node(make: Callable[..., Node]) -> Node:
+    started = make()
+    started.start()
+    return started
+
+
+@pytest.fixture
+def client(node: Node) -> Iterator[TestClient]:
+    with TestClient(create_app(node), follow_redirects=False) as c:
+        yield c
+
+
+def is_problem(response: object, status: int, code: str) -> dict[str, object]:
+    assert response.status_code == status, response.text  # type: ignore[attr-defined]
+    assert response.headers["content-type"].startswith("application/problem+json")  # type: ignore[attr-defined]
+    body = response.json()  # type: ignore[attr-defined]
+    assert set(body) >= {"type", "title", "status", "detail", "code", "hint", "context"}
+    assert body["status"] == status and body["code"] == code
+    assert body["type"] == f"https://tenure.dev/errors/{code}"
+    return body  # type: ignore[no-any-return]
+
+
+def create(client: TestClient, name: str = "web", tenant: str = T, **headers: str) -> None:
+    r = client.post("/api/v1/projects", json={"tenant": tenant, "name": name}, headers=headers)
+    assert r.status_code == 201, r.text
+
+
+# ---------------------------------------------------------------------- the project's life over HTTP
+
+
+def test_create_bring_files_checkpoint_suspend_bring_keeps_files(client: TestClient, node: Node) -> None:
+    create(client)
+    assert [p["name"] for p in client.get("/api/v1/projects").json()["projects"]] == ["web"]
+    shown = client.get(P).json()
+    assert shown["status"] == "INIT" and shown["owner"]["pod_id"] is None and shown["generation"] == 0
+
+    brought = client.post(f"{P}/bring")
+    assert brought.status_code == 200, brought.text
+    assert brought.json()["status"] == "RUNNING" and brought.json()["owner"]["pod_id"] == node.pod.pod_id
+    assert brought.json()["owner"]["live"] is True
+
+    assert client.put(f"{P}/files/notes/a.txt", content=b"hello").status_code == 201
+    assert client.put(f"{P}/files/notes/a.txt", content=b"hello again").status_code == 200
+    assert client.get(f"{P}/files/notes/a.txt").content == b"hello again"
+    listed = client.get(f"{P}/files", params={"path": "notes"}).json()["entries"]
+    assert [(e["name"], e["type"], e["size"]) for e in listed] == [("a.txt", "file", 11)]
+    assert client.put(f"{P}/files/gone.txt", content=b"x").status_code == 201
+    assert client.delete(f"{P}/files/gone.txt").status_code == 204
+    is_problem(client.get(f"{P}/files/gone.txt"), 404, "file-not-found")
+
+    checkpoint = client.post(f"{P}/checkpoint")
+    assert checkpoint.status_code == 200, checkpoint.text
+    snapshot_id = checkpoint.json()["snapshot"]["id"]
+    assert client.post(f"{P}/suspend").json()["status"] == "SUSPENDED"
+    assert client.post(f"{P}/suspend").json()["status"] == "SUSPENDED", "suspend is idempotent"
+
+    assert client.post(f"{P}/bring").json()["status"] == "RUNNING"
+    assert client.get(f"{P}/files/notes/a.txt").content == b"hello again"
+
+    snapshots = client.get(f"{P}/snapshots").json()["snapshots"]
+    assert snapshot_id in [s["id"] for s in snapshots] and sum(s["head"] for s in snapshots) == 1
+    assert client.get(f"/api/v1/snapshots/{snapshot_id}").json()["state"] == "READY"
+    verified = client.post(f"/api/v1/snapshots/{snapshot_id}/verify")
+    assert verified.status_code == 200 and verified.json()["ok"] is True
+
+
+def test_type_placement_sessions_and_close(client: TestClient) -> None:
+    create(client)
+    assert client.put(f"{P}/type", json={"lifecycle_type": "PERMANENT"}).json()["lifecycle_type"] == "PERMANENT"
+    placed = client.put(f"{P}/placement", json={"selector": {"zone": "eu"}, "score": 2.5}).json()
+    assert placed["placement_selector"] == {"zone": "eu"} and placed["placement_score"] == 2.5
+    is_problem(client.put(f"{P}/placement", json={"selector": {"bad key": "x"}}), 400, "invalid-selector")
+    is_problem(client.post(f"{P}/bring"), 503, "project-unavailable")  # no label zone=eu on this pod
+    assert client.put(f"{P}/placement", json={"selector": {}, "score": 1}).status_code == 200
+    session = client.post(f"{P}/sessions").json()
+    assert [s["id"] for s in client.get(f"{P}/sessions").json()["sessions"]] == [session["id"]]
+    closed = client.post(f"{P}/close")
+    assert closed.status_code == 200 and closed.json()["status"] == "CLOSED"
+    is_problem(client.post(f"{P}/bring"), 409, "project-closed")
+
+
+def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient, node: Node) -> None:
+    create(client)
+    session = client.post(f"{P}/sessions").json()["id"]
+    bound = client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-1"})
+    assert bound.status_code == 200, bound.text
+    assert bound.json()["bound_connection_id"] == "conn-1" and bound.json()["bound_pod_id"] == node.pod.pod_id
+    body = is_problem(
+        client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-2"}), 409, "already-bound"
+    )
+    assert body["context"]["connection"] == "conn-1"
+    is_problem(client.post("/api/v1/sessions/c-nope/bind", json={"connection_id": "x"}), 404, "session-not-found")
+
+
+# ---------------------------------------------------------------------- paths
+
+
+def test_paths_that_escape_the_workspace_folder_are_refused(client: TestClient, node: Node, tmp_path: Path) -> None:
+    create(client)
+    client.post(f"{P}/bring")
+    folder = Path(node.workspaces.folder_for(node.projects.get(T, "web").id))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("do not read")
+    os.symlink(outside, folder / "out")
+    os.symlink(outside / "secret", folder / "secret-link")
+
+    refused = [
+        client.get(f"{P}/files/..%2Fx"),
+        client.get(f"{P}/files/%2Fetc%2Fpasswd"),
+        client.get(f"{P}/files", params={"path": "../x"}),
+        client.get(f"{P}/files", params={"path": "/etc"}),
+        client.get(f"{P}/files/out/secret"),
+        client.get(f"{P}/files/secret-link"),
+        client.get(f"{P}/files", params={"path": "out"}),
+        client.put(f"{P}/files/out/planted", content=b"x"),
+        client.put(f"{P}/files/..%2Fplanted", content=b"x"),
+        client.put(f"{P}/files/secret-link", content=b"overwritten"),
+        client.delete(f"{P}/files/out/secret"),
+    ]
+    for response in refused:
+        is_problem(response, 400, "bad-path")
+    assert sorted(os.listdir(outside)) == ["secret"] and (outside / "secret").read_text() == "do not read"
+    assert not (tmp_path / "a" / "planted").exists()
+    links = {e["name"]: e for e in client.get(f"{P}/files").json()["entries"]}
+    assert links["out"]["type"] == "symlink" and links["out"]["target"] == str(outside), "listed, not followed"
+    assert client.delete(f"{P}/files/secret-link").status_code == 204, "a link is deleted, never its target"
+    assert (outside / "secret").exists()
+
+
+def test_a_file_over_the_size_limit_is_413(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(api_module, "MAX_FILE_BYTES", 16)
+    create(client)
+    is_problem(client.put(f"{P}/files/big", content=b"x" * 17), 413, "payload-too-large")
+    assert client.put(f"{P}/files/small", content=b"x" * 16).status_code == 201
+
+
+# ---------------------------------------------------------------------- auth and tenants
+
+
+def test_once_a_token_exists_requests_need_one(client: TestClient, store: Store) -> None:
+    create(client)
+    tokens = TokenStore(store)
+    token_id, secret = tokens.create(None, admin=True, cluster=False, label="ops")
+    denied = client.get("/api/v1/projects")
+    is_problem(denied, 401, "unauthorized")
+    assert denied.headers["www-authenticate"] == "Bearer"
+    is_problem(client.get("/api/v1/projects", headers={"Authorization": "Bearer tnr_wrong"}), 401, "unauthorized")
+    is_problem(client.get("/metrics"), 401, "unauthorized")
+    assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
+    ok = client.get("/api/v1/projects", headers={"Authorization": f"Bearer {secret}"})
+    assert ok.status_code == 200 and len(ok.json()["projects"]) == 1
+    tokens.revoke(token_id)
+    is_problem(client.get("/api/v1/projects", headers={"Authorization": f"Bearer {secret}"}), 401, "unauthorized")
+    assert tokens.verify(secret) is None and tokens.any_exist(), "revoked tokens keep the API closed"
+    assert all(secret not in json.dumps(t.to_dict()) for t in tokens.list())
+
+
+def test_a_tenant_token_sees_only_its_tenant(client: TestClient, store: Store) -> None:
+    create(client, "web", T)
+    create(client, "db", "other")
+    _, secret = TokenStore(store).create(T, admin=False, cluster=False)
+    _, cluster = TokenStore(store).create(None, admin=False, cluster=True)
+    mine = {"Authorization": f"Bearer {secret}"}
+    listed = client.get("/api/v1/projects", headers=mine).json()["projects"]
+    assert [(p["tenant"], p["name"]) for p in listed] == [(T, "web")]
+    assert client.get("/api/v1/projects", params={"tenant": "other"}, headers=mine).json()["projects"] == []
+    hidden = is_problem(client.get("/api/v1/projects/other/db", headers=mine), 404, "project-not-found")
+    missing = is_problem(client.get("/api/v1/projects/other/nothing", headers=mine), 404, "project-not-found")
+    assert set(hidden) == set(missing), "another tenant's project looks exactly like a missing one"
+    is_problem(client.post("/api/v1/projects/other/db/bring", headers=mine), 404, "project-not-found")
+    is_problem(client.post("/api/v1/projects", json={"tenant": "other", "name": "x"}, headers=mine), 403, "forbidden")
+    assert client.get(P, headers=mine).status_code == 200
+    everything = client.get("/api/v1/projects", headers={"Authorization": f"Bearer {cluster}"}).json()["projects"]
+    assert len(everything) == 2, "a cluster token is accepted like admin"
+
+
+def test_token_cli_create_list_revoke(tmp_path: Path) -> None:
+    from tenure.cli.main import root
+
+    data = ["--data", str(tmp_path / "d"), "--json"]
+    made = CliRunner().invoke(root, [*data, "token", "create", "--tenant", T, "--label", "ci"], obj={})
+    assert made.exit_code == 0, made.output
+    created = json.loads(made.stdout)
+    assert created["secret"].startswith("tnr_") and created["tenant"] == T
+    listed = json.loads(CliRunner().invoke(root, [*data, "token", "list"], obj={}).stdout)
+    assert [t["id"] for t in listed] == [created["id"]] and "secret" not in listed[0]
+    revoked = CliRunner().invoke(root, [*data, "token", "revoke", created["id"]], obj={})
+    assert revoked.exit_code == 0 and json.loads(revoked.stdout)["revoked_at"] is not None
+    scopeless = CliRunner().invoke(root, [*data, "token", "create"], obj={})
+    assert scopeless.exit_code == 2 and "invalid-token-scope" in scopeless.stderr
+
+
+# ---------------------------------------------------------------------- probes, metrics, error shapes
+
+
+def test_readyz_is_503_until_the_pod_runs(make: Callable[..., Node]) -> None:
+    node = make()
+    with TestClient(create_app(node)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code == 503
+        node.start()
+        assert client.get("/readyz").status_code == 200
+
+
+def test_metrics_count_beats_and_requests(client: TestClient, node: Node) -> None:
+    node.beat()
+    client.get(P)
+    text = client.get("/metrics").text
+    assert "tenure_beats_total 1.0" in text
+    assert 'tenure_http_requests_total{route="/api/v1/projects/{tenant}/{name}",status="404"} 1.0' in text
+
+
+def test_error_documents_are_problem_json(client: TestClient, node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = is_problem(client.get("/api/v1/projects/acme/none"), 404, "project-not-found")
+    assert body["title"] == "Not Found" and body["context"] == {"project": "acme/none"} and body["hint"]
+    create(client)
+    body = is_problem(client.post("/api/v1/projects", json={"tenant": T, "name": "web"}), 409, "project-exists")
+    assert body["title"] == "Conflict"
+    body = is_problem(client.post("/api/v1/projects", json={"tenant": T}), 422, "invalid-request")
+    assert body["context"]["errors"][0]["loc"] == ["body", "name"]
+    is_problem(client.get("/api/v1/nothing"), 404, "not-found")
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(node.projects, "list", broken)
+    crashed = is_problem(client.get("/api/v1/projects"), 500, "internal")
+    assert "secret internals" not in crashed["detail"] and "Traceback" not in json.dumps(crashed)
+
+
+def test_openapi_lists_the_endpoints(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/v1/projects", "/api/v1/projects/{tenant}/{name}/files/{path}", "/api/v1/pods/{pod_id}/drain"} <= set(
+        paths
+    )
+
+
+# ---------------------------------------------------------------------- other pods: redirect, 503, drain
+
+
+def test_a_project_owned_by_another_live_pod_is_redirected(client: TestClient, make: Callable[..., Node]) -> None:
+    create(client)
+    other = make("b", listen="127.0.0.1:9999")
+    other.start()
+    other.bring(T, "web")
+    for response in (
+        client.post(f"{P}/bring"),
+        client.get(f"{P}/files", params={"path": "notes"}),
+        client.post(f"{P}/suspend"),
+    ):
+        assert response.status_code == 307
+    assert client.post(f"{P}/bring").headers["location"] == f"http://127.0.0.1:9999{P}/bring"
+    assert client.get(f"{P}/files", params={"path": "notes"}).headers["location"] == (
+        f"http://127.0.0.1:9999{P}/files?path=notes"
+    )
+    assert client.get(P).json()["owner"]["pod_id"] == other.pod.pod_id, "reading a project never redirects"
+
+
+def test_an_owner_whose_pod_is_silent_but_lease_valid_is_503_retry_after(
+    store: Store, make: Callable[..., Node]
+) -> None:
+    ProjectStore(store).create(T, "web")
+    owner = make("b", listen="127.0.0.1:9999")
+    owner.start()
+    owner.bring(T, "web")
+    # a liveness TTL below zero: every other pod's row counts as silent at once, while leases last 60 s
+    asking = make("a", liveness_ttl=-1.0)
+    asking.start()
+    with TestClient(create_app(asking), follow_redirects=False) as client:
+        body = is_problem(client.post(f"{P}/bring"), 503, "project-unavailable")
+        retry_after = client.post(f"{P}/checkpoint").headers["retry-after"]
+    assert retry_after.isdigit() and 1 <= int(retry_after) <= 60
+    assert body["retryable"] is True
+
+
+def test_drain_this_pod_is_202_and_another_pod_is_redirected(
+    client: TestClient, node: Node, make: Callable[..., Node]
+) -> None:
+    other = make("b", listen="127.0.0.1:9999")
+    other.start()
+    asked = threading.Event()
+    node.on_drain_requested = asked.set
+    moved = client.post(f"/api/v1/pods/{other.pod.pod_id}/drain")
+    assert moved.status_code == 307
+    assert moved.headers["location"] == f"http://127.0.0.1:9999/api/v1/pods/{other.pod.pod_id}/drain"
+    assert not asked.is_set()
+    accepted = client.post(f"/api/v1/pods/{node.pod.pod_id}/drain")
+    assert accepted.status_code == 202 and asked.is_set()
+    pods = {p["id"]: p for p in client.get("/api/v1/pods").json()["pods"]}
+    assert pods[node.pod.pod_id]["this"] and pods[other.pod.pod_id]["live"]
+    assert client.get(f"/api/v1/pods/{other.pod.pod_id}").json()["endpoint"] == "http://127.0.0.1:9999"
+    is_problem(client.get("/api/v1/pods/nope"), 404, "pod-not-found")
