@@ -67,6 +67,7 @@ _COMMANDS = {
     "project": ("tenure.cli.project", "project"),
     "pods": ("tenure.cli.project", "pods"),
     "intake": ("tenure.cli.intake", "intake"),
+    "serve": ("tenure.cli.serve", "serve"),
     "token": ("tenure.cli.token", "token"),
 }
 

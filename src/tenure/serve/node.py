@@ -40,9 +40,9 @@ from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.objects import ObjectStore
 from tenure.projects.facade import ClaimRejectedError
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
-from tenure.projects.ownership import Ownership
+from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import PodStatus, Project
+from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.projects.store import ProjectStore
 from tenure.serve.metrics import Metrics
 from tenure.states import ProjectStatus
@@ -439,6 +439,10 @@ class Node:
     def route(self, tenant: str, name: str) -> Route:
         """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later."""
         project = self.projects.get(tenant, name)
+        if project.status is ProjectStatus.CLOSED:
+            raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
+        if project.lifecycle_type is LifecycleType.HOMELESS:
+            raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
         if project.id in self.registry and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl):
             return Route(project=project)
         owner = self.ownership.owner(project.id, self.config.lease_ttl)

@@ -38,3 +38,34 @@ WITH base AS (SELECT id FROM snapshots WHERE id = :b AND state = :ready FOR SHAR
 INSERT INTO workspaces (id, name, state, head_snapshot_id, base_snapshot_id, created_at, updated_at)
 SELECT :id, :n, :s, base.id, base.id, {now}, {now} FROM base
 RETURNING id;
+
+-- name: projects_needing_owner_of_dead_pods
+-- Pod-bound projects that need an owner whose pod's lease has run out, the longest-silent pod first.
+-- LATERAL keeps the plan one projects_by_holder lookup per expired pod lease (pods_by_lease): the
+-- planner would otherwise hash-join a whole projects table held by one live pod.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at
+FROM pods q CROSS JOIN LATERAL (
+    SELECT * FROM projects r
+    WHERE r.home_pod_id = q.id AND r.pod_bound = 1
+      AND (r.status = :init OR r.status = :recovering OR r.status = :running)
+      AND (r.lifecycle_type = :permanent OR (r.lifecycle_type = :auto AND r.owner_required = 1))
+      AND COALESCE(r.claimed_at, 0) < (SELECT {now}) - :ttl
+    OFFSET 0
+) p
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl
+ORDER BY q.lease_renewed_at, p.id LIMIT :limit OFFSET :skip;
+
+-- name: projects_needing_owner_of_dead_pods_count
+-- How many rows projects_needing_owner_of_dead_pods has in all (one lookup per expired pod lease).
+SELECT COUNT(*) AS n
+FROM pods q CROSS JOIN LATERAL (
+    SELECT 1 AS one FROM projects r
+    WHERE r.home_pod_id = q.id AND r.pod_bound = 1
+      AND (r.status = :init OR r.status = :recovering OR r.status = :running)
+      AND (r.lifecycle_type = :permanent OR (r.lifecycle_type = :auto AND r.owner_required = 1))
+      AND COALESCE(r.claimed_at, 0) < (SELECT {now}) - :ttl
+    OFFSET 0
+) p
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl;

@@ -1,0 +1,113 @@
+"""``tenure serve``: run a pod (the daemon) on this host."""
+
+from __future__ import annotations
+
+import click
+
+from tenure.cli.context import services
+from tenure.cli.output import err_console
+from tenure.errors import InvalidInputError
+
+__all__ = ["serve"]
+
+
+def _labels(value: str | None) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for part in filter(None, (value or "").split(",")):
+        key, sep, val = part.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInputError(
+                f"label {part!r} is not KEY=VALUE", code="bad-labels", hint="e.g. --labels zone=eu,gpu=yes"
+            )
+        labels[key.strip()] = val.strip()
+    return labels
+
+
+@click.command("serve")
+@click.option("--listen", default="127.0.0.1:8470", show_default=True, help="HOST:PORT of the HTTP API.")
+@click.option("--labels", default="", help="This pod's labels, KEY=VALUE,... (placement selectors match them).")
+@click.option("--capacity", type=float, default=100.0, show_default=True, help="Score this pod can hold.")
+@click.option("--no-self-pull", is_flag=True, help="Do not claim unowned projects at start-up.")
+@click.option("--pull-every", type=float, default=None, help="Also pull unowned projects every SECONDS.")
+@click.option("--engine", "engines", multiple=True, help="An engine: a registered name or module:factory.")
+@click.option("--beat", "beat_interval", type=float, default=5.0, show_default=True, help="Heartbeat every SECONDS.")
+@click.option("--lease-ttl", type=float, default=60.0, show_default=True, help="Project lease TTL in seconds.")
+@click.option("--liveness-ttl", type=float, default=15.0, show_default=True, help="Pod liveness TTL in seconds.")
+@click.option(
+    "--public-url", default=None, help="URL other pods and clients reach this pod at (default from --listen)."
+)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    listen: str,
+    labels: str,
+    capacity: float,
+    no_self_pull: bool,
+    pull_every: float | None,
+    engines: tuple[str, ...],
+    beat_interval: float,
+    lease_ttl: float,
+    liveness_ttl: float,
+    public_url: str | None,
+    log_format: str,
+) -> None:
+    """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
+
+    With no options it runs on the embedded default (SQLite and a local
+    object folder under ./.tenure) and prints where its API is.
+    """
+    from tenure.serve.daemon import configure_logging, is_loopback, run, split_listen
+    from tenure.serve.node import Node, ServeConfig
+
+    host, port = split_listen(listen)
+    svc = services(ctx)
+    config = ServeConfig(
+        data_dir=svc.config.data_dir,
+        listen=listen,
+        labels=_labels(labels),
+        capacity=capacity,
+        self_pull=not no_self_pull,
+        pull_every=pull_every,
+        beat_interval=beat_interval,
+        lease_ttl=lease_ttl,
+        liveness_ttl=liveness_ttl,
+        public_url=public_url,
+    )
+    open_without_tokens(svc.store, host, is_loopback(host))
+    configure_logging(log_format)
+    loaded = load(engines)
+    node = Node(config, svc.store, svc.objects, engines=loaded)
+    node.start()
+    from tenure.serve.api import create_app
+
+    app = create_app(node)
+
+    def announce(url: str) -> None:
+        err_console.print(f"tenure serve: pod {node.pod.pod_id} on {node.pod.node_name}; API at {url}")
+        err_console.print(f"  data {config.data_dir}   store {svc.config.db_url}")
+
+    ctx.exit(run(node, app, host, port, announce=announce))
+
+
+def load(specs: tuple[str, ...]) -> list:  # type: ignore[type-arg]
+    if not specs:
+        return []
+    from tenure.engines import load_engines
+
+    return list(load_engines(list(specs)))
+
+
+def open_without_tokens(store: object, host: str, loopback: bool) -> None:
+    """Refuse a non-loopback listen while no API token exists (the API would be open to the network)."""
+    if loopback:
+        return
+    from tenure.errors import ConfigurationError
+    from tenure.serve.tokens import TokenStore
+
+    if not TokenStore(store).any_exist():  # type: ignore[arg-type]
+        raise ConfigurationError(
+            f"refusing to listen on {host} while no API token exists: the API would be open to the network",
+            code="open-listen",
+            hint="create a token first (`tenure token create --admin`), or listen on 127.0.0.1",
+        )
