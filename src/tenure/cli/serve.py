@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from tenure.cli.context import services
-from tenure.cli.output import err_console
 from tenure.errors import InvalidInputError
 
 __all__ = ["serve"]
@@ -84,8 +83,8 @@ def serve(
     app = create_app(node)
 
     def announce(url: str) -> None:
-        err_console.print(f"tenure serve: pod {node.pod.pod_id} on {node.pod.node_name}; API at {url}")
-        err_console.print(f"  data {config.data_dir}   store {svc.config.db_url}")
+        click.echo(f"tenure serve: pod {node.pod.pod_id} on {node.pod.node_name}; API at {url}", err=True)
+        click.echo(f"  data {config.data_dir}   store {svc.config.db_url}   (Ctrl-C drains and stops)", err=True)
 
     ctx.exit(run(node, app, host, port, announce=announce))
 
