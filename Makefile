@@ -1,12 +1,13 @@
 # The two commands a newcomer needs:
-#   make demo   set up .venv and run the main job on the embedded default
+#   make serve  set up .venv and run the main job, a pod (tenure serve), on the embedded default
 #   make test   set up .venv and run the whole test suite (then a subset without root's file powers)
+# Also: make demo (checkpoint and restore a folder, the storage side on its own).
 # Also: make mutants (named one-line mutants against chosen tests; not part of make test).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-unprivileged mutants setup bench bench-beat docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -30,6 +31,9 @@ $(BIN)/tenure: pyproject.toml
 	touch $(BIN)/tenure
 
 setup: $(BIN)/tenure
+
+serve: setup
+	$(BIN)/tenure serve
 
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
