@@ -31,14 +31,32 @@ class GuardedGroup(click.Group):
     metavar="URL",
     help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).",
 )
+@click.option(
+    "--url",
+    envvar="TENURE_URL",
+    metavar="URL",
+    help="Send project, session and snapshot commands to the pod at URL (env TENURE_URL).",
+)
+@click.option("--token", envvar="TENURE_TOKEN", metavar="TOKEN", help="API bearer token for --url (env TENURE_TOKEN).")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(package_name="tenure")
 @click.pass_context
-def root(ctx: click.Context, data: str | None, db: str | None, objects: str | None, json_: bool, debug: bool) -> None:
+def root(
+    ctx: click.Context,
+    data: str | None,
+    db: str | None,
+    objects: str | None,
+    url: str | None,
+    token: str | None,
+    json_: bool,
+    debug: bool,
+) -> None:
     """tenure: durable, fenced, deduplicated workspaces."""
     ctx.ensure_object(dict)
-    ctx.obj.update({"data": data, "db": db, "objects": objects, "json": json_, "debug": debug})
+    ctx.obj.update(
+        {"data": data, "db": db, "objects": objects, "url": url, "token": token, "json": json_, "debug": debug}
+    )
     if not debug:
         quiet_drivers()
 
@@ -68,6 +86,7 @@ _COMMANDS = {
     "pods": ("tenure.cli.project", "pods"),
     "intake": ("tenure.cli.intake", "intake"),
     "serve": ("tenure.cli.serve", "serve"),
+    "session": ("tenure.cli.session", "session"),
     "token": ("tenure.cli.token", "token"),
 }
 

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from tenure.cli.context import services
 from tenure.cli.output import console, emit, err_console, json_option, progress_bar, table
+from tenure.cli.remote import project_path, remote
 from tenure.errors import InvalidInputError
 from tenure.states import ProjectStatus
 
@@ -69,7 +70,10 @@ def _projects(ctx: click.Context) -> ProjectStore:
 
 
 def _show(ctx: click.Context, project: Project, extra: dict[str, Any] | None = None) -> None:
-    data = dict(project.to_dict(), **(extra or {}))
+    _show_dict(ctx, dict(project.to_dict(), **(extra or {})))
+
+
+def _show_dict(ctx: click.Context, data: dict[str, Any]) -> None:
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
 
@@ -106,6 +110,13 @@ def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -
     from tenure.projects import Kind, LifecycleType, ProjectStore
 
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        if system:
+            raise InvalidInputError("SYSTEM projects are created in-process only", code="system-over-api")
+        body = {"tenant": tenant, "name": name, "lifecycle_type": type_, "group": group}
+        _show_dict(ctx, api.call("POST", "/api/v1/projects", json=body))
+        return
     p = ProjectStore(services(ctx, create=True).store).create(
         tenant, name, kind=Kind.SYSTEM if system else Kind.USER, lifecycle_type=LifecycleType(type_), group=group
     )
@@ -118,6 +129,29 @@ def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -
 @click.pass_context
 def list_(ctx: click.Context, status: str | None) -> None:
     """List projects."""
+    api = remote(ctx)
+    if api is not None:
+        listed = api.call("GET", "/api/v1/projects", params={"status": status} if status else None)["projects"]
+        emit(
+            ctx,
+            listed,
+            lambda: table(
+                None,
+                ["project", "status", "type", "kind", "generation", "node"],
+                [
+                    [
+                        f"{p['tenant']}/{p['name']}",
+                        p["status"],
+                        p["lifecycle_type"],
+                        p["kind"],
+                        p["generation"],
+                        p.get("home_node") or "-",
+                    ]
+                    for p in listed
+                ],
+            ),
+        )
+        return
     services(ctx, create=False)
     rows = _projects(ctx).list(ProjectStatus(status) if status else None)
     emit(
@@ -144,6 +178,10 @@ def show(ctx: click.Context, ref: str) -> None:
     from tenure.projects.lifecycle import project_folder
 
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        _show_dict(ctx, api.call("GET", project_path(tenant, name)))
+        return
     svc = services(ctx, create=False)
     p = _projects(ctx).get(tenant, name)
     owner = Ownership(svc.store).owner(p.id, _lease_ttl(ctx))
@@ -163,8 +201,13 @@ def show(ctx: click.Context, ref: str) -> None:
 @json_option
 @click.pass_context
 def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
-    """Bring TENANT/NAME to RUNNING on this (short-lived) pod."""
+    """Bring TENANT/NAME to RUNNING on this (short-lived) pod, or on the pod at --url."""
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        body = {"from_snapshot": from_snapshot} if from_snapshot else None
+        _show_dict(ctx, api.call("POST", project_path(tenant, name, "bring"), json=body))
+        return
     services(ctx, create=False)
     with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "restore") as progress:
         lifecycle.workspaces.progress = progress
@@ -180,6 +223,10 @@ def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
 def suspend(ctx: click.Context, ref: str) -> None:
     """Suspend TENANT/NAME: engines stopped, checkpoint published, folder removed."""
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        _show_dict(ctx, api.call("POST", project_path(tenant, name, "suspend")))
+        return
     services(ctx, create=False)
     with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "checkpoint") as progress:
         lifecycle.workspaces.progress = progress
@@ -201,12 +248,31 @@ def close(ctx: click.Context, ref: str, group: str, yes: bool) -> None:
     refuses with confirmation-required, changing nothing.
     """
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        if not yes:
+            _confirm_remote_close(ctx, f"{tenant}/{name}")
+        _show_dict(ctx, api.call("POST", project_path(tenant, name, "close")))
+        return
     services(ctx, create=False)
     if not yes:
         _confirm_close(ctx, tenant, name)
     with short_lived_pod(ctx) as lifecycle:
         p = lifecycle.close(tenant, name, group)
     _show(ctx, p)
+
+
+def _confirm_remote_close(ctx: click.Context, ref: str) -> None:
+    if not sys.stdin.isatty():
+        raise InvalidInputError(
+            f"closing {ref} cannot be undone; nothing was changed",
+            code="confirmation-required",
+            project=ref,
+            hint=f"run it on a terminal to confirm, or pass --yes: tenure project close {ref} --yes",
+        )
+    if not click.confirm(f"Close {ref}? It cannot be undone.", default=False, err=True):
+        err_console.print("not closed; nothing was changed")
+        ctx.exit(1)
 
 
 def _confirm_close(ctx: click.Context, tenant: str, name: str) -> None:
@@ -278,6 +344,10 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
     from tenure.projects import LifecycleType
 
     tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        _show_dict(ctx, api.call("PUT", project_path(tenant, name, "type"), json={"lifecycle_type": type_}))
+        return
     services(ctx, create=False)
     _show(ctx, _projects(ctx).set_lifecycle_type(tenant, name, LifecycleType(type_)))
 
@@ -291,13 +361,18 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
 def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score: float) -> None:
     """Set the placement selector and score."""
     tenant, name = _ref(ref)
-    services(ctx, create=False)
     pairs = {}
     for item in selector:
         key, sep, value = item.partition("=")
         if not sep:
             raise InvalidInputError(f"selector {item!r} is not KEY=VALUE", code="invalid-selector")
         pairs[key] = value
+    api = remote(ctx)
+    if api is not None:
+        body = {"selector": pairs, "score": score}
+        _show_dict(ctx, api.call("PUT", project_path(tenant, name, "placement"), json=body))
+        return
+    services(ctx, create=False)
     _show(ctx, _projects(ctx).set_placement(tenant, name, pairs, score))
 
 

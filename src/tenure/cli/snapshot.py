@@ -8,6 +8,7 @@ import click
 
 from tenure.cli.context import services
 from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
+from tenure.cli.remote import project_path, remote
 
 
 @click.group()
@@ -24,7 +25,24 @@ def _when(ts: float) -> str:
 @json_option
 @click.pass_context
 def list_(ctx: click.Context, workspace: str) -> None:
-    """List the snapshots of WORKSPACE, oldest first."""
+    """List the snapshots of WORKSPACE (with --url: of project TENANT/NAME), oldest first."""
+    api = remote(ctx)
+    if api is not None:
+        tenant, _, name = workspace.partition("/")
+        listed = api.call("GET", project_path(tenant, name, "snapshots"))["snapshots"]
+        emit(
+            ctx,
+            listed,
+            lambda: table(
+                None,
+                ["id", "state", "created", "files", ""],
+                [
+                    [s["id"], s["state"], _when(s["created_at"]), s.get("files"), "head" if s.get("head") else ""]
+                    for s in listed
+                ],
+            ),
+        )
+        return
     svc = services(ctx, create=False)
     ws = svc.store.workspaces.workspace(workspace)
     snaps = svc.store.snapshots.list(ws.id)
@@ -56,8 +74,11 @@ def list_(ctx: click.Context, workspace: str) -> None:
 @click.pass_context
 def show(ctx: click.Context, snapshot_id: str) -> None:
     """Show one snapshot record."""
-    snap = services(ctx, create=False).store.snapshots.get(snapshot_id)
-    data = snap.to_dict()
+    api = remote(ctx)
+    if api is not None:
+        data = api.call("GET", f"/api/v1/snapshots/{snapshot_id}")
+    else:
+        data = services(ctx, create=False).store.snapshots.get(snapshot_id).to_dict()
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
 
@@ -74,6 +95,13 @@ def show(ctx: click.Context, snapshot_id: str) -> None:
 @click.pass_context
 def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
     """Re-hash a snapshot's objects; mark it DEGRADED if any is missing or corrupt."""
+    api = remote(ctx)
+    if api is not None:
+        answer = api.call("POST", f"/api/v1/snapshots/{snapshot_id}/verify", params={"sample": sample})
+        emit(ctx, answer, lambda: console.print(f"snapshot {snapshot_id}: {'ok' if answer.get('ok') else 'DAMAGED'}"))
+        if not answer.get("ok"):
+            ctx.exit(6)
+        return
     report = services(ctx, create=False).workspaces.verify(snapshot_id, sample=sample)
 
     def human() -> None:
