@@ -366,6 +366,8 @@ def _os_error(exc: OSError, path: str) -> TenureError:
         return BadPathError(f"{path!r} goes through a symlink, which the API does not follow", path=path)
     if exc.errno == errno.ENOTDIR:
         return BadPathError(f"a component of {path!r} is not a folder", path=path)
+    if exc.errno == errno.ENAMETOOLONG:
+        return BadPathError(f"a component of {path!r} is longer than the file system allows", path=path)
     if exc.errno == errno.ENOTEMPTY:
         return ConflictError(
             f"folder {path!r} is not empty",
