@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve fuzz-api docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -57,6 +57,15 @@ bench: setup
 # A pod's beat at 1k/10k/100k held projects against per-row renewal, SQLite and PostgreSQL (about 1.5 minutes).
 bench-beat: setup
 	$(BIN)/python -m benchmarks.beat_bench
+
+# tenure serve processes: takeover after kill -9 on PostgreSQL, a bring through the HTTP API against in-process,
+# request rate against a uvicorn hello world (about 4 minutes).
+bench-serve: setup
+	$(BIN)/python -m benchmarks.serve_bench
+
+# Schemathesis over the pod API's OpenAPI document with 200 examples per operation (about a minute).
+fuzz-api: setup
+	TENURE_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/serve/test_api_fuzz.py
 
 docs: setup
 	$(BIN)/python -m tenure.cli.docs docs/machines
