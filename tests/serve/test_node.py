@@ -294,3 +294,17 @@ def test_a_hanging_engine_stop_does_not_hold_up_the_beat(
     assert time.monotonic() - started < 10
     assert project.id not in a.registry
     release.set()
+
+
+def test_p80_p81_pull_needs_its_own_pod_row_and_reads_it(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    node = make_node(store, tmp_path, objects_dir, "a", engine)
+    nodes.append(node)
+    assert node.pull() == [], "no pod row yet: nothing is pulled"
+    node.start()
+    PodRegistry(store).transition(node.pod.pod_id, PodStatus.RUNNING, PodStatus.DRAINING)
+    assert node.pull() == [], "a DRAINING pod pulls nothing"
+    assert engine.starts == []

@@ -326,20 +326,28 @@ class Node:
             return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
         return sum(self._scores.get(project_id, 1.0) for project_id in running)
 
-    def headroom(self) -> float:
+    def headroom(self, capacity: float | None = None) -> float:
         """Capacity left on this pod, by the score model (P-127): capacity − Σ scores of held projects."""
-        return max(0.0, self.config.capacity - self._score())
+        return max(0.0, (self.config.capacity if capacity is None else capacity) - self._score())
 
     def pull(self, *, boot: bool = False) -> list[Project]:
         """Claim and bring projects needing an owner whose selector matches this pod, up to the cap.
 
-        The cap (P-127): at boot, min(pull_factor × the startup score, headroom) where the startup score
-        is the capacity; later pulls, the headroom.
+        Eligibility and headroom come from this pod's own row (P-80, P-81): no row (or a pod that is
+        not STARTING or RUNNING), nothing is pulled. The cap (P-127): at boot, min(pull_factor × the
+        startup score, headroom) where the startup score is the capacity; later pulls, the headroom.
         """
         self._last_pull = time.monotonic()
-        budget = self.headroom()
+        try:
+            row = self.pods.get(self.pod.pod_id)
+        except TenureError:
+            return []
+        if row.status not in (PodStatus.STARTING.value, PodStatus.RUNNING.value):
+            return []
+        labels, capacity = row.labels, row.capacity
+        budget = self.headroom(capacity)
         if boot:
-            budget = min(self.config.pull_factor * self.config.capacity, budget)
+            budget = min(self.config.pull_factor * capacity, budget)
         brought: list[Project] = []
         skip = 0
         while budget > 0:
@@ -350,7 +358,7 @@ class Node:
             for candidate in page:
                 if candidate.placement_score > budget:
                     continue
-                if not selector_matches(candidate.placement_selector, self.config.labels):
+                if not selector_matches(candidate.placement_selector, labels):
                     continue
                 try:
                     brought.append(self.bring(candidate.tenant, candidate.name))
