@@ -339,10 +339,47 @@ def _session_dict(session: Session) -> dict[str, Any]:
 # ---------------------------------------------------------------------- the workspace folder's files
 
 
+_PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "title", "status", "code"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string"},
+        "hint": {"type": "string"},
+        "context": {"type": "object"},
+    },
+}
+#: Every operation may answer a problem document (application/problem+json); redirects carry a Location.
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **{
+        status: {"description": why, "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}
+        for status, why in (
+            (400, "bad input (code names what)"),
+            (401, "a bearer token is needed"),
+            (403, "the token may not do this"),
+            (404, "not found (also another tenant's project)"),
+            (409, "conflict: a status, a lease or a bound session"),
+            (413, "body too large"),
+            (422, "the request does not match the schema (invalid-request)"),
+            (500, "internal error (never a traceback)"),
+            (503, "not available here now: Retry-After says when to try again"),
+        )
+    },
+    307: {"description": "the project runs on another live pod: Location is its endpoint"},
+}
+
+
 def _parts(path: str) -> list[str]:
     """The components of a relative path; ``bad-path`` for an absolute one, ``..`` or a NUL."""
     if "\x00" in path:
         raise BadPathError("a path may not hold a NUL character", path=path)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadPathError("a path must be UTF-8 text (it holds a lone surrogate)", path=repr(path)) from None
     if path.startswith(("/", "\\")) or os.path.isabs(path):
         raise BadPathError(f"{path!r} is absolute; give a path relative to the workspace folder", path=path)
     parts = [p for p in path.split("/") if p not in ("", ".")]
@@ -546,6 +583,7 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         openapi_url="/openapi.json",
         redoc_url=None,
         default_response_class=SafeJSONResponse,
+        responses=PROBLEM_RESPONSES,
     )
     token_store = tokens or TokenStore(node.store)
     app.add_middleware(_Gate, node=node, tokens=token_store, loopback=_loopback(node.config.listen))

@@ -187,9 +187,17 @@ class Node:
         self._beat_thread.start()
 
     def _beat_loop(self) -> None:
-        while not self._stop.wait(self.config.beat_interval):
+        # a periodic pull finer than the beat gets ticks of its own between beats
+        tick = min(self.config.beat_interval, self.config.pull_every or self.config.beat_interval)
+        next_beat = time.monotonic() + self.config.beat_interval
+        while not self._stop.wait(tick):
             try:
-                self.beat()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + self.config.beat_interval
+                    self.beat()
+                elif self.config.pull_every and self.ready:
+                    if time.monotonic() - self._last_pull >= self.config.pull_every:
+                        self.pull()
             except Exception as exc:  # noqa: BLE001 - a failed beat is logged and retried next beat
                 self.metrics.beat_failures.inc()
                 self._log("beat failed", level=logging.WARNING, error=str(exc))
