@@ -308,3 +308,33 @@ def test_p80_p81_pull_needs_its_own_pod_row_and_reads_it(
     PodRegistry(store).transition(node.pod.pod_id, PodStatus.RUNNING, PodStatus.DRAINING)
     assert node.pull() == [], "a DRAINING pod pulls nothing"
     assert engine.starts == []
+
+
+def test_a_restart_on_the_same_data_folder_adopts_its_predecessors_projects_at_once(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """ADR 0020: the data-folder lock proves the predecessor dead; another data folder still waits."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    ProjectStore(store).create(T, "q")
+    old = make_node(store, tmp_path, objects_dir, "a")  # lease TTL 60 s: nothing expires in this test
+    old.start()
+    first = old.bring(T, "p")
+    old.bring(T, "q")
+    Path(old.lifecycle.folder(first), "unsaved.txt").write_text("not checkpointed")
+    old._unlock_data_folder()  # what the kernel does when the process dies: its leases stay live
+    elsewhere = make_node(store, tmp_path, objects_dir, "c")
+    nodes.append(elsewhere)
+    elsewhere.start()
+    assert Ownership(store).claim(T, "p", elsewhere.pod.pod_id, "c", None, 60.0) is None, "another host waits"
+    engine = CountingEngine()
+    new = make_node(store, tmp_path, objects_dir, "a", engine)
+    nodes.append(new)
+    new.start()
+    for name in ("p", "q"):
+        project = ProjectStore(store).get(T, name)
+        assert Ownership(store).owner(project.id, 60.0).pod_id == new.pod.pod_id
+        assert project.status is ProjectStatus.RUNNING and project.id in new.registry
+    assert ProjectStore(store).get(T, "p").generation == first.generation + 1, "a takeover: the generation rose"
+    assert sorted(engine.starts) == ["p", "q"]
+    assert Path(new.lifecycle.folder(first), "unsaved.txt").read_text() == "not checkpointed", "the folder adopted"
+    assert PodRegistry(store).get(old.pod.pod_id).status == PodStatus.STOPPED.value

@@ -341,3 +341,26 @@ def test_a_pod_that_died_in_the_middle_of_a_bring_leaves_nothing_dark(pg_cluster
     with rescuer.client() as c:
         wait_for(lambda: c.get("/api/v1/projects/acme/p").json().get("running_here"), 20, "p running")
     assert ProjectStore(store).get("acme", "p").status.value == "RUNNING"
+
+
+def test_a_restart_after_kill_9_on_the_same_data_folder_does_not_wait_for_the_ttl(tmp_path: Path) -> None:
+    data = tmp_path / "host"
+    cluster = Cluster(tmp_path, f"sqlite:///{tmp_path}/tenure.db", f"file://{tmp_path}/objects")
+    try:
+        first = cluster.start("host", "--lease-ttl", "30", pull=False)
+        create(first, "p")
+        with first.client() as c:
+            assert c.post("/api/v1/projects/acme/p/bring").status_code == 200
+            assert c.put("/api/v1/projects/acme/p/files/work.txt", content=b"in progress").status_code == 201
+        first.proc.kill()
+        first.proc.wait(10)
+        restarted = time.monotonic()
+        second = cluster.start("host", "--lease-ttl", "30", pull=False)
+        with second.client() as c:
+            shown = c.get("/api/v1/projects/acme/p").json()
+            assert shown["running_here"] is True, shown
+            assert c.get("/api/v1/projects/acme/p/files/work.txt").content == b"in progress"
+        assert time.monotonic() - restarted < 15, "back well before the 30 s lease TTL"
+        assert str(data) == second.data
+    finally:
+        cluster.stop_all()

@@ -116,13 +116,34 @@ class Ownership:
             if project.generation == int(claimed[0]["writer_generation"]):
                 return project  # a renewal: one statement
             former = before["home_pod_id"] if before is not None else None
-            if former is not None and former != pod_id:
-                tx.execute("pod_lost_bump", {"old": former})  # a takeover: the former holder's next beat sees it
-            lease = self.store.workspaces.acquire(
-                project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx
+            return self._took_over(tx, project, pod_id, former)
+
+    def _took_over(self, tx: Tx, project: Project, pod_id: str, former: str | None) -> Project:
+        """After a CAS that changed the holder: the former holder's lost counter, the new writer lease."""
+        if former is not None and former != pod_id:
+            tx.execute("pod_lost_bump", {"old": former})  # a takeover: the former holder's next beat sees it
+        lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx)
+        rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
+        return Project.from_row(rows[0])
+
+    def adopt(self, tenant: str, name: str, pod_id: str, node_name: str, predecessor: str) -> Project | None:
+        """Take the lease over from this host's previous pod, live or not (ADR 0020).
+
+        Only for a pod that holds the exclusive lock on the data folder its
+        predecessor held: the kernel released that lock when the predecessor
+        died, so its leases need not be waited out. A normal takeover
+        otherwise: the generation rises and a new writer lease is issued in
+        the same transaction. ``None`` when the predecessor no longer holds
+        the project (another pod took it meanwhile).
+        """
+        with self.db.transaction() as tx:
+            adopted = tx.execute(
+                "project_adopt",
+                {"pod": pod_id, "node": node_name, "t": tenant, "n": name, "prev": predecessor, **_CLOSED},
             )
-            rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
-            return Project.from_row(rows[0])
+            if not adopted:
+                return None
+            return self._took_over(tx, Project.from_row(adopted[0]), pod_id, predecessor)
 
     def fence(self, project: Project, pod_id: str, node_name: str) -> Project:
         """Close's fence: a new generation (new writer lease, older ones revoked), held by the closing pod.

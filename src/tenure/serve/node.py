@@ -142,6 +142,8 @@ class Node:
         self.workspaces: WorkspaceService = self.lifecycle.workspaces
         self.status = PodStatus.STARTING
         self._lock_fd: int | None = None
+        #: the pod that held this data folder's lock before: dead, since we hold the lock now (ADR 0020)
+        self._predecessor: str | None = None
         self._inflight: dict[str, Future[Project]] = {}
         self._inflight_lock = threading.Lock()
         self._dark: dict[str, _Dark] = {}
@@ -173,10 +175,40 @@ class Node:
         self.pods.heartbeat(self.pod.pod_id)
         first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
         self._lost_seen = first.lost if first is not None else 0
+        self.adopt_predecessor()
         if self.config.self_pull:
             self.pull(boot=True)
         self._set_status(PodStatus.RUNNING)
         self._log("pod running")
+
+    def adopt_predecessor(self) -> list[Project]:
+        """Take over at once the projects this host's previous pod held, and bring them here (ADR 0020).
+
+        The data-folder lock proves the predecessor is dead, so its leases are
+        not waited out (a deliberate exception to P-22's wait, which guards
+        against a live predecessor). Another host's pod still waits for expiry.
+        """
+        prev = self._predecessor
+        if prev is None:
+            return []
+        adopted: list[Project] = []
+        for project in self.ownership.find_by_home_pod_id(prev):
+            taken = self.ownership.adopt(project.tenant, project.name, self.pod.pod_id, self.pod.node_name, prev)
+            if taken is None:
+                continue
+            self._log("adopted from the previous pod of this host", project=taken.ref, generation=taken.generation)
+            if taken.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
+                try:
+                    adopted.append(self.bring(taken.tenant, taken.name))
+                except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
+                    self._log("bring after adoption failed", level=logging.WARNING, project=taken.ref, error=str(exc))
+        try:
+            status = PodStatus(self.pods.get(prev).status)
+            if status is not PodStatus.STOPPED:
+                self.pods.transition(prev, status, PodStatus.STOPPED)
+        except TenureError:
+            pass  # its row is gone, or it moved meanwhile: nothing to mark
+        return adopted
 
     def reconcile(self) -> None:
         """Restart reconciliation of local mounts: nothing to reconcile until the mount store exists."""
@@ -231,6 +263,8 @@ class Node:
                 path=path,
                 holder=holder,
             ) from None
+        previous = _read_text(path).split(" ")[0]
+        self._predecessor = previous if previous and previous != self.pod.pod_id else None
         os.ftruncate(fd, 0)
         os.write(fd, f"{self.pod.pod_id} pid={os.getpid()}\n".encode())
         self._lock_fd = fd

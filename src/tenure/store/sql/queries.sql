@@ -527,6 +527,18 @@ RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_r
     placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
 
+-- name: project_adopt
+-- Take :t/:n over from pod :prev, this host's previous pod (its data-folder lock proves it dead, ADR 0020):
+-- only while :prev holds it; the generation rises as in any takeover.
+UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, pending_since = NULL,
+    generation = generation + 1, updated_at = {now},
+    pod_bound = (CASE WHEN EXISTS (SELECT 1 FROM pods c WHERE c.id = :pod AND c.lease_renewed_at IS NOT NULL)
+                      THEN 1 ELSE 0 END)
+WHERE tenant = :t AND name = :n AND home_pod_id = :prev AND status <> :closed
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
+    (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
+
 -- name: project_set_generation
 -- Set the generation to :g (the new writer lease's).
 UPDATE projects SET generation = :g WHERE id = :id
