@@ -1,0 +1,210 @@
+"""The host-local mount store: one record per mount of a workspace on this host (ADR 0021).
+
+A **mount** is a workspace folder materialized on this host for a project
+running here: the folder, the snapshot it was restored from, the generation
+the claim gave, the checkpoint in flight (idempotency key and pending
+snapshot) and any local cleanup left to do. The records live in a SQLite
+file under the data folder (``<data>/mounts.db``; WAL, ``synchronous=FULL``,
+so a record is on disk when a call returns) and survive the process: restart
+reconciliation reads them at the next start.
+
+Every change of status goes through the mount machine's check
+(:data:`tenure.states.SESSION`) and a guarded update that only moves from
+the expected status. :meth:`MountStore.force` is the one forced path, for
+reconciliation and takeover only (S-52; a test checks no other caller uses
+it).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.errors import ConflictError, NotFoundError
+from tenure.states import SESSION, SessionState
+from tenure.store.migrate import migrate
+from tenure.store.queries import load, state_params
+from tenure.store.sqlite import SqliteConnector
+
+__all__ = ["Mount", "MountStore", "MOUNTS_FILE"]
+
+#: the mount store's file name under the data folder
+MOUNTS_FILE = "mounts.db"
+SCHEMA = "tenure.mounts"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount record."""
+
+    id: str
+    workspace_id: str
+    project_id: str | None
+    project_ref: str | None
+    generation: int
+    folder: str
+    base_snapshot: str | None
+    state: SessionState
+    checkpoint_key: str | None
+    pending_snapshot: str | None
+    pending_cleanup: str | None
+    verdict: str | None
+    forced_reason: str | None
+    preserved_folder: str | None
+    preserved_at: float | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Mount:
+        return cls(
+            id=row["id"],
+            workspace_id=row["workspace_id"],
+            project_id=row["project_id"],
+            project_ref=row["project_ref"],
+            generation=int(row["generation"]),
+            folder=row["folder"],
+            base_snapshot=row["base_snapshot"],
+            state=SessionState(row["state"]),
+            checkpoint_key=row["checkpoint_key"],
+            pending_snapshot=row["pending_snapshot"],
+            pending_cleanup=row["pending_cleanup"],
+            verdict=row["verdict"],
+            forced_reason=row["forced_reason"],
+            preserved_folder=row["preserved_folder"],
+            preserved_at=row["preserved_at"],
+            created_at=float(row["created_at"]),
+            updated_at=float(row["updated_at"]),
+        )
+
+    @property
+    def live(self) -> bool:
+        """Not torn down: MOUNTING, MOUNTED or CHECKPOINTING."""
+        return self.state in (SessionState.MOUNTING, SessionState.MOUNTED, SessionState.CHECKPOINTING)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["state"] = self.state.value
+        return data
+
+
+class MountStore:
+    """The records of this host's mounts, in ``<data>/mounts.db``."""
+
+    def __init__(self, data_dir: str) -> None:
+        os.makedirs(data_dir, exist_ok=True)
+        self.path = os.path.join(data_dir, MOUNTS_FILE)
+        self.db = SqliteConnector(self.path, queries=load(SCHEMA))
+        migrate(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, mount_id: str) -> Mount:
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("mount_by_id", {"id": mount_id})
+        if row is None:
+            raise NotFoundError(f"no mount {mount_id} on this host", code="mount-not-found", mount=mount_id)
+        return Mount.from_row(row)
+
+    def list(self) -> list[Mount]:
+        with self.db.transaction(write=False) as tx:
+            return [Mount.from_row(r) for r in tx.execute("mounts_all")]
+
+    def live_for(self, workspace_id: str) -> Mount | None:
+        """The mount of ``workspace_id`` that is not CLOSED, if any."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("mount_live_for_workspace", {"w": workspace_id, **state_params(SessionState.CLOSED)})
+        return None if row is None else Mount.from_row(row)
+
+    # ------------------------------------------------------------------ writing
+
+    def open(
+        self,
+        workspace_id: str,
+        folder: str,
+        generation: int,
+        *,
+        project_id: str | None = None,
+        project_ref: str | None = None,
+        base_snapshot: str | None = None,
+    ) -> Mount:
+        """A new mount in the machine's initial status (MOUNTING)."""
+        mount_id = "m-" + uuid.uuid4().hex[:20]
+        with self.db.transaction() as tx:
+            tx.execute(
+                "mount_insert",
+                {
+                    "id": mount_id,
+                    "w": workspace_id,
+                    "p": project_id,
+                    "ref": project_ref,
+                    "g": generation,
+                    "f": folder,
+                    "b": base_snapshot,
+                    "s": SESSION.initial.value,
+                },
+            )
+        return self.get(mount_id)
+
+    def transition(self, mount_id: str, expected: SessionState, target: SessionState) -> Mount:
+        """``expected → target``, checked by the mount machine, only from ``expected``."""
+        SESSION.check(expected, target)
+        with self.db.transaction() as tx:
+            moved = tx.count("mount_transition", {"id": mount_id, "e": expected.value, "t": target.value})
+        if moved != 1:
+            current = self.get(mount_id)
+            raise ConflictError(
+                f"mount {mount_id} is {current.state.value}, not {expected.value}",
+                code="mount-state-conflict",
+                mount=mount_id,
+                expected=expected.value,
+                actual=current.state.value,
+            )
+        return self.get(mount_id)
+
+    def force(self, mount_id: str, target: SessionState, reason: str) -> Mount:
+        """The forced path: reconciliation and takeover only (S-52). Any status → ``target``."""
+        with self.db.transaction() as tx:
+            if tx.count("mount_force", {"id": mount_id, "t": target.value, "why": reason}) != 1:
+                raise NotFoundError(f"no mount {mount_id} on this host", code="mount-not-found", mount=mount_id)
+        return self.get(mount_id)
+
+    def set_generation(self, mount_id: str, generation: int) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_set_generation", {"id": mount_id, "g": generation})
+
+    def set_base(self, mount_id: str, snapshot_id: str | None) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_set_base", {"id": mount_id, "b": snapshot_id})
+
+    def checkpoint_begin(self, mount_id: str, key: str) -> None:
+        """A checkpoint under ``key`` is in flight (recorded before anything is uploaded)."""
+        with self.db.transaction() as tx:
+            tx.execute("mount_checkpoint_begin", {"id": mount_id, "k": key})
+
+    def checkpoint_pending(self, mount_id: str, snapshot_id: str) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_checkpoint_pending", {"id": mount_id, "s": snapshot_id})
+
+    def checkpoint_end(self, mount_id: str) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_checkpoint_end", {"id": mount_id})
+
+    def set_cleanup(self, mount_id: str, cleanup: str | None) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_set_cleanup", {"id": mount_id, "c": cleanup})
+
+    def set_verdict(
+        self, mount_id: str, verdict: str, *, preserved_folder: str | None = None, preserved_at: float | None = None
+    ) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_set_verdict", {"id": mount_id, "v": verdict, "pf": preserved_folder, "pa": preserved_at})
+
+    def delete(self, mount_id: str) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("mount_delete", {"id": mount_id})
