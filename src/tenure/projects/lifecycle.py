@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tenure.errors import IntegrityError, TenureError
 from tenure.faults import crash_point, register
+from tenure.mounts.store import MountStore
 from tenure.objects import ObjectStore
 from tenure.projects.facade import OwnershipFacade
+from tenure.projects.mountlog import MountLog
 from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
@@ -150,6 +153,7 @@ class LifecycleService:
         self.data_dir = data_dir
         self.trash = self.workspaces.folders.trash
         self.trash.sweep()
+        self.mounts = MountLog(MountStore(data_dir))
 
     def folder(self, project: Project) -> str:
         """The project's workspace folder on this host."""
@@ -180,7 +184,7 @@ class LifecycleService:
         if project.status is not S.RECOVERING:
             project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
         crash_point("bring.after_recovering")
-        folder = self._init_folder(project, from_snapshot)
+        folder = self._init_folder_or_record(project, from_snapshot)
         crash_point("bring.after_workspace_init")
         self._start_engines(project, folder)
         crash_point("bring.after_engines_start")
@@ -191,8 +195,18 @@ class LifecycleService:
 
     def _init_folder(self, project: Project, from_snapshot: str | None) -> str:
         """Step 3; a damaged head leaves the project RECOVERING with the error and the way out recorded."""
+        mount = self.mounts.mounting(project, self.folder(project))
         try:
-            return self.workspaces.init_folder(project.workspace_id, self.folder(project), snapshot=from_snapshot)
+            folder = self.workspaces.init_folder(project.workspace_id, self.folder(project), snapshot=from_snapshot)
+            self.mounts.mounted(mount, self.workspaces.folders.read_base(folder))
+            return folder
+        except BaseException:
+            self.mounts.mount_failed(mount)
+            raise
+
+    def _init_folder_or_record(self, project: Project, from_snapshot: str | None) -> str:
+        try:
+            return self._init_folder(project, from_snapshot)
         except IntegrityError as exc:
             ready = self.workspaces.newest_ready(project.workspace_id)
             way_out = (
@@ -248,8 +262,10 @@ class LifecycleService:
         folder = self.folder(project)
         if closed:
             self.workspaces.discard_folder(folder)
+            self.mounts.lost(project, "the project was closed elsewhere", None)
         else:
-            self.workspaces.preserve_folder(folder)
+            preserved = self.workspaces.preserve_folder(folder)
+            self.mounts.lost(project, "the lease was taken over", preserved)
 
     def checkpoint_running(self, project: Project) -> CheckpointResult:
         """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation)."""
@@ -260,7 +276,15 @@ class LifecycleService:
                 project=project.ref,
                 generation=project.generation,
             )
-        return self.workspaces.checkpoint(project.workspace_id, self.folder(project), lease=lease)
+        key = f"now:{project.generation}:{uuid.uuid4().hex[:12]}"
+        mount = self.mounts.checkpointing(project, key)
+        try:
+            result = self.workspaces.checkpoint(project.workspace_id, self.folder(project), key=key, lease=lease)
+        except BaseException:
+            self.mounts.checkpoint_abandoned(mount)
+            raise
+        self.mounts.checkpointed(mount, result.snapshot.id)
+        return result
 
     def hand_over(self, project: Project) -> None:
         """Drain one project: engines stopped, checkpoint, folder removed, lease released while still ours.
@@ -269,7 +293,9 @@ class LifecycleService:
         failure leaves the lease and the folder in place (nothing is lost).
         """
         self._stop_engines(project, stays="RUNNING on this pod, with its lease")
+        mount = self.mounts.unmounting(project)
         self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
+        self.mounts.unmounted(mount)
         self.registry.remove(project.id)
         self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
 
@@ -313,7 +339,9 @@ class LifecycleService:
         crash_point("suspend.after_suspending")
         self._stop_engines(project)
         crash_point("suspend.after_engines_stop")
+        mount = self.mounts.unmounting(project)
         self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
+        self.mounts.unmounted(mount)
         crash_point("suspend.after_workspace")
         project = self.projects.transition_status(tenant, name, S.SUSPENDING, S.SUSPENDED, project.generation)
         self.registry.remove(project.id)
@@ -346,6 +374,7 @@ class LifecycleService:
             crash_point("close.after_fence")
             self.workspaces.dispose(project.workspace_id, project.generation)
         self.workspaces.discard_folder(self.folder(project))
+        self.mounts.lost(project, "closed", None)
         crash_point("close.after_dispose")
         project = self.projects.close(tenant, name, closed_group_id, project.generation)
         self.ownership.release_closed(project.id)

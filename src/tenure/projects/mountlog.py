@@ -1,0 +1,110 @@
+"""What the lifecycle records of each mount on this host (the host-local mount store, ADR 0021).
+
+Each step of bring, checkpoint, suspend, drain, drift and close that changes a
+project's folder on this host is recorded before or after it, so that restart
+reconciliation finds, for every folder, the generation it was written under,
+the snapshot it came from and any durable operation a crash interrupted:
+
+* bring: MOUNTING (with the generation) → the folder restored or adopted →
+  MOUNTED with its base snapshot; a live mount of an older generation (this
+  host's previous lease) is forced CLOSED first — the takeover path;
+* checkpoint: CHECKPOINTING with its idempotency key before anything is
+  uploaded → MOUNTED with the new base;
+* suspend and drain: CHECKPOINTING with key ``suspend:<generation>`` → the
+  checkpoint published and the folder removed → UNMOUNTING → CLOSED;
+* drift (lease lost) and close: forced CLOSED (the takeover path), with the
+  preserved folder, if any.
+
+Recording never decides anything: the store and the fencing generation do.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tenure.mounts.store import Mount, MountStore
+from tenure.projects.records import Project
+from tenure.states import SessionState as M
+
+__all__ = ["MountLog"]
+
+
+class MountLog:
+    """The lifecycle's records of mounts on this host."""
+
+    def __init__(self, store: MountStore) -> None:
+        self.store = store
+
+    def current(self, project: Project) -> Mount | None:
+        return self.store.live_for(project.workspace_id)
+
+    def mounting(self, project: Project, folder: str) -> Mount:
+        """Bring step 3 starts: a mount of this generation, MOUNTING (an older one is closed as taken over)."""
+        live = self.current(project)
+        if live is not None and live.generation == project.generation and live.state is not M.MOUNTING:
+            return live  # a re-bring under the same lease: the mount goes on
+        if live is not None:
+            self.store.force(live.id, M.CLOSED, f"taken over by generation {project.generation}")
+        return self.store.open(
+            project.workspace_id, folder, project.generation, project_id=project.id, project_ref=project.ref
+        )
+
+    def mounted(self, mount: Mount, base: str | None) -> None:
+        self.store.set_base(mount.id, base)
+        if mount.state is M.MOUNTING:
+            self.store.transition(mount.id, M.MOUNTING, M.MOUNTED)
+
+    def mount_failed(self, mount: Mount) -> None:
+        if mount.state is M.MOUNTING:
+            self.store.transition(mount.id, M.MOUNTING, M.CLOSED)
+
+    def checkpointing(self, project: Project, key: str) -> Mount | None:
+        """A checkpoint under ``key`` starts (recorded before anything is uploaded)."""
+        live = self.current(project)
+        if live is None:
+            return None
+        self.store.checkpoint_begin(live.id, key)
+        if live.state is M.MOUNTED:
+            self.store.transition(live.id, M.MOUNTED, M.CHECKPOINTING)
+        return self.store.get(live.id)
+
+    def checkpointed(self, mount: Mount | None, base: str | None) -> None:
+        """The checkpoint published (or found nothing to publish): MOUNTED again on the new base."""
+        if mount is None:
+            return
+        self.store.set_base(mount.id, base)
+        self.store.checkpoint_end(mount.id)
+        if self.store.get(mount.id).state is M.CHECKPOINTING:
+            self.store.transition(mount.id, M.CHECKPOINTING, M.MOUNTED)
+
+    def checkpoint_abandoned(self, mount: Mount | None) -> None:
+        if mount is None:
+            return
+        self.store.checkpoint_end(mount.id)
+        if self.store.get(mount.id).state is M.CHECKPOINTING:
+            self.store.transition(mount.id, M.CHECKPOINTING, M.MOUNTED)
+
+    def unmounting(self, project: Project) -> Mount | None:
+        """Suspend or drain: the final checkpoint under ``suspend:<generation>`` starts."""
+        return self.checkpointing(project, f"suspend:{project.generation}")
+
+    def unmounted(self, mount: Mount | None) -> None:
+        """The final checkpoint is published and the folder removed: UNMOUNTING, then CLOSED."""
+        if mount is None:
+            return
+        self.store.checkpoint_end(mount.id)
+        current = self.store.get(mount.id)
+        if current.state is M.CHECKPOINTING:
+            self.store.transition(mount.id, M.CHECKPOINTING, M.UNMOUNTING)
+        elif current.state is M.MOUNTED:
+            self.store.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
+        self.store.transition(mount.id, M.UNMOUNTING, M.CLOSED)
+
+    def lost(self, project: Project, reason: str, preserved: str | None) -> None:
+        """Drift or close: the lease is gone; forced CLOSED (the takeover path), the preserved folder noted."""
+        live = self.current(project)
+        if live is None:
+            return
+        self.store.force(live.id, M.CLOSED, reason)
+        if preserved is not None:
+            self.store.set_verdict(live.id, "preserved-delta", preserved_folder=preserved, preserved_at=time.time())

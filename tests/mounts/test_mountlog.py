@@ -1,0 +1,68 @@
+"""The lifecycle records every mount on this host: bring, checkpoint, suspend, drift and close leave the
+records reconciliation reads at the next start (ADR 0021)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tenure.mounts.store import MountStore
+from tenure.objects.local import LocalObjectStore
+from tenure.projects import ProjectStore
+from tenure.serve.node import Node, ServeConfig
+from tenure.states import SessionState as M
+from tenure.store import Store
+
+T = "acme"
+
+
+@pytest.fixture
+def node(store: Store, tmp_path: Path) -> Iterator[Node]:
+    made = Node(
+        ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False), store, LocalObjectStore(str(tmp_path / "objects"))
+    )
+    made.start()
+    yield made
+    made.stop()
+
+
+def records(node: Node) -> MountStore:
+    return MountStore(node.config.data_dir)
+
+
+def test_bring_checkpoint_and_suspend_leave_the_records_reconciliation_reads(store: Store, node: Node) -> None:
+    ProjectStore(store).create(T, "p")
+    project = node.bring(T, "p")
+    [mount] = records(node).list()
+    assert (mount.state, mount.generation, mount.project_ref) == (M.MOUNTED, project.generation, "acme/p")
+    assert mount.folder == node.lifecycle.folder(project)
+    Path(mount.folder, "f.txt").write_text("x")
+    result = node.checkpoint(T, "p")
+    after = records(node).get(mount.id)
+    assert (after.state, after.base_snapshot, after.checkpoint_key) == (M.MOUNTED, result.snapshot.id, None)
+    node.suspend(T, "p")
+    assert records(node).get(mount.id).state is M.CLOSED
+    node.bring(T, "p")
+    live = records(node).live_for(project.workspace_id)
+    assert live is not None and live.id != mount.id and live.state is M.MOUNTED
+
+
+def test_a_lost_lease_forces_the_mount_closed_and_names_the_preserved_folder(
+    store: Store, node: Node, tmp_path: Path
+) -> None:
+    ProjectStore(store).create(T, "p")
+    project = node.bring(T, "p")
+    other = Node(
+        ServeConfig(data_dir=str(tmp_path / "b"), self_pull=False), store, LocalObjectStore(str(tmp_path / "objects"))
+    )
+    other.start()
+    try:
+        other.close(T, "p")
+        node.beat()
+    finally:
+        other.stop()
+    [mount] = records(node).list()
+    assert mount.state is M.CLOSED and mount.forced_reason
+    assert records(node).live_for(project.workspace_id) is None
