@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import stat
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -98,6 +99,38 @@ class Index:
     def oids(self) -> frozenset[str]:
         """Every object id the index refers to."""
         return frozenset(ref[0] for raw in self._entries.values() for ref in raw[6])  # type: ignore[attr-defined]
+
+
+def folder_matches(root: str, index: Index) -> bool:
+    """Whether the folder at ``root`` holds exactly what ``index`` recorded (S-85, "clean").
+
+    Every regular file must be unchanged by its five stat fields and not racy,
+    and every file the index names must still be there. Anything the index
+    cannot vouch for counts as a change: a symbolic link or special file, a
+    file it does not name (an ignored one too), an index that is missing or
+    damaged (it loads empty). Folders themselves are not compared. So "clean"
+    is never claimed for a folder that holds data the snapshot does not.
+    """
+    if index.written_ns == 0:
+        return False
+    base = os.fsencode(root)
+    seen = 0
+    for folder, dirs, files in os.walk(base, followlinks=False):
+        for name in dirs:
+            if os.path.islink(os.path.join(folder, name)):
+                return False
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return False
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            if index.unchanged(os.path.relpath(path, base), stat_key(st)) is None:
+                return False
+            seen += 1
+    return seen == len(index)
 
 
 def load_index(path: str | None) -> Index:

@@ -586,6 +586,20 @@ class WorkspaceService:
         self.folders.forget_base(folder)
         return self.folders.preserve(folder)
 
+    def folder_is_clean(self, workspace_id: str, folder: str) -> bool:
+        """Whether ``folder`` holds exactly what its last restore or checkpoint stored (S-85).
+
+        Judged from the local index against the folder's stat fields, so a
+        clean folder costs a walk, not a read; anything the index cannot vouch
+        for (no index, a racy or changed file, a link, a file it does not name)
+        counts as uncommitted data.
+        """
+        from tenure.snapshots.index import folder_matches, load_index
+
+        if not os.path.isdir(folder):
+            return True
+        return folder_matches(folder, load_index(self.index_path(workspace_id, folder)))
+
     def discard_folder(self, folder: str) -> None:
         """Move ``folder`` and its base file out of the way; the trash deletes it in the background."""
         self.folders.discard(folder)
