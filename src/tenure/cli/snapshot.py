@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 import click
+from rich.markup import escape
 
 from tenure.cli.context import services
-from tenure.cli.output import console, emit, human_bytes, json_option, progress_bar, table
+from tenure.cli.output import console, emit, human_bytes, json_option, printable, progress_bar, table
 from tenure.cli.remote import project_path, remote
 
 
@@ -112,6 +113,49 @@ def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
         )
         for path in report.lost_paths:
             console.print(f"  lost: {path}")
+
+    emit(ctx, report.to_dict(), human)
+    if not report.ok:
+        ctx.exit(6)
+
+
+@snapshot.command("repair")
+@click.argument("snapshot_id")
+@click.option(
+    "--from",
+    "folder",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder holding the lost files at the paths the snapshot records (only read, never written).",
+)
+@json_option
+@click.pass_context
+def repair(ctx: click.Context, snapshot_id: str, folder: str) -> None:
+    """Put back a DEGRADED snapshot's lost objects from files of FOLDER; READY again when none is missing.
+
+    Exits 0 when the snapshot is READY at the end, 6 when it is still DEGRADED.
+    """
+    with progress_bar(ctx, "repair") as progress:
+        report = services(ctx, create=False).workspaces.repair(snapshot_id, folder, progress=progress)
+
+    def human() -> None:
+        snap = report.snapshot
+        if report.nothing_to_repair:
+            console.print(f"snapshot {snap.id}: nothing to repair (state {snap.state.value})")
+            return
+        status = "[green]READY[/]" if report.ok else "[red]still DEGRADED[/]"
+        count = len(report.repaired)
+        console.print(
+            f"snapshot {snap.id}: repaired {count} object{'' if count == 1 else 's'}"
+            f" ({human_bytes(report.bytes_read)} read from {escape(printable(folder))}); {status}"
+        )
+        if report.unrepairable:
+            n = len(report.unrepairable)
+            console.print(f"{n} path{'' if n == 1 else 's'} unrepairable:")
+            for u in report.unrepairable:
+                console.print(f"  {printable(u.path)}: {u.reason} — {printable(u.detail)}", markup=False)
+        elif not report.ok:
+            console.print(f"  still missing: {len(report.missing)}, corrupt: {len(report.corrupt)}")
 
     emit(ctx, report.to_dict(), human)
     if not report.ok:

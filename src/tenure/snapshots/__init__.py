@@ -9,6 +9,7 @@ whole folder. See ``docs/snapshots-format.md``.
 * :func:`restore_tree` — materialize a tree beside the target, rename into place;
 * :func:`tree_closure` — every object id a root references;
 * :func:`verify_tree` — re-hash objects, report missing, corrupt and lost paths;
+* :func:`repair_tree` — put back lost data objects from a folder's files;
 * :func:`iter_tree` — list a stored tree;
 * :func:`clean_restore_leftovers` — remove what crashed restores left.
 
@@ -25,6 +26,7 @@ from tenure.snapshots.errors import (
     UnreadableFileError,
     UploadIncompleteError,
 )
+from tenure.snapshots.repair import RepairResult, Unrepairable, repair_tree
 from tenure.snapshots.restore import clean_restore_leftovers, restore_tree
 from tenure.snapshots.results import BuildResult, RestoreResult, VerifyResult
 from tenure.snapshots.verify import verify_tree
@@ -35,11 +37,14 @@ __all__ = [
     "restore_tree",
     "tree_closure",
     "verify_tree",
+    "repair_tree",
     "iter_tree",
     "clean_restore_leftovers",
     "BuildResult",
     "RestoreResult",
     "VerifyResult",
+    "RepairResult",
+    "Unrepairable",
     "TreeEntry",
     "NotAFolderError",
     "UnreadableFileError",

@@ -137,9 +137,9 @@ def build_tree(
     and when the listing is complete (the totals final).
     ``workers`` threads read and as many encode (default: one per core).
     """
-    root = _folder_bytes(folder)
+    root = folder_bytes(folder)
     index = load_index(index_path)
-    root_fd = _open_folder(root, folder)
+    root_fd = open_folder(root, folder)
     try:
         scanner = Scanner(root_fd, load_ignore(root_fd, exclude), _excluded(root, [index_path, *leave_out]))
         build = _Build(root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
@@ -167,7 +167,7 @@ def _no_pin(_oids: frozenset[str]) -> None:
     pass
 
 
-def _folder_bytes(folder: str) -> bytes:
+def folder_bytes(folder: str) -> bytes:
     path = os.fsencode(os.path.abspath(folder))
     try:
         if stat.S_ISDIR(os.stat(path).st_mode):
@@ -177,7 +177,7 @@ def _folder_bytes(folder: str) -> bytes:
     raise NotAFolderError(f"{folder!r} is not a folder", path=folder)
 
 
-def _open_folder(root: bytes, folder: str) -> int:
+def open_folder(root: bytes, folder: str) -> int:
     """The descriptor every path of the build is opened below (the folder itself may be a symlink)."""
     try:
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -1,4 +1,4 @@
-"""The workspace service: checkpoint, restore, verify, retention, GC, and the folders on this host.
+"""The workspace service: checkpoint, restore, verify, repair, retention, GC, and the folders on this host.
 
 It composes the store (records, leases, pins), the object store and the tree
 engine, and keeps the publication order of the storage spec: upload objects →
@@ -26,7 +26,7 @@ from typing import Any
 
 from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError, ObjectStoreError
 from tenure.objects import ObjectStore
-from tenure.snapshots import RestoreResult, build_tree, restore_tree, verify_tree
+from tenure.snapshots import RestoreResult, Unrepairable, build_tree, repair_tree, restore_tree, verify_tree
 from tenure.snapshots.errors import SnapshotDamagedError
 from tenure.snapshots.gc import GcResult, collect
 from tenure.snapshots.verify import set_aside
@@ -86,6 +86,44 @@ class VerifyReport:
             "corrupt": list(self.corrupt),
             "lost_paths": list(self.lost_paths),
             "set_aside": list(self.set_aside),
+        }
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """The outcome of :meth:`WorkspaceService.repair`: what was put back, what the folder could not give back."""
+
+    snapshot: Snapshot
+    #: objects put back from the folder
+    repaired: tuple[str, ...] = ()
+    #: paths whose lost content the folder cannot give back, each with a reason (``tenure.snapshots.repair.REASONS``)
+    unrepairable: tuple[Unrepairable, ...] = ()
+    #: what the full verify after the repair still found missing or corrupt, and the paths they make unreadable
+    missing: tuple[str, ...] = ()
+    corrupt: tuple[str, ...] = ()
+    lost_paths: tuple[str, ...] = ()
+    #: corrupt objects moved out of the object store's way (then rebuilt like missing ones)
+    set_aside: tuple[str, ...] = ()
+    bytes_read: int = 0
+    #: the snapshot was READY: nothing was read or stored
+    nothing_to_repair: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.snapshot.state is SnapshotState.READY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot.to_dict(),
+            "ok": self.ok,
+            "nothing_to_repair": self.nothing_to_repair,
+            "repaired": list(self.repaired),
+            "unrepairable": [u.to_dict() for u in self.unrepairable],
+            "missing": list(self.missing),
+            "corrupt": list(self.corrupt),
+            "lost_paths": list(self.lost_paths),
+            "set_aside": list(self.set_aside),
+            "bytes_read": self.bytes_read,
         }
 
 
@@ -416,7 +454,8 @@ class WorkspaceService:
                     lost_paths=lost,
                     missing=sorted(report.missing),
                     corrupt=sorted(report.corrupt),
-                    hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot list)"
+                    hint="restore the intact files with --partial, or an older READY snapshot (tenure snapshot list);"
+                    f" `tenure snapshot repair {snap.id} --from DIR` puts lost objects back from a folder"
                     if lost
                     else f"run `tenure snapshot verify {snap.id}` to make it READY again",
                 )
@@ -469,6 +508,67 @@ class WorkspaceService:
         elif not (missing or corrupt) and sample >= 1.0 and snap.state is SnapshotState.DEGRADED:
             snap = self.store.snapshots.move(snap.id, SnapshotState.READY, expected=SnapshotState.DEGRADED)
         return VerifyReport(snap, int(getattr(result, "checked", 0)), missing, corrupt, lost, tuple(sorted(aside)))
+
+    def repair(self, ref: str, folder: str, *, progress: Progress | None = None) -> RepairReport:
+        """Put back a DEGRADED snapshot's lost objects from ``folder``; READY again once nothing is missing (S-23).
+
+        For every file whose objects the store lacks, the file at the same
+        relative path in ``folder`` is read (never written, never through a
+        symlink) and cut or packed again as the build does; only content that
+        hashes to a lost id is stored (``tenure.snapshots.repair``). A full
+        verify follows; corrupt objects it finds are moved aside and rebuilt
+        the same way, once. If nothing is missing or corrupt any more, the
+        snapshot moves DEGRADED → READY (guarded); its id and tree never
+        change. Paths the folder cannot give back are reported with a reason
+        and the snapshot stays DEGRADED. A READY snapshot has nothing to
+        repair: nothing is read.
+        """
+        with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
+            if snap.state is SnapshotState.READY:
+                return RepairReport(snap, nothing_to_repair=True)
+            if snap.state is not SnapshotState.DEGRADED or snap.root_oid is None:
+                raise ConflictError(
+                    f"snapshot {snap.id} is {snap.state.value}; only a DEGRADED snapshot is repaired",
+                    code="snapshot-deleting" if snap.state is SnapshotState.DELETING else "snapshot-not-ready",
+                    snapshot=snap.id,
+                    state=snap.state.value,
+                )
+            if self.object_store_id is None:  # nothing may be stored before the object store is bound
+                self.object_store_id = bind_object_store(self.store, self.objects)
+            repaired: set[str] = set()
+            aside: set[str] = set()
+            bytes_read = 0
+            for _ in range(2):  # a second round only for corrupt objects the verify has just moved aside
+                result = repair_tree(snap.root_oid, self.objects, folder, progress=progress)
+                repaired |= result.repaired
+                bytes_read += result.bytes_read
+                check = verify_tree(snap.root_oid, self.objects)
+                moved = self._set_aside_quietly(check.corrupt)
+                aside |= moved
+                if check.ok or not moved:
+                    break
+            if check.ok:
+                snap = self._repaired(snap)
+        return RepairReport(
+            snap,
+            tuple(sorted(repaired)),
+            () if check.ok else result.unrepairable,
+            tuple(sorted(check.missing)),
+            tuple(sorted(check.corrupt)),
+            tuple(check.lost_paths),
+            tuple(sorted(aside)),
+            bytes_read,
+        )
+
+    def _repaired(self, snap: Snapshot) -> Snapshot:
+        """DEGRADED → READY (guarded); a concurrent repair or verify that got there first is as good."""
+        try:
+            return self.store.snapshots.move(snap.id, SnapshotState.READY, expected=SnapshotState.DEGRADED)
+        except ConflictError:
+            now = self.store.snapshots.get(snap.id)
+            if now.state is SnapshotState.READY:
+                return now
+            raise
 
     def _set_aside_quietly(self, oids: Iterable[str]) -> frozenset[str]:
         """Move corrupt objects aside; an object store that refuses (read-only) keeps them."""
