@@ -36,6 +36,7 @@ from tenure.store.queries import DIALECTS, STORE, Queries, QueryFileError, Unkno
 
 SRC = Path(tenure.__file__).parent
 OBJECTS = "tenure.objects"
+MOUNTS = "tenure.mounts"
 SQL = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE (UNIQUE )?(TABLE|INDEX))\b")
 TX_METHODS = {"execute", "one", "count", "executemany"}
 RAW_METHODS = {"execute_sql", "count_sql", "sql_transaction"}
@@ -60,7 +61,9 @@ def docstrings(tree: ast.Module) -> set[int]:
 def packages_of(module: str) -> tuple[str, ...]:
     """The query packages whose names a module may use (the migrator runs over every package)."""
     if module == "tenure/store/migrate.py":
-        return (STORE, OBJECTS)
+        return (STORE, OBJECTS, MOUNTS)
+    if module.startswith("tenure/mounts/"):
+        return (MOUNTS,)
     return (OBJECTS,) if module.startswith("tenure/objects/") else (STORE,)
 
 
@@ -162,7 +165,7 @@ def test_every_name_used_exists() -> None:
 
 
 def test_every_block_is_used() -> None:
-    used: dict[str, set[str]] = {STORE: set(), OBJECTS: set()}
+    used: dict[str, set[str]] = {STORE: set(), OBJECTS: set(), MOUNTS: set()}
     for module, _, name, _ in query_calls():
         for package in packages_of(module):
             used[package].add(name)
@@ -191,7 +194,7 @@ _ALL_STATES = {
 }
 
 
-@pytest.mark.parametrize("package", [STORE, OBJECTS])
+@pytest.mark.parametrize("package", [STORE, OBJECTS, MOUNTS])
 def test_states_are_parameters(package: str) -> None:
     spelled = [
         f"{q.source} {q.name}: '{lit}'"
@@ -233,7 +236,7 @@ def test_every_sqlite_block_compiles_against_the_schema(tmp_path: Path) -> None:
 
 
 def test_files_parse_with_unique_names() -> None:
-    for package in (STORE, OBJECTS):
+    for package in (STORE, OBJECTS, MOUNTS):
         queries = load(package)
         assert queries.names(), package
         for query in queries.blocks():

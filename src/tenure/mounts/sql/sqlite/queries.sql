@@ -1,4 +1,4 @@
--- Named queries of the host-local mount store (a SQLite file under the data folder, ADR 0021).
+-- Named queries of the host-local mount store (a SQLite file under the data folder, ADR 0021): SQLite only.
 -- Same conventions as tenure/store/sql/queries.sql: one statement per block, states as parameters.
 
 
