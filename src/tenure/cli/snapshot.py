@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from tenure.cli.context import services
+from tenure.cli.durations import Duration
 from tenure.cli.output import console, emit, human_bytes, json_option, printable, progress_bar, table
 from tenure.cli.remote import project_path, remote
 
@@ -250,19 +251,57 @@ def unpin(ctx: click.Context, snapshot_id: str) -> None:
     show_default=True,
     help="Never remove unreferenced objects younger than this many seconds.",
 )
+@click.option(
+    "--expire-idle",
+    "idle_ttl_s",
+    type=Duration(allow_zero=False),
+    default=None,
+    metavar="DURATION",
+    help="First expire workspaces idle this long (e.g. 30d) and delete those past their expiry grace."
+    " Destructive, so off unless given.",
+)
+@click.option(
+    "--expiry-grace",
+    "expiry_grace_s",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    metavar="DURATION",
+    help="With --expire-idle: how long an EXPIRING workspace can be brought back before it is deleted.",
+)
 @json_option
 @click.pass_context
-def gc(ctx: click.Context, grace_s: float) -> None:
+def gc(ctx: click.Context, grace_s: float, idle_ttl_s: float | None, expiry_grace_s: float) -> None:
     """Reclaim objects no readable snapshot references.
 
     Objects that a readable snapshot references, that an upload or restore in
     progress has pinned, or that are younger than the grace period are kept;
     the output says how many of each.
+
+    With --expire-idle, an expiry pass runs first: IDLE workspaces unused for
+    that long become EXPIRING (`tenure workspace undo-expiry` brings one
+    back), and EXPIRING ones past --expiry-grace are deleted, their snapshots
+    DELETING. Never a workspace with a live writer lease, nor the workspace
+    of a project that is not SUSPENDED.
     """
+    svc = services(ctx, create=False).workspaces
+    expiry = None if idle_ttl_s is None else svc.expire_idle(idle_ttl_s, expiry_grace_s)
     with progress_bar(ctx, "gc", unit="objects") as progress:
-        result = services(ctx, create=False).workspaces.gc(grace_s=grace_s, progress=progress)
+        result = svc.gc(grace_s=grace_s, progress=progress)
 
     def human() -> None:
+        if expiry is not None:
+            console.print(
+                f"expiry (idle {_duration(expiry.idle_ttl_s)}, grace {_duration(expiry.grace_s)}):"
+                f" {len(expiry.expired)} expired, {len(expiry.deleted)} deleted"
+                f" ({len(expiry.snapshots_deleting)} snapshots DELETING), {len(expiry.skipped)} skipped"
+            )
+            for name in expiry.expired:
+                console.print(f"  expiring: {escape(name)}")
+            for name in expiry.deleted:
+                console.print(f"  deleted: {escape(name)}")
+            for skip in expiry.skipped:
+                console.print(f"  kept ({skip.action}): {escape(skip.workspace)}: {skip.reason}, {escape(skip.detail)}")
         kept = result.stored - result.removed
         console.print(f"removed {result.removed} of {result.stored} objects; kept {kept}:")
         console.print(f"  {result.referenced} referenced by the {result.roots} snapshots that can still be read")
@@ -277,7 +316,10 @@ def gc(ctx: click.Context, grace_s: float) -> None:
                 f" {', '.join(result.damaged[:5])}; run `tenure snapshot verify` on their snapshots[/]"
             )
 
-    emit(ctx, result.to_dict(), human)
+    data = result.to_dict()
+    if expiry is not None:
+        data["expiry"] = expiry.to_dict()
+    emit(ctx, data, human)
 
 
 def _duration(seconds: float) -> str:

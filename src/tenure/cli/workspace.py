@@ -1,4 +1,4 @@
-"""``tenure workspace`` — create, checkpoint, restore, list."""
+"""``tenure workspace`` — create, checkpoint, restore, list, undo an expiry."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from tenure.cli.context import services
+from tenure.cli.durations import Duration
 from tenure.cli.output import console, emit, err_console, human_bytes, json_option, progress_bar, table
 
 
@@ -176,5 +177,35 @@ def list_(ctx: click.Context) -> None:
             None,
             ["name", "state", "head", "version", "generation"],
             [[w.name, w.state.value, w.head_snapshot_id or "-", w.version, w.writer_generation] for w in rows],
+        ),
+    )
+
+
+@workspace.command("undo-expiry")
+@click.argument("name")
+@click.option(
+    "--expiry-grace",
+    "grace_s",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    metavar="DURATION",
+    help="The grace period the expiry was given (`tenure gc --expiry-grace`).",
+)
+@json_option
+@click.pass_context
+def undo_expiry(ctx: click.Context, name: str, grace_s: float) -> None:
+    """Bring back workspace NAME, EXPIRING, within its grace period: IDLE again, its head intact.
+
+    Refused with `expiry-grace-over` once the grace has passed, and with
+    `workspace-not-expiring` for a workspace that is not EXPIRING (a deleted
+    one stays deleted).
+    """
+    ws = services(ctx, create=False).workspaces.undo_expiry(name, grace_s)
+    emit(
+        ctx,
+        ws.to_dict(),
+        lambda: console.print(
+            f"workspace [bold]{escape(ws.name)}[/] is {ws.state.value} again (head {ws.head_snapshot_id or '-'})"
         ),
     )

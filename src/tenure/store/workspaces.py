@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from tenure.errors import (
     ConflictError,
     IdempotencyConflictError,
+    IllegalTransitionError,
     InvalidInputError,
     NotFoundError,
     StaleGenerationError,
@@ -37,16 +39,19 @@ from tenure.states import (
     WORKSPACE,
     ForcePath,
     LeaseState,
+    ProjectStatus,
     SnapshotState,
     WorkspaceState,
 )
-from tenure.store.connector import Connector, Tx
+from tenure.store.connector import Connector, Row, Tx
 from tenure.store.queries import state_params
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 
 register("dispose.after_read", "dispose read the workspace row; nothing written yet")
 register("acquire.after_read", "a new writer read the workspace row; nothing written yet")
 register("begin_checkpoint.after_read", "begin_checkpoint read the workspace row; nothing written yet")
+register("expiry.expire_after_lock", "an expiry holds the project and workspace rows; the guarded move not yet made")
+register("expiry.delete_after_lock", "a deletion holds the project and workspace rows; the guarded move not yet made")
 register("workspace_create.after_insert", "a fork's workspace row is inserted, not yet committed")
 register("checkpoint.after_begin", "workspace is CHECKPOINTING, snapshot record UPLOADING")
 register("checkpoint.after_validating", "snapshot record VALIDATING, closure not yet verified")
@@ -62,6 +67,39 @@ _LIVE_LEASE = state_params(_L.ACTIVE, _L.RELEASING)
 _OPEN_LEASE = state_params(_L.ISSUED, _L.ACTIVE, _L.RELEASING)
 #: Snapshot states before publication (``:uploading``, ``:validating``).
 _UNPUBLISHED = state_params(_S.UPLOADING, _S.VALIDATING)
+
+
+#: The key before every candidate of an expiry page (store times are seconds since the epoch).
+_BEFORE_ALL = -1.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A workspace the expiry policy may act on, with its page key (``updated_at`` or ``expiring_since``)."""
+
+    id: str
+    name: str
+    key: float
+
+
+@dataclass(frozen=True)
+class ExpiryStep:
+    """What one expiry or deletion attempt did: ``done``, or the guard term that held it back."""
+
+    workspace: Workspace
+    done: bool
+    #: why not: not-idle, not-expiring, recently-used, in-grace, writer-lease-live, project-not-suspended, changed
+    reason: str | None = None
+    detail: str = ""
+    #: a deletion's snapshots moved to DELETING
+    snapshots: tuple[str, ...] = ()
+
+
+class ExpiryGraceOverError(IllegalTransitionError):
+    """An undo of an expiry after its grace period."""
+
+    code = "expiry-grace-over"
+    default_hint = "the workspace stays EXPIRING and is deleted by the next `tenure gc --expire-idle`"
 
 
 class LeaseHeldError(ConflictError):
@@ -233,11 +271,24 @@ class WorkspaceStore:
             return self.workspace(ws.id, tx)
 
     def undo_expiry(self, ref: str, grace_s: float) -> Workspace:
-        """EXPIRING → back to IDLE, only within the grace period."""
+        """EXPIRING → back to IDLE, only within the grace period; the head is untouched.
+
+        Refused with ``workspace-not-expiring`` for any other state (a deleted
+        workspace stays deleted) and with ``expiry-grace-over`` once
+        ``grace_s`` has passed since the expiry began. The move sets
+        ``updated_at``, so an idle TTL starts afresh (ADR 0019).
+        """
         from datetime import datetime, timedelta
 
         with self.db.transaction() as tx:
-            ws = self.workspace(ref, tx)
+            ws = self._locked(tx, ref)
+            if ws.state is not WorkspaceState.EXPIRING:
+                raise ConflictError(
+                    f"workspace {ws.name!r} is {ws.state.value}; only an EXPIRING workspace can be brought back",
+                    code="workspace-not-expiring",
+                    workspace=ws.name,
+                    state=ws.state.value,
+                )
             now = float(tx.execute("store_now")[0]["now"])
             record = {
                 "now": datetime.fromtimestamp(now, UTC),
@@ -245,7 +296,17 @@ class WorkspaceStore:
                 "grace": timedelta(seconds=grace_s),
             }
             target = WorkspaceState.IDLE
-            WORKSPACE.check(ws.state, target, record)
+            try:
+                WORKSPACE.check(ws.state, target, record)
+            except IllegalTransitionError as exc:
+                since = ws.expiring_since or now
+                raise ExpiryGraceOverError(
+                    f"workspace {ws.name!r} has been EXPIRING for {now - since:.0f} s, past its grace of"
+                    f" {grace_s:.0f} s: it can no longer be brought back",
+                    workspace=ws.name,
+                    expiring_since=ws.expiring_since,
+                    grace_s=grace_s,
+                ) from exc
             rows = tx.execute(
                 "workspace_undo_expiry", {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)}
             )
@@ -254,17 +315,166 @@ class WorkspaceStore:
             return self.workspace(ws.id, tx)
 
     def delete_expired(self, ref: str) -> Workspace:
-        """EXPIRING → DELETED, only when no writer lease is live."""
+        """EXPIRING → DELETED, only when no writer lease is live; its snapshots go DELETING.
+
+        Not for the workspace of a project that is not SUSPENDED (ADR 0019).
+        The grace period is the caller's business here; the expiry policy
+        uses :meth:`delete_after_grace`, whose statement also carries it.
+        """
         with self.db.transaction() as tx:
             ws = self.workspace(ref, tx)
+            project = tx.one("project_of_workspace_for_share", {"w": ws.id})
+            ws = self._locked(tx, ws.id)
             live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
             WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": bool(live)})
             rows = tx.execute(
-                "workspace_delete_expired", {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING), **_LIVE_LEASE}
+                "workspace_delete_expired",
+                {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING, ProjectStatus.SUSPENDED), **_LIVE_LEASE},
             )
             if not rows:
+                if project is not None and project["status"] != ProjectStatus.SUSPENDED.value:
+                    raise ConflictError(
+                        f"workspace {ws.name!r} belongs to project {project['tenant']}/{project['name']}, which is"
+                        f" {project['status']}",
+                        code="workspace-of-active-project",
+                        hint="suspend the project first, or close it (close disposes of its workspace)",
+                        workspace=ws.name,
+                        project=f"{project['tenant']}/{project['name']}",
+                        status=project["status"],
+                    )
                 raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
+            self._retire_snapshots(tx, ws.id)
             return self.workspace(ws.id, tx)
+
+    # ------------------------------------------------------------------ the expiry policy (ADR 0019)
+
+    def idle_before(self, before: float, after: tuple[float, str] | None = None, limit: int = 500) -> list[Candidate]:
+        """IDLE workspaces whose row has not changed since store time ``before``, oldest first.
+
+        One page of at most ``limit``, after the key ``after`` (the last
+        candidate's ``(key, id)`` of the previous page).
+        """
+        kt, ki = after if after is not None else (_BEFORE_ALL, "")
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(
+                "workspaces_idle_before",
+                {"before": before, "kt": kt, "ki": ki, "limit": limit, **state_params(_W.IDLE)},
+            )
+        return [Candidate(r["id"], r["name"], float(r["k"])) for r in rows]
+
+    def expiring_before(
+        self, before: float, after: tuple[float, str] | None = None, limit: int = 500
+    ) -> list[Candidate]:
+        """EXPIRING workspaces whose expiry began before store time ``before``, oldest first (one page)."""
+        kt, ki = after if after is not None else (_BEFORE_ALL, "")
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(
+                "workspaces_expiring_before",
+                {"before": before, "kt": kt, "ki": ki, "limit": limit, **state_params(_W.EXPIRING)},
+            )
+        return [Candidate(r["id"], r["name"], float(r["k"])) for r in rows]
+
+    def expire_idle(self, ref: str, before: float) -> ExpiryStep:
+        """IDLE → EXPIRING when unchanged since store time ``before``; else why not (no error).
+
+        The statement carries the whole guard: the workspace IDLE and not
+        changed since ``before`` (no mount, checkpoint or undo since), no live
+        writer lease, and no project of it that is not SUSPENDED. The project
+        row is locked before the workspace row (the order a claim takes them).
+        """
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            project = tx.one("project_of_workspace_for_share", {"w": ws.id})
+            ws = self._locked(tx, ws.id)
+            crash_point("expiry.expire_after_lock")
+            if ws.state is WorkspaceState.IDLE:
+                WORKSPACE.check(ws.state, WorkspaceState.EXPIRING)
+            rows = tx.execute(
+                "workspace_expire_idle",
+                {
+                    "id": ws.id,
+                    "before": before,
+                    **state_params(_W.EXPIRING, _W.IDLE, ProjectStatus.SUSPENDED),
+                    **_LIVE_LEASE,
+                },
+            )
+            if rows:
+                return ExpiryStep(self.workspace(ws.id, tx), True)
+            return self._why_kept(tx, ws, project, WorkspaceState.IDLE, before)
+
+    def delete_after_grace(self, ref: str, before: float) -> ExpiryStep:
+        """EXPIRING → DELETED when its expiry began before store time ``before``; else why not.
+
+        Guarded like :meth:`expire_idle` (no live writer lease, no project of
+        it that is not SUSPENDED), and by the grace: the expiry began before
+        ``before``. Its published and failed snapshots go DELETING in the same
+        transaction — except a snapshot that is the head of another live
+        workspace (a fork) or keep-pinned — so GC reclaims their objects.
+        """
+        with self.db.transaction() as tx:
+            ws = self.workspace(ref, tx)
+            project = tx.one("project_of_workspace_for_share", {"w": ws.id})
+            ws = self._locked(tx, ws.id)
+            crash_point("expiry.delete_after_lock")
+            live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
+            if ws.state is WorkspaceState.EXPIRING and not live:
+                WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": False})
+                rows = tx.execute(
+                    "workspace_delete_after_grace",
+                    {
+                        "id": ws.id,
+                        "before": before,
+                        **state_params(_W.DELETED, _W.EXPIRING, ProjectStatus.SUSPENDED),
+                        **_LIVE_LEASE,
+                    },
+                )
+                if rows:
+                    retired = self._retire_snapshots(tx, ws.id)
+                    return ExpiryStep(self.workspace(ws.id, tx), True, snapshots=retired)
+            return self._why_kept(tx, ws, project, WorkspaceState.EXPIRING, before)
+
+    def _retire_snapshots(self, tx: Tx, wid: str) -> tuple[str, ...]:
+        """A deleted workspace's unfinished snapshots FAILED, the others DELETING (forked heads, kept ones stay)."""
+        from tenure.store.snapshots import KEEP  # that module builds on this one
+
+        tx.execute("snapshots_of_workspace_for_update", {"w": wid, **state_params(_S.READY, _S.DEGRADED, _S.FAILED)})
+        tx.execute("snapshots_fail_unfinished", {"w": wid, **state_params(_S.FAILED), **_UNPUBLISHED})
+        rows = tx.execute(
+            "snapshots_delete_of_expired_workspace",
+            {
+                "w": wid,
+                "keep": KEEP,
+                **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED, _W.DELETED),
+            },
+        )
+        return tuple(sorted(r["id"] for r in rows))
+
+    def _why_kept(
+        self, tx: Tx, ws: Workspace, project: Row | None, expected: WorkspaceState, before: float
+    ) -> ExpiryStep:
+        """An expiry write matched nothing: say which term of its guard held it back (read, never decided on)."""
+        now = float(tx.execute("store_now")[0]["now"])
+        expiring = expected is WorkspaceState.EXPIRING
+        if ws.state is not expected:
+            return ExpiryStep(ws, False, "not-expiring" if expiring else "not-idle", f"it is {ws.state.value}")
+        moment = ws.expiring_since if expiring else ws.updated_at
+        if moment is None or moment > before or (expiring and moment == before):
+            ago = "" if moment is None else f" {max(0.0, now - moment):.3f} s ago"
+            if expiring:
+                return ExpiryStep(ws, False, "in-grace", f"its expiry began{ago}, within the grace period")
+            return ExpiryStep(ws, False, "recently-used", f"last used{ago}, within the idle TTL")
+        if tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE}) is not None:
+            lease = self.lease(ws.id, ws.writer_generation, tx)
+            holder = "a writer" if lease is None else lease.holder
+            return ExpiryStep(ws, False, "writer-lease-live", f"{holder} holds a live writer lease")
+        if project is not None and project["status"] != ProjectStatus.SUSPENDED.value:
+            return ExpiryStep(
+                ws,
+                False,
+                "project-not-suspended",
+                f"project {project['tenant']}/{project['name']} is {project['status']}",
+            )
+        return ExpiryStep(ws, False, "changed", "the workspace changed concurrently")
 
     def dispose(self, ref: str, generation: int) -> Workspace:
         """Terminal teardown for a closing project, through the named takeover path.

@@ -33,6 +33,7 @@ from tenure.snapshots.verify import set_aside
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, LeaseHeldError, LeaseLostError, Snapshot, Store, Workspace, WriterLease
 from tenure.workspaces.binding import bind_object_store
+from tenure.workspaces.expiry import DEFAULT_GRACE_S, ExpiryResult, expire_idle
 from tenure.workspaces.folders import LocalFolders
 from tenure.workspaces.holders import abandoned, process_holder
 
@@ -584,6 +585,23 @@ class WorkspaceService:
         """One GC pass; pins of killed processes on this host are dropped first (they hold nothing)."""
         self.store.snapshots.drop_abandoned_pins(abandoned)
         return collect(self.store, self.objects, grace_s=grace_s, progress=progress)
+
+    def expire_idle(
+        self, idle_ttl_s: float, grace_s: float = DEFAULT_GRACE_S, now: float | None = None
+    ) -> ExpiryResult:
+        """Idle workspaces past ``idle_ttl_s`` expire; EXPIRING ones past ``grace_s`` are deleted (ADR 0019).
+
+        Idle means the workspace row has not changed for the TTL: no writer
+        lease taken or released, no checkpoint begun, published or abandoned,
+        no undo. Never a workspace with a live writer lease, nor one whose
+        project is not SUSPENDED. A deleted workspace's snapshots go DELETING;
+        the next :meth:`gc` reclaims the objects nothing else references.
+        """
+        return expire_idle(self.store, idle_ttl_s, grace_s, now)
+
+    def undo_expiry(self, name: str, grace_s: float = DEFAULT_GRACE_S) -> Workspace:
+        """EXPIRING → IDLE within ``grace_s`` of the expiry, head intact; ``expiry-grace-over`` after."""
+        return self.store.workspaces.undo_expiry(name, grace_s)
 
     # ------------------------------------------------------------------ folders on this host
 

@@ -87,11 +87,14 @@ WHERE id = :id AND state = :expiring AND expiring_since + :g >= {now}
 RETURNING id;
 
 -- name: workspace_delete_expired
--- EXPIRING → DELETED, only while no writer lease on the workspace is live.
-UPDATE workspaces SET state = :deleted, updated_at = {now}
+-- EXPIRING → DELETED, only while no writer lease on the workspace is live and its project, if it has
+-- one, is SUSPENDED.
+UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
+    updated_at = {now}
 WHERE id = :id AND state = :expiring
   AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
                   AND expires_at > {now})
+  AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
 RETURNING id;
 
 -- name: workspace_dispose
@@ -111,6 +114,66 @@ RETURNING id;
 -- MOUNTED → IDLE at the end of a clean release, fenced by writer generation :g.
 UPDATE workspaces SET state = :idle, updated_at = {now}
 WHERE id = :w AND state = :mounted AND writer_generation = :g
+RETURNING id;
+
+
+-- ==================================================================== workspace expiry (ADR 0019)
+-- Candidates are read by index (workspaces_by_state_updated, workspaces_by_state_expiring), a page of
+-- :limit at a time after the key (:kt, :ki); each write then repeats the whole guard against the row.
+
+-- name: workspaces_idle_before
+-- IDLE workspaces whose row has not changed since store time :before (no mount, checkpoint or undo
+-- since), after the key (:kt, :ki) in (updated_at, id) order, at most :limit.
+SELECT id, name, updated_at AS k FROM workspaces
+WHERE state = :idle AND updated_at <= :before AND (updated_at > :kt OR (updated_at = :kt AND id > :ki))
+ORDER BY updated_at, id LIMIT :limit;
+
+-- name: workspaces_expiring_before
+-- EXPIRING workspaces whose expiry began before store time :before, after the key (:kt, :ki) in
+-- (expiring_since, id) order, at most :limit.
+SELECT id, name, expiring_since AS k FROM workspaces
+WHERE state = :expiring AND expiring_since < :before
+  AND (expiring_since > :kt OR (expiring_since = :kt AND id > :ki))
+ORDER BY expiring_since, id LIMIT :limit;
+
+-- name: project_of_workspace_for_share
+-- The project whose workspace is :w, with its status, the row held until the transaction ends
+-- (PostgreSQL: FOR SHARE, so a status change waits; SQLite's write transaction already holds the database).
+SELECT tenant, name, status FROM projects WHERE workspace_id = :w;
+
+-- name: workspace_expire_idle
+-- IDLE → EXPIRING for a workspace unchanged since :before, only while no writer lease on it is live
+-- (ACTIVE or RELEASING, unexpired) and its project, if it has one, is SUSPENDED; records when expiry began.
+UPDATE workspaces SET state = :expiring, expiring_since = {now}, updated_at = {now}
+WHERE id = :id AND state = :idle AND updated_at <= :before
+  AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
+                  AND expires_at > {now})
+  AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
+RETURNING id;
+
+-- name: workspace_delete_after_grace
+-- EXPIRING → DELETED for a workspace whose expiry began before :before (its grace has run out), only
+-- while no writer lease on it is live and its project, if it has one, is SUSPENDED.
+UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
+    updated_at = {now}
+WHERE id = :id AND state = :expiring AND expiring_since < :before
+  AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
+                  AND expires_at > {now})
+  AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
+RETURNING id;
+
+-- name: snapshots_of_workspace_for_update
+-- The published and failed snapshots of workspace :w, the rows held until the transaction ends
+-- (PostgreSQL: FOR UPDATE, so a fork of one of them waits or has committed; ADR 0012).
+SELECT id FROM snapshots WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed);
+
+-- name: snapshots_delete_of_expired_workspace
+-- Every READY, DEGRADED or FAILED snapshot of expired workspace :w → DELETING, except the head of
+-- another live workspace (a fork of it) and keep-pinned ones.
+UPDATE snapshots SET state = :deleting, updated_at = {now}
+WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed)
+  AND NOT EXISTS (SELECT 1 FROM workspaces o WHERE o.head_snapshot_id = snapshots.id AND o.state <> :deleted)
+  AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.snapshot_id = snapshots.id AND p.kind = :keep)
 RETURNING id;
 
 

@@ -31,6 +31,16 @@ SELECT * FROM workspaces WHERE name = :r OR id = :r FOR UPDATE;
 -- Snapshot :id, the row locked until the transaction ends (ADR 0012).
 SELECT id FROM snapshots WHERE id = :id FOR UPDATE;
 
+-- name: project_of_workspace_for_share
+-- The project whose workspace is :w, with its status, share-locked until the transaction ends: a status
+-- change waits for an expiry decision, or has committed before it (ADR 0019).
+SELECT tenant, name, status FROM projects WHERE workspace_id = :w FOR SHARE;
+
+-- name: snapshots_of_workspace_for_update
+-- The published and failed snapshots of workspace :w, locked until the transaction ends: a fork of one
+-- of them waits, or has committed and is seen by the deletion that follows (ADR 0012).
+SELECT id FROM snapshots WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed) FOR UPDATE;
+
 -- name: workspace_insert_from_snapshot
 -- A new workspace whose head and base is snapshot :b, only while that snapshot is READY; the
 -- snapshot row is share-locked, so a concurrent delete waits and then sees the new head (ADR 0012).
