@@ -180,7 +180,7 @@ def test_blocks_for_one_dialect_are_used_only_under_that_dialect() -> None:
         for package in packages_of(module):
             queries = load(package)
             have = {d for d in served(package) if name in queries.portable or name in queries.dialects.get(d, {})}
-            if have != served(package) and not (guard and guard <= have):
+            if have != served(package) and not (guard and (guard & served(package)) <= have):
                 offenders.append(f"{module}:{line}: {name!r} exists only for {sorted(have)}")
     assert offenders == [], "guard these with `if tx.dialect == ...`:\n" + "\n".join(offenders)
 

@@ -86,6 +86,7 @@ _COMMANDS = {
     "pods": ("tenure.cli.project", "pods"),
     "intake": ("tenure.cli.intake", "intake"),
     "serve": ("tenure.cli.serve", "serve"),
+    "mounts": ("tenure.cli.mounts", "mounts"),
     "session": ("tenure.cli.session", "session"),
     "token": ("tenure.cli.token", "token"),
 }

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from tenure.errors import ConflictError
 from tenure.mounts.store import Mount, MountStore
 from tenure.projects.records import Project
 from tenure.states import SessionState as M
@@ -37,6 +38,12 @@ class MountLog:
 
     def current(self, project: Project) -> Mount | None:
         return self.store.live_for(project.workspace_id)
+
+    def adopted(self, project: Project) -> None:
+        """This host's previous pod held the project (ADR 0020): its live mount carries the new generation."""
+        live = self.current(project)
+        if live is not None:
+            self.store.set_generation(live.id, project.generation)
 
     def mounting(self, project: Project, folder: str) -> Mount:
         """Bring step 3 starts: a mount of this generation, MOUNTING (an older one is closed as taken over)."""
@@ -63,6 +70,14 @@ class MountLog:
         live = self.current(project)
         if live is None:
             return None
+        if live.verdict in ("stale-generation", "control-plane-unknown"):
+            raise ConflictError(
+                f"mount {live.id} of {project.ref} is {live.verdict}: it may not publish (S-59)",
+                code="publish-gated",
+                mount=live.id,
+                verdict=live.verdict,
+                hint="bring the project again under a current lease",
+            )
         self.store.checkpoint_begin(live.id, key)
         if live.state is M.MOUNTED:
             self.store.transition(live.id, M.MOUNTED, M.CHECKPOINTING)

@@ -29,6 +29,9 @@ class Metrics:
         self.engine_failures = Counter(
             "tenure_engine_failures", "Engine start or stop failures", ["engine", "event"], registry=r
         )
+        self.reconcile = Counter(
+            "tenure_reconcile_verdicts", "Mounts given each verdict by restart reconciliation", ["verdict"], registry=r
+        )
         self.running = Gauge("tenure_projects_running", "Projects running on this pod", registry=r)
         self.score = Gauge("tenure_pod_score", "Sum of the placement scores this pod holds", registry=r)
         self.requests = Counter(

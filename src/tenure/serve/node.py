@@ -153,6 +153,7 @@ class Node:
         self._beats = 0
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
+        self.reconcile_report: Any = None
         #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
         self.on_drain_requested: Callable[[], None] | None = None
 
@@ -170,19 +171,20 @@ class Node:
         )
         self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
         self._lock_data_folder()
-        self.reconcile()
-        self.projects.rederive_all()
         self.pods.heartbeat(self.pod.pod_id)
         first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
         self._lost_seen = first.lost if first is not None else 0
-        self.adopt_predecessor()
+        adopted = self.adopt_predecessor()
+        self.reconcile()
+        self.projects.rederive_all()
+        self._bring_adopted(adopted)
         if self.config.self_pull:
             self.pull(boot=True)
         self._set_status(PodStatus.RUNNING)
         self._log("pod running")
 
     def adopt_predecessor(self) -> list[Project]:
-        """Take over at once the projects this host's previous pod held, and bring them here (ADR 0020).
+        """Take over at once the projects this host's previous pod held (ADR 0020); they are brought later.
 
         The data-folder lock proves the predecessor is dead, so its leases are
         not waited out (a deliberate exception to P-22's wait, which guards
@@ -197,11 +199,8 @@ class Node:
             if taken is None:
                 continue
             self._log("adopted from the previous pod of this host", project=taken.ref, generation=taken.generation)
-            if taken.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
-                try:
-                    adopted.append(self.bring(taken.tenant, taken.name))
-                except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
-                    self._log("bring after adoption failed", level=logging.WARNING, project=taken.ref, error=str(exc))
+            self.lifecycle.mounts.adopted(taken)  # this host's folder, now under the new generation
+            adopted.append(taken)
         try:
             status = PodStatus(self.pods.get(prev).status)
             if status is not PodStatus.STOPPED:
@@ -210,8 +209,25 @@ class Node:
             pass  # its row is gone, or it moved meanwhile: nothing to mark
         return adopted
 
+    def _bring_adopted(self, adopted: list[Project]) -> None:
+        for taken in adopted:
+            current = self.projects.by_id(taken.id)
+            if current.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
+                try:
+                    self.bring(current.tenant, current.name)
+                except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
+                    self._log("bring after adoption failed", level=logging.WARNING, project=taken.ref, error=str(exc))
+
     def reconcile(self) -> None:
-        """Restart reconciliation of local mounts: nothing to reconcile until the mount store exists."""
+        """Restart reconciliation of this host's mounts (:mod:`tenure.serve.reconcile`), before anything is served."""
+        from tenure.serve.reconcile import Reconciler
+
+        report = Reconciler(self).run()
+        self.reconcile_report = report
+        for verdict, count in report.counts.items():
+            self.metrics.reconcile.labels(verdict=verdict).inc(count)
+        if report.counts or report.expired_deltas:
+            self._log("reconciled", expired_deltas=report.expired_deltas, **report.counts)
 
     def run_beats(self) -> None:
         """Start the beat thread (daemon)."""

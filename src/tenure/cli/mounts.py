@@ -1,0 +1,114 @@
+"""``tenure mounts`` — this host's mounts and the preserved deltas reconciliation kept (ADR 0021).
+
+``list`` and ``show`` read the host-local mount store of the data folder;
+``recover ID --to DIR`` copies a preserved delta out (the preserved folder is
+left as it is); ``discard ID`` deletes a preserved delta before its recovery
+window ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+import click
+
+from tenure.cli.context import services
+from tenure.cli.output import console, emit, json_option, table
+from tenure.errors import ConflictError, InvalidInputError
+
+if TYPE_CHECKING:
+    from tenure.mounts.store import MountStore
+
+__all__ = ["mounts"]
+
+
+def _store(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from tenure.mounts.store import MOUNTS_FILE, MountStore
+
+    data_dir = services(ctx, create=False).config.data_dir
+    if not os.path.isfile(os.path.join(data_dir, MOUNTS_FILE)):
+        from tenure.errors import NotFoundError
+
+        raise NotFoundError(
+            f"no mounts recorded in {data_dir}",
+            code="mount-not-found",
+            hint="mounts are recorded by a pod on this host",
+        )
+    return MountStore(data_dir)
+
+
+@click.group()
+def mounts() -> None:
+    """This host's mounts, and the preserved deltas a user can recover."""
+
+
+@mounts.command("list")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context) -> None:
+    """Every mount recorded on this host, with its status, verdict and preserved folder."""
+    rows = _store(ctx).list()
+    emit(
+        ctx,
+        [m.to_dict() for m in rows],
+        lambda: table(
+            None,
+            ["mount", "project", "state", "generation", "verdict", "preserved"],
+            [
+                [m.id, m.project_ref or "-", m.state.value, m.generation, m.verdict or "-", m.preserved_folder or "-"]
+                for m in rows
+            ],
+        ),
+    )
+
+
+@mounts.command("show")
+@click.argument("mount_id")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, mount_id: str) -> None:
+    """One mount record."""
+    data = _store(ctx).get(mount_id).to_dict()
+    emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
+
+
+def _preserved(ctx: click.Context, mount_id: str) -> tuple[MountStore, str]:
+    store = _store(ctx)
+    mount = store.get(mount_id)
+    if not mount.preserved_folder or not os.path.isdir(mount.preserved_folder):
+        raise ConflictError(
+            f"mount {mount_id} has no preserved delta on this host",
+            code="no-preserved-delta",
+            mount=mount_id,
+            hint="`tenure mounts list` shows the mounts with a preserved folder",
+        )
+    return store, mount.preserved_folder
+
+
+@mounts.command("recover")
+@click.argument("mount_id")
+@click.option("--to", "dest", required=True, help="An empty or new folder to copy the preserved delta into.")
+@json_option
+@click.pass_context
+def recover(ctx: click.Context, mount_id: str, dest: str) -> None:
+    """Copy MOUNT_ID's preserved delta to DIR (links copied as links; the preserved folder stays)."""
+    _, source = _preserved(ctx, mount_id)
+    dest = os.path.abspath(dest)
+    if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
+        raise InvalidInputError(f"{dest} exists and is not an empty folder", code="destination-not-empty", path=dest)
+    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+    emit(ctx, {"mount": mount_id, "to": dest}, lambda: console.print(f"recovered mount {mount_id} into {dest}"))
+
+
+@mounts.command("discard")
+@click.argument("mount_id")
+@json_option
+@click.pass_context
+def discard(ctx: click.Context, mount_id: str) -> None:
+    """Delete MOUNT_ID's preserved delta now (it cannot be recovered afterwards)."""
+    store, source = _preserved(ctx, mount_id)
+    shutil.rmtree(source)
+    store.delete(mount_id)
+    emit(ctx, {"mount": mount_id, "discarded": source}, lambda: console.print(f"discarded {source}"))

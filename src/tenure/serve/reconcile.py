@@ -1,0 +1,235 @@
+"""Restart reconciliation: every mount recorded on this host gets one verdict and its action (S-53…S-68).
+
+Runs at pod start, after the data-folder lock and the adoption of this
+host's previous pod's leases (ADR 0020), before the boot self-pull; the pod
+serves nothing until it is done. For each mount in the host-local mount
+store (ADR 0021): the facts are gathered — the record, the folder (exists,
+clean by the local index, S-85), the control-plane store's leases (or
+UNKNOWN when it cannot answer) —, :func:`tenure.mounts.classify.classify`
+gives the verdict (ADR 0018), and the executor acts:
+
+* **cleanup incomplete** — the final checkpoint is committed: the folder is
+  removed if the index vouches for it (otherwise it is preserved), the mount
+  CLOSED;
+* **checkpoint interrupted** — with a valid lease the checkpoint is finished
+  under its own key (published once, S-33, S-80); without one nothing is
+  published and the folder is kept like a stale mount's;
+* **active lease valid** — nothing to do: the project's bring adopts the folder;
+* **control plane unknown** — the mount and its folder are kept and marked;
+  nothing is deleted, fenced or published;
+* **stale generation** — fenced: forced CLOSED, never publishes; a folder with
+  uncommitted data is moved to ``preserved/``, a clean one removed (S-81);
+* **preserved delta** — kept under ``preserved/`` for the recovery window
+  (default 7 days, S-65), then deleted;
+* **safe to delete** — the record and the folder are removed — never a folder
+  that holds uncommitted data (the executor's guard, S-67), never a folder a
+  live mount of this host still uses.
+
+Running it twice gives the same result; a crash in the middle leaves records
+the next run finishes. Counts per verdict are kept for ``/metrics`` (S-68,
+S-83).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.errors import TenureError
+from tenure.mounts.classify import (
+    UNKNOWN,
+    Authority,
+    FolderFacts,
+    Lookup,
+    MountFacts,
+    ProjectLease,
+    Verdict,
+    classify,
+    lease_verdict,
+)
+from tenure.mounts.store import Mount, MountStore
+from tenure.states import LeaseState, ProjectStatus
+from tenure.states import SessionState as M
+
+__all__ = ["Reconciler", "ReconcileReport", "RECOVERY_WINDOW_S"]
+
+#: how long a preserved delta is kept on this host before it is deleted
+RECOVERY_WINDOW_S = 7 * 24 * 3600.0
+
+
+@dataclass
+class ReconcileReport:
+    """What one run decided: the verdict of each mount, and counts per verdict."""
+
+    verdicts: dict[str, str] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    expired_deltas: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdicts": dict(self.verdicts), "counts": dict(self.counts), "expired_deltas": self.expired_deltas}
+
+
+class Reconciler:
+    """Classifies and executes every mount of one host (see the module docstring)."""
+
+    def __init__(self, node: Any, *, window_s: float = RECOVERY_WINDOW_S) -> None:
+        self.node = node
+        self.mounts: MountStore = node.lifecycle.mounts.store
+        self.workspaces = node.workspaces
+        self.window_s = window_s
+
+    # ------------------------------------------------------------------ facts
+
+    def authority(self, mount: Mount) -> Lookup:
+        """The control plane's facts for the mount, or UNKNOWN when it cannot answer."""
+        node = self.node
+        try:
+            if mount.project_id is None:
+                return UNKNOWN
+            project = node.projects.by_id(mount.project_id)
+            ws = node.store.workspaces.workspace(mount.workspace_id)
+            lease = node.store.workspaces.lease(ws.id, ws.writer_generation)
+            if lease is None:
+                return UNKNOWN
+            if project.status is ProjectStatus.CLOSED or lease.state is LeaseState.REVOKED:
+                held = ProjectLease.REVOKED
+            else:
+                owner = node.ownership.owner(project.id, node.config.lease_ttl)
+                if owner.live and owner.pod_id == node.pod.pod_id:
+                    held = ProjectLease.HELD
+                elif owner.live:
+                    held = ProjectLease.OTHER_POD
+                else:
+                    held = ProjectLease.EXPIRED
+            return Authority(project_lease=held, generation=int(ws.writer_generation), writer_lease=lease.state)
+        except TenureError:
+            return UNKNOWN
+
+    def folder(self, mount: Mount) -> FolderFacts:
+        if not os.path.isdir(mount.folder):
+            return FolderFacts(exists=False)
+        return FolderFacts(exists=True, dirty=not self.workspaces.folder_is_clean(mount.workspace_id, mount.folder))
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> ReconcileReport:
+        report = ReconcileReport()
+        for mount in self.mounts.list():
+            if mount.state is M.CLOSED and mount.verdict == Verdict.PRESERVED_DELTA.value:
+                report.expired_deltas += self._expire_delta(mount)
+                continue
+            facts = MountFacts(
+                state=mount.state,
+                generation=mount.generation,
+                cleanup_pending=mount.pending_cleanup is not None,
+                checkpoint_in_flight=mount.checkpoint_key is not None,
+            )
+            authority = self.authority(mount)
+            folder = self.folder(mount)
+            verdict = classify(facts, folder, authority)
+            self._execute(mount, verdict, facts, folder, authority)
+            report.verdicts[mount.id] = verdict.value
+            report.counts[verdict.value] += 1
+        return report
+
+    def _execute(self, mount: Mount, verdict: Verdict, facts: MountFacts, folder: FolderFacts, auth: Lookup) -> None:
+        if verdict is Verdict.CLEANUP_INCOMPLETE:
+            self._finish_cleanup(mount, folder)
+        elif verdict is Verdict.CHECKPOINT_INTERRUPTED:
+            if lease_verdict(facts, auth) is Verdict.ACTIVE_LEASE_VALID:
+                self._finish_checkpoint(mount)
+            else:
+                self._fence(mount, folder, "an interrupted checkpoint without a valid lease: never published")
+        elif verdict is Verdict.ACTIVE_LEASE_VALID or verdict is Verdict.CONTROL_PLANE_UNKNOWN:
+            self.mounts.set_verdict(mount.id, verdict.value)
+        elif verdict is Verdict.STALE_GENERATION:
+            self._fence(mount, folder, "stale generation: fenced, never publishes")
+        elif verdict is Verdict.PRESERVED_DELTA:
+            self._preserve(mount)
+        else:
+            self._delete(mount, folder)
+
+    # ------------------------------------------------------------------ actions
+
+    def _in_use(self, mount: Mount) -> bool:
+        """Another live mount of this host uses the same folder (an adopting bring reused it)."""
+        live = self.mounts.live_for(mount.workspace_id)
+        return live is not None and live.id != mount.id and live.folder == mount.folder
+
+    def _preserve(self, mount: Mount) -> None:
+        """Move the folder aside for the recovery window (unless a live mount uses it) and record where."""
+        target = mount.preserved_folder
+        if os.path.isdir(mount.folder) and not self._in_use(mount):
+            target = self.workspaces.preserve_folder(mount.folder)
+        if mount.state is not M.CLOSED:
+            self.mounts.force(mount.id, M.CLOSED, "preserved by reconciliation")
+        self.mounts.set_verdict(
+            mount.id,
+            Verdict.PRESERVED_DELTA.value,
+            preserved_folder=target,
+            preserved_at=mount.preserved_at or time.time(),
+        )
+
+    def _fence(self, mount: Mount, folder: FolderFacts, reason: str) -> None:
+        """Fence to CLOSED; keep uncommitted data as a preserved delta, remove a clean folder (S-81)."""
+        self.mounts.force(mount.id, M.CLOSED, reason)
+        if folder.exists and folder.dirty:
+            self._preserve(self.mounts.get(mount.id))
+            return
+        self.mounts.set_verdict(mount.id, Verdict.STALE_GENERATION.value)
+        if folder.exists and not self._in_use(mount):
+            self.workspaces.discard_folder(mount.folder)
+
+    def _finish_cleanup(self, mount: Mount, folder: FolderFacts) -> None:
+        if folder.exists and folder.dirty:
+            self._preserve(mount)  # written to after its final checkpoint: never thrown away
+            return
+        if folder.exists and not self._in_use(mount):
+            self.workspaces.discard_folder(mount.folder)
+        if mount.state is M.UNMOUNTING:
+            self.mounts.transition(mount.id, M.UNMOUNTING, M.CLOSED)
+        elif mount.state is not M.CLOSED:
+            self.mounts.force(mount.id, M.CLOSED, "cleanup finished by reconciliation")
+        self.mounts.set_cleanup(mount.id, None)
+        self.mounts.delete(mount.id)
+
+    def _finish_checkpoint(self, mount: Mount) -> None:
+        """Publish the interrupted checkpoint under its own key, once; a suspend's also removes the folder."""
+        key = mount.checkpoint_key or f"suspend:{mount.generation}"
+        if key.startswith("suspend:"):
+            self.workspaces.suspend_folder(mount.workspace_id, mount.folder, mount.generation)
+            self.mounts.checkpoint_end(mount.id)
+            self.mounts.force(mount.id, M.CLOSED, "interrupted suspend finished by reconciliation")
+            self.mounts.delete(mount.id)
+            return
+        lease = self.workspaces.lease(mount.workspace_id, mount.generation)
+        if lease is None:
+            self._fence(mount, self.folder(mount), "no writer lease to finish the checkpoint under")
+            return
+        result = self.workspaces.checkpoint(mount.workspace_id, mount.folder, key=key, lease=lease)
+        self.mounts.set_base(mount.id, result.snapshot.id)
+        self.mounts.checkpoint_end(mount.id)
+        if self.mounts.get(mount.id).state is M.CHECKPOINTING:
+            self.mounts.transition(mount.id, M.CHECKPOINTING, M.MOUNTED)
+        self.mounts.set_verdict(mount.id, Verdict.CHECKPOINT_INTERRUPTED.value)
+
+    def _delete(self, mount: Mount, folder: FolderFacts) -> None:
+        if folder.exists and folder.dirty:
+            self._preserve(mount)  # the guard (S-67): a folder with uncommitted data is never deleted
+            return
+        if folder.exists and not self._in_use(mount):
+            self.workspaces.discard_folder(mount.folder)
+        self.mounts.delete(mount.id)
+
+    def _expire_delta(self, mount: Mount) -> int:
+        """A preserved delta past the recovery window is deleted (folder and record)."""
+        if mount.preserved_at is None or time.time() - mount.preserved_at < self.window_s:
+            return 0
+        if mount.preserved_folder and os.path.isdir(mount.preserved_folder):
+            shutil.rmtree(mount.preserved_folder, ignore_errors=True)
+        self.mounts.delete(mount.id)
+        return 1

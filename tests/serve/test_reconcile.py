@@ -1,0 +1,196 @@
+"""Restart reconciliation at pod start, on a real store (SQLite and PostgreSQL): each verdict from the
+records a dead pod left, its action, and a second run that changes nothing (S-53…S-68, ADR 0018, 0021)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tenure.mounts.store import MountStore
+from tenure.objects.local import LocalObjectStore
+from tenure.projects import LifecycleType, ProjectStore
+from tenure.projects.ownership import Ownership
+from tenure.serve.node import Node, ServeConfig
+from tenure.serve.reconcile import Reconciler
+from tenure.states import SessionState as M
+from tenure.store import Store
+
+T = "acme"
+
+
+def wait_past(store: Store, seconds: float) -> None:
+    start = store.workspaces.now()
+    while store.workspaces.now() - start <= seconds:
+        time.sleep(seconds / 4)
+
+
+@pytest.fixture
+def made(store: Store, tmp_path: Path) -> Iterator[list[Node]]:
+    nodes: list[Node] = []
+    yield nodes
+    for node in nodes:
+        node._stop.set()
+        node._unlock_data_folder()
+
+
+def node_on(store: Store, tmp_path: Path, made: list[Node], name: str, **options: object) -> Node:
+    settings: dict[str, object] = {"self_pull": False, "lease_ttl": 60.0}
+    settings.update(options)
+    node = Node(
+        ServeConfig(data_dir=str(tmp_path / name), **settings),  # type: ignore[arg-type]
+        store,
+        LocalObjectStore(str(tmp_path / "objects")),
+    )
+    made.append(node)
+    node.start()
+    return node
+
+
+def crash(node: Node) -> None:
+    """What kill -9 leaves: the lock released by the kernel, the leases and the records as they were."""
+    node._stop.set()
+    node._unlock_data_folder()
+
+
+def verdicts(node: Node) -> list[str]:
+    return sorted(node.reconcile_report.verdicts.values())
+
+
+def test_s58_a_restart_with_a_valid_lease_resumes_the_mount_and_keeps_its_folder(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "work.txt").write_text("uncommitted")
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["active-lease-valid"]
+    assert Path(again.lifecycle.folder(project), "work.txt").read_text() == "uncommitted"
+    [mount] = [m for m in MountStore(again.config.data_dir).list() if m.state is not M.CLOSED]
+    assert mount.generation == ProjectStore(store).get(T, "p").generation
+
+
+def test_s57_s80_an_interrupted_checkpoint_is_finished_under_its_key_after_the_adoption(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "result.txt").write_text("to publish")
+    a.lifecycle.mounts.checkpointing(project, "now:1:interrupted")  # recorded before any upload, then kill -9
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["checkpoint-interrupted"]
+    ws = store.workspaces.workspace(project.workspace_id)
+    head = store.snapshots.get(ws.head_snapshot_id)
+    assert head.state.value == "READY"
+    restored = tmp_path / "restored"
+    again.workspaces.restore(project.workspace_id, str(restored))
+    assert (restored / "result.txt").read_text() == "to publish"
+
+
+def test_s62_s81_a_stale_mount_is_fenced_and_its_uncommitted_data_preserved_and_recoverable(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "delta.txt").write_text("only on host a")
+    crash(a)
+    wait_past(store, 0.45)
+    b = node_on(store, tmp_path, made, "b", lease_ttl=0.4)
+    b.bring(T, "p")  # the other host takes over after the TTL
+    Path(b.lifecycle.folder(project), "b.txt").write_text("b")
+    b.checkpoint(T, "p")
+    again = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
+    assert verdicts(again) == ["stale-generation"]
+    assert not os.path.exists(folder), "fenced: the folder left its working place"
+    [mount] = MountStore(again.config.data_dir).list()
+    assert mount.state is M.CLOSED and mount.verdict == "preserved-delta"
+    assert Path(mount.preserved_folder, "delta.txt").read_text() == "only on host a"
+    assert Ownership(store).owner(project.id, 0.4).pod_id == b.pod.pod_id, "nothing taken back, nothing published"
+
+
+def test_s60_s61_an_unanswerable_mount_is_kept_untouched(store: Store, tmp_path: Path, made: list[Node]) -> None:
+    a = node_on(store, tmp_path, made, "a")
+    folder = tmp_path / "a" / "workspaces" / "orphan"
+    folder.mkdir(parents=True)
+    (folder / "f.txt").write_text("keep")
+    records = MountStore(a.config.data_dir)
+    mount = records.open("w-unknown", str(folder), 7, project_id="p-unknown")
+    records.transition(mount.id, M.MOUNTING, M.MOUNTED)
+    report = Reconciler(a).run()
+    assert report.verdicts[mount.id] == "control-plane-unknown"
+    assert (folder / "f.txt").read_text() == "keep"
+    assert records.get(mount.id).state is M.MOUNTED and records.get(mount.id).verdict == "control-plane-unknown"
+
+
+def test_s66_s67_a_torn_down_mount_is_deleted_only_when_its_folder_is_clean(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p")
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    records = a.lifecycle.mounts.store
+    [mount] = records.list()
+    records.force(mount.id, M.CLOSED, "test: torn down, folder left behind")
+    a.registry.remove(project.id)
+    Path(folder, "late.txt").write_text("written after")
+    report = Reconciler(a).run()
+    assert report.verdicts[mount.id] == "preserved-delta", "the guard: uncommitted data is never deleted"
+    assert Path(records.get(mount.id).preserved_folder or "", "late.txt").read_text() == "written after"
+
+
+def test_a_preserved_delta_past_its_window_is_deleted_and_a_second_run_changes_nothing(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    a = node_on(store, tmp_path, made, "a")
+    kept = tmp_path / "a" / "preserved" / "old"
+    kept.mkdir(parents=True)
+    records = MountStore(a.config.data_dir)
+    mount = records.open("w-1", str(tmp_path / "gone"), 1)
+    records.force(mount.id, M.CLOSED, "test")
+    records.set_verdict(mount.id, "preserved-delta", preserved_folder=str(kept), preserved_at=time.time() - 100)
+    assert Reconciler(a, window_s=1000).run().expired_deltas == 0 and kept.exists()
+    assert Reconciler(a, window_s=10).run().expired_deltas == 1
+    assert not kept.exists() and records.list() == []
+    second = Reconciler(a, window_s=10).run()
+    assert second.verdicts == {} and second.expired_deltas == 0
+
+
+def test_a_preserved_delta_is_listed_and_recovered_through_the_cli(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    a = node_on(store, tmp_path, made, "a")
+    kept = tmp_path / "a" / "preserved" / "delta"
+    (kept / "sub").mkdir(parents=True)
+    (kept / "sub" / "f.txt").write_text("recover me")
+    records = MountStore(a.config.data_dir)
+    mount = records.open("w-1", str(tmp_path / "gone"), 1, project_ref="acme/p")
+    records.force(mount.id, M.CLOSED, "test")
+    records.set_verdict(mount.id, "preserved-delta", preserved_folder=str(kept), preserved_at=time.time())
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), PYTHONDONTWRITEBYTECODE="1")
+    base = [sys.executable, "-m", "tenure.cli.main", "--data", str(tmp_path / "a"), "--db", store.url]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, env=env, timeout=60)
+
+    listed = json.loads(run("--json", "mounts", "list").stdout)
+    assert [(m["id"], m["verdict"]) for m in listed] == [(mount.id, "preserved-delta")]
+    out = tmp_path / "recovered"
+    assert run("mounts", "recover", mount.id, "--to", str(out)).returncode == 0
+    assert (out / "sub" / "f.txt").read_text() == "recover me" and kept.exists()
+    assert run("mounts", "recover", mount.id, "--to", str(out)).returncode == 2, "not into a non-empty folder"
+    assert run("mounts", "discard", mount.id).returncode == 0
+    assert not kept.exists() and MountStore(a.config.data_dir).list() == []
