@@ -194,3 +194,25 @@ def test_a_preserved_delta_is_listed_and_recovered_through_the_cli(
     assert run("mounts", "recover", mount.id, "--to", str(out)).returncode == 2, "not into a non-empty folder"
     assert run("mounts", "discard", mount.id).returncode == 0
     assert not kept.exists() and MountStore(a.config.data_dir).list() == []
+
+
+def test_a_suspend_the_dead_pod_did_not_finish_is_finished_at_restart(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    from tenure.states import ProjectStatus
+
+    ProjectStore(store).create(T, "p")
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "kept.txt").write_text("suspended state")
+    running = ProjectStore(store).get(T, "p")
+    ProjectStore(store).transition_status(T, "p", ProjectStatus.RUNNING, ProjectStatus.SUSPENDING, running.generation)
+    a.lifecycle.mounts.unmounting(running)  # the final checkpoint recorded as started, then kill -9
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["checkpoint-interrupted"]
+    after = ProjectStore(store).get(T, "p")
+    assert after.status is ProjectStatus.SUSPENDED and Ownership(store).owner(after.id, 60.0).pod_id is None
+    restored = tmp_path / "restored"
+    again.workspaces.restore(project.workspace_id, str(restored))
+    assert (restored / "kept.txt").read_text() == "suspended state"

@@ -212,11 +212,15 @@ class Node:
     def _bring_adopted(self, adopted: list[Project]) -> None:
         for taken in adopted:
             current = self.projects.by_id(taken.id)
-            if current.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
-                try:
+            try:
+                if current.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
                     self.bring(current.tenant, current.name)
-                except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
-                    self._log("bring after adoption failed", level=logging.WARNING, project=taken.ref, error=str(exc))
+                elif current.status is ProjectStatus.SUSPENDING:
+                    self.suspend(current.tenant, current.name)  # a suspend the dead pod did not finish
+            except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
+                self._log(
+                    "finishing an adopted project failed", level=logging.WARNING, project=taken.ref, error=str(exc)
+                )
 
     def reconcile(self) -> None:
         """Restart reconciliation of this host's mounts (:mod:`tenure.serve.reconcile`), before anything is served."""
