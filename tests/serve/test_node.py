@@ -103,6 +103,7 @@ def test_second_pod_on_one_data_folder_is_refused(
         second.start()
     assert refused.value.code == "data-dir-locked"
     assert first.pod.pod_id in refused.value.message
+    assert PodRegistry(store).get(second.pod.pod_id).status == PodStatus.STOPPED.value, "a failed start is STOPPED"
 
 
 def test_boot_pull_brings_matching_projects_up_to_the_score_cap(

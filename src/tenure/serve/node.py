@@ -4,9 +4,12 @@ A :class:`Node` owns this process's pod row, its data-folder lock, the
 lifecycle service and the activation registry, and runs the beat:
 
 * **start** (:meth:`Node.start`): pod row STARTING → exclusive lock on the
-  data folder → restart reconciliation of local mounts (a hook; nothing to
-  do yet) → re-derive owner-required → boot self-pull → RUNNING. Until then
-  ``ready`` is false and nothing is placed here.
+  data folder → the pod's own lease → the projects of this host's previous
+  pod adopted (ADR 0020) → restart reconciliation of this host's mounts
+  (:mod:`tenure.serve.reconcile`) → re-derive owner-required → the adopted
+  projects brought, then the boot self-pull → RUNNING. Until then ``ready``
+  is false and nothing is placed here; a start that fails leaves the row
+  STOPPED.
 * **beat** (:meth:`Node.beat`, every ``beat_interval`` seconds): the pod's
   heartbeat with its load, the lease renewal, then drift in both directions —
   a project running here whose lease this pod no longer holds is deactivated
@@ -170,6 +173,18 @@ class Node:
             self.pod, labels=self.config.labels, capacity=self.config.capacity, status=PodStatus.STARTING
         )
         self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
+        try:
+            self._start_up()
+        except BaseException:
+            try:  # the row says so: a start-up that failed is STOPPED, never STARTING forever
+                self.pods.transition(self.pod.pod_id, PodStatus.STARTING, PodStatus.STOPPED)
+                self.status = PodStatus.STOPPED
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+            self._unlock_data_folder()
+            raise
+
+    def _start_up(self) -> None:
         self._lock_data_folder()
         self.pods.heartbeat(self.pod.pod_id)
         first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
