@@ -41,6 +41,7 @@ for _name, _what in [
     ("bring.after_workspace_init", "3: workspace folder restored or adopted"),
     ("bring.after_engines_start", "4: engines-start delivered"),
     ("bring.after_running", "5: status RUNNING"),
+    ("checkpoint_running.after_recorded", "checkpoint of a running project: its key recorded, nothing uploaded yet"),
     ("suspend.after_suspending", "1: status SUSPENDING"),
     ("suspend.after_engines_stop", "2: engines-stop delivered"),
     ("suspend.after_workspace", "3: checkpoint published, folder moved to trash"),
@@ -278,6 +279,7 @@ class LifecycleService:
             )
         key = f"now:{project.generation}:{uuid.uuid4().hex[:12]}"
         mount = self.mounts.checkpointing(project, key)
+        crash_point("checkpoint_running.after_recorded")
         try:
             result = self.workspaces.checkpoint(project.workspace_id, self.folder(project), key=key, lease=lease)
         except BaseException:
