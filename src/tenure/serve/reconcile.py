@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.errors import TenureError
+from tenure.faults import crash_point, register
 from tenure.mounts.classify import (
     UNKNOWN,
     Authority,
@@ -59,6 +60,8 @@ __all__ = ["Reconciler", "ReconcileReport", "RECOVERY_WINDOW_S"]
 
 #: how long a preserved delta is kept on this host before it is deleted
 RECOVERY_WINDOW_S = 7 * 24 * 3600.0
+
+register("reconcile.after_mount", "restart reconciliation: one mount's verdict acted on, the next not yet")
 
 
 @dataclass
@@ -121,6 +124,7 @@ class Reconciler:
         for mount in self.mounts.list():
             if mount.state is M.CLOSED and mount.verdict == Verdict.PRESERVED_DELTA.value:
                 report.expired_deltas += self._expire_delta(mount)
+                crash_point("reconcile.after_mount")
                 continue
             facts = MountFacts(
                 state=mount.state,
@@ -134,6 +138,7 @@ class Reconciler:
             self._execute(mount, verdict, facts, folder, authority)
             report.verdicts[mount.id] = verdict.value
             report.counts[verdict.value] += 1
+            crash_point("reconcile.after_mount")
         return report
 
     def _execute(self, mount: Mount, verdict: Verdict, facts: MountFacts, folder: FolderFacts, auth: Lookup) -> None:
