@@ -8,7 +8,8 @@ parameters and bodies carry those names as OpenAPI examples, so the explicit-exa
 projects, files, snapshots, sessions and this pod, and the generated phases hit everything else.
 ``close``, ``type`` and ``placement`` are pointed at projects of their own, so a generated selector no
 pod matches (503 by design) or a HOMELESS type never reaches the projects the other operations use; a
-drain of this pod is answered 202 and recorded, the pod stays up.
+drain of this pod is answered 202 and recorded, the pod stays up. A mount of ``acme/web`` with a preserved
+delta is the mount operations' example (a discard of it may come before the others).
 
 A second pass runs the file operations with ``tenant`` and ``name`` fixed to ``acme/web`` (a running
 project), so the generated paths and bodies reach the workspace folder instead of a 404.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,15 +38,16 @@ from tenure.objects.local import LocalObjectStore
 from tenure.projects.pods import PodIdentity
 from tenure.serve.api import create_app
 from tenure.serve.node import Node, ServeConfig
+from tenure.states import SessionState
 from tenure.store import open_store
 
 EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "15"))
 T = "acme"
 POD_ID = "00000000-0000-4000-8000-00000000f022"
 #: examples whose real value exists only once the pod has run: replaced in each case before it is sent
-SNAPSHOT, SESSION = "snapshot-of-acme-web", "session-of-acme-web"
+SNAPSHOT, SESSION, MOUNT = "snapshot-of-acme-web", "session-of-acme-web", "mount-with-a-preserved-delta"
 KNOWN = {"tenant": T, "name": "web", "path": "notes/a.txt", "snapshot_id": SNAPSHOT, "session_id": SESSION}
-KNOWN["pod_id"] = POD_ID
+KNOWN.update(pod_id=POD_ID, mount_id=MOUNT)
 LONG = "notes/" + "n" * 256
 #: operations that change a project's type, placement or existence work on a project of their own
 OWN_PROJECT = {"/close": "closing", "/type": "typed", "/placement": "placed"}
@@ -122,10 +125,23 @@ def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FastAPI, dic
         }
         node.bring("other", "db")
         node.suspend("other", "db")
+        real[MOUNT] = _preserved_delta(node)
         yield create_app(node), real
     finally:
         node.stop()
         node.store.close()
+
+
+def _preserved_delta(node: Node) -> str:
+    """A fenced mount of acme/web whose uncommitted data is kept under ``<data>/preserved/`` (its id)."""
+    kept = Path(node.config.data_dir, "preserved", "delta")
+    (kept / "notes").mkdir(parents=True)
+    (kept / "notes" / "a.txt").write_bytes(b"kept")
+    records = node.lifecycle.mounts.store
+    mount = records.open("w-fuzz", str(kept), 1, project_ref=f"{T}/web")
+    records.force(mount.id, SessionState.CLOSED, "fuzz: fenced")
+    records.set_verdict(mount.id, "preserved-delta", preserved_folder=str(kept), preserved_at=time.time())
+    return mount.id
 
 
 def _call(case: schemathesis.Case, app: FastAPI, real: dict[str, str]) -> None:

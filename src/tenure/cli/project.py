@@ -381,7 +381,8 @@ def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score
 @json_option
 @click.pass_context
 def pods(ctx: click.Context, liveness_ttl: float) -> None:
-    """List pods and whether each is live (``tenure pods``), or drain one (``tenure pods drain POD``)."""
+    """List pods and whether each is live (``tenure pods``), show one (``tenure pods show POD``) or drain one
+    (``tenure pods drain POD``)."""
     ctx.obj["liveness_ttl"] = liveness_ttl
     if ctx.invoked_subcommand is None:
         ctx.invoke(list_pods)
@@ -408,6 +409,45 @@ def list_pods(ctx: click.Context) -> None:
             ],
         ),
     )
+
+
+@pods.command("show")
+@click.argument("pod_id")
+@json_option
+@click.pass_context
+def show_pod(ctx: click.Context, pod_id: str) -> None:
+    """One pod: status, load, liveness, endpoint, labels, capacity — and its last restart reconciliation's
+    counts per verdict when POD holds this host's data folder, or is the pod at --url."""
+    from urllib.parse import quote
+
+    api = remote(ctx)
+    if api is not None:
+        data = dict(api.call("GET", "/api/v1/pods/" + quote(pod_id, safe="")))
+    else:
+        from tenure.mounts.report import data_folder_pod, read_report
+        from tenure.projects import PodRegistry
+
+        svc = services(ctx, create=False)
+        liveness_ttl = float(ctx.find_root().obj.get("liveness_ttl") or 15.0)
+        registry = PodRegistry(svc.store)
+        pod = registry.get(pod_id)
+        live = any(row.id == pod.id and alive for row, alive in registry.list_with_liveness(liveness_ttl))
+        this = data_folder_pod(svc.config.data_dir) == pod.id
+        report = read_report(svc.config.data_dir) if this else None
+        counts = report["counts"] if report is not None and report.get("pod_id") == pod.id else None
+        data = dict(pod.to_dict(), live=live, this=this, reconcile=counts)
+
+    def human() -> None:
+        rows: list[list[Any]] = [[k, v] for k, v in data.items() if k not in ("labels", "reconcile")]
+        rows += [[f"label {k}", v] for k, v in sorted((data.get("labels") or {}).items())]
+        counts = data.get("reconcile")
+        if counts is None:
+            rows.append(["reconcile", "- (only for this host's pod, or the pod at --url)"])
+        else:
+            rows += [[f"reconcile {verdict}", n] for verdict, n in sorted(counts.items())] or [["reconcile", "none"]]
+        table(None, ["field", "value"], rows)
+
+    emit(ctx, data, human)
 
 
 @pods.command("drain")

@@ -15,6 +15,10 @@ a loopback address, the API is open. Otherwise every request but
 ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <secret>``; a
 tenant-scoped token sees only its tenant's projects (another tenant's project
 is answered exactly like one that does not exist).
+
+The mount endpoints answer for this pod's host only: its mount store and the
+preserved deltas under ``<data>/preserved/`` (read with the same path checks
+as the workspace files, never outside that folder).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -56,6 +61,7 @@ from tenure.errors import (
     TenureError,
 )
 from tenure.fsio import tmp_name, write_all
+from tenure.mounts.store import Mount
 from tenure.projects.records import LifecycleType, Project, Session
 from tenure.serve.daemon import is_loopback, split_listen
 from tenure.serve.node import Node
@@ -579,7 +585,7 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
     app = FastAPI(
         title="tenure",
         version=release,
-        description="The pod API of tenure: projects, sessions, workspace files, snapshots and pods.",
+        description="The pod API of tenure: projects, sessions, workspace files, snapshots, pods, this host's mounts.",
         openapi_url="/openapi.json",
         redoc_url=None,
         default_response_class=SafeJSONResponse,
@@ -914,6 +920,11 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
 
     # ------------------------------------------------------------------ pods
 
+    def reconcile_counts() -> dict[str, int]:
+        report = node.reconcile_report
+        counts = getattr(report, "counts", None) or {}
+        return {str(verdict): int(n) for verdict, n in sorted(counts.items())}
+
     def pod_dict(pod_id: str) -> dict[str, Any]:
         pod = node.pods.get(pod_id)
         live = dict((row.id, alive) for row, alive in node.pods.list_with_liveness(node.config.liveness_ttl))
@@ -931,8 +942,10 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
 
     @app.get(PREFIX + "/pods/{pod_id}", tags=["pods"])
     def show_pod(pod_id: str) -> dict[str, Any]:
-        """One pod row."""
-        return pod_dict(pod_id)
+        """One pod row; for this pod, ``reconcile``: its last restart reconciliation's counts per verdict."""
+        data = pod_dict(pod_id)
+        data["reconcile"] = reconcile_counts() if data["this"] else None
+        return data
 
     @app.post(PREFIX + "/pods/{pod_id}/drain", status_code=202, tags=["pods"])
     def drain(request: Request, pod_id: str, principal: Principal = principal_dep) -> Response:
@@ -952,6 +965,83 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
             raise here(request, endpoint)
         start_drain(node)
         return SafeJSONResponse({"pod_id": node.pod.pod_id, "status": "DRAINING"}, status_code=202)
+
+    # ------------------------------------------------------------------ mounts of this host
+
+    discarding = threading.Lock()
+
+    def mount_of(principal: Principal, mount_id: str) -> Mount:
+        """A mount record of this host; a tenant token's only for its tenant's projects (others: not found)."""
+        mount = node.lifecycle.mounts.store.get(mount_id)
+        if principal.unrestricted:
+            return mount
+        tenant, sep, _ = (mount.project_ref or "").partition("/")
+        if not sep or not principal.sees(tenant):
+            raise NotFoundError(
+                f"no mount {mount_id} on this host",
+                code="mount-not-found",
+                mount=mount_id,
+                hint="list this host's mounts with GET /api/v1/mounts",
+            )
+        return mount
+
+    def preserved(mount: Mount) -> str:
+        """The mount's preserved folder: a real folder (not a symlink) right under ``<data>/preserved/``."""
+        folder = mount.preserved_folder
+        root = os.path.realpath(os.path.join(node.config.data_dir, "preserved"))
+        if (
+            folder
+            and os.path.isdir(folder)
+            and not os.path.islink(folder)
+            and os.path.dirname(os.path.realpath(folder)) == root
+        ):
+            return folder
+        raise ConflictError(
+            f"mount {mount.id} has no preserved delta on this host",
+            code="no-preserved-delta",
+            mount=mount.id,
+            hint="GET /api/v1/mounts lists the mounts with a preserved folder",
+        )
+
+    @app.get(PREFIX + "/mounts", tags=["mounts"])
+    def list_mounts(principal: Principal = principal_dep) -> dict[str, Any]:
+        """This host's mount records (a tenant token: its tenant's), with status, verdict and preserved folder."""
+        found = []
+        for mount in node.lifecycle.mounts.store.list():
+            tenant, sep, _ = (mount.project_ref or "").partition("/")
+            if principal.unrestricted or (sep and principal.sees(tenant)):
+                found.append(mount.to_dict())
+        return {"mounts": found}
+
+    @app.get(PREFIX + "/mounts/{mount_id}", tags=["mounts"])
+    def show_mount(mount_id: str, principal: Principal = principal_dep) -> dict[str, Any]:
+        """One mount record of this host."""
+        return mount_of(principal, mount_id).to_dict()
+
+    @app.get(PREFIX + "/mounts/{mount_id}/files", tags=["mounts"])
+    def list_mount_files(mount_id: str, path: str = "", principal: Principal = principal_dep) -> dict[str, Any]:
+        """The entries of a folder of the mount's preserved delta (symlinks listed, never followed)."""
+        _parts(path)
+        folder = preserved(mount_of(principal, mount_id))
+        return {"mount": mount_id, "path": path, "entries": list_folder(folder, path)}
+
+    @app.get(PREFIX + "/mounts/{mount_id}/files/{path:path}", tags=["mounts"], response_class=StreamingResponse)
+    def read_mount_file(mount_id: str, path: str, principal: Principal = principal_dep) -> Response:
+        """A file's bytes from the mount's preserved delta."""
+        _parts(path)
+        fd, size = open_file(preserved(mount_of(principal, mount_id)), path)
+        return StreamingResponse(
+            _chunks(fd), media_type="application/octet-stream", headers={"Content-Length": str(size)}
+        )
+
+    @app.post(PREFIX + "/mounts/{mount_id}/discard", tags=["mounts"])
+    def discard_mount(mount_id: str, principal: Principal = principal_dep) -> dict[str, Any]:
+        """Delete the mount's preserved delta now, and its record (it cannot be recovered afterwards)."""
+        with discarding:
+            folder = preserved(mount_of(principal, mount_id))
+            shutil.rmtree(folder)
+            node.lifecycle.mounts.store.delete(mount_id)
+        return {"mount": mount_id, "discarded": folder}
 
     return app
 

@@ -239,10 +239,15 @@ class Node:
 
     def reconcile(self) -> None:
         """Restart reconciliation of this host's mounts (:mod:`tenure.serve.reconcile`), before anything is served."""
+        from tenure.mounts.report import write_report
         from tenure.serve.reconcile import Reconciler
 
         report = Reconciler(self).run()
         self.reconcile_report = report
+        try:  # for `tenure pods show` on this host; the run itself is already done
+            write_report(self.config.data_dir, self.pod.pod_id, report.counts, expired_deltas=report.expired_deltas)
+        except OSError as exc:
+            self._log("the reconciliation report was not written", level=logging.WARNING, error=str(exc))
         for verdict, count in report.counts.items():
             self.metrics.reconcile.labels(verdict=verdict).inc(count)
         if report.counts or report.expired_deltas:
