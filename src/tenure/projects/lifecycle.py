@@ -285,6 +285,7 @@ class LifecycleService:
         except BaseException:
             self.mounts.checkpoint_abandoned(mount)
             raise
+        self.workspaces.folders.write_base(self.folder(project), result.snapshot.id)  # adopted as is at a restart
         self.mounts.checkpointed(mount, result.snapshot.id)
         return result
 

@@ -216,6 +216,7 @@ class Reconciler:
             self._fence(mount, self.folder(mount), "no writer lease to finish the checkpoint under")
             return
         result = self.workspaces.checkpoint(mount.workspace_id, mount.folder, key=key, lease=lease)
+        self.workspaces.folders.write_base(mount.folder, result.snapshot.id)
         self.mounts.set_base(mount.id, result.snapshot.id)
         self.mounts.checkpoint_end(mount.id)
         if self.mounts.get(mount.id).state is M.CHECKPOINTING:
