@@ -43,13 +43,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .canonical import MANIFEST
 from .config import Limits
 from .errors import PackageRejectedError
 
-__all__ = ["SafeArchive", "open_archive", "check_entry_name", "CHECKPOINT_PREFIX", "MANIFEST_NAME"]
+__all__ = ["SafeArchive", "open_archive", "check_entry_name", "CHECKPOINT_PREFIX"]
 
+#: where checkpoint artifacts live in a package (they have limits of their own)
 CHECKPOINT_PREFIX = "history/checkpoints/"
-MANIFEST_NAME = "manifest.json"
 
 _LOCAL = b"PK\x03\x04"
 _CENTRAL = b"PK\x01\x02"
@@ -102,11 +103,10 @@ def check_entry_name(name: str, limits: Limits) -> None:
 class Entry(zipfile.ZipInfo):
     """One listed entry, with where its bytes are and the name bytes it was stored under."""
 
-    __slots__ = ("raw_name", "data_offset", "record_end")
+    __slots__ = ("raw_name", "data_offset")
 
     raw_name: bytes
     data_offset: int
-    record_end: int
 
     def _encodeFilenameFlags(self) -> tuple[bytes, int]:  # noqa: N802 - zipfile's name
         # a copied entry keeps the exact name bytes of its copied local header
@@ -381,7 +381,7 @@ class _Scanner:
         entry.CRC, entry.compress_size, entry.file_size = crc, csize, usize
         entry.volume, entry.internal_attr, entry.external_attr = 0, internal, external
         entry.header_offset = offset
-        entry.data_offset = entry.record_end = -1
+        entry.data_offset = -1
         return entry, end
 
     # -------------------------------------------------------------- entry rules
@@ -417,7 +417,7 @@ class _Scanner:
                     )
             else:
                 plain += 1
-                if name != MANIFEST_NAME:
+                if name != MANIFEST:
                     total += entry.file_size
         if plain > limits.max_entries:
             raise _reject(
@@ -527,7 +527,7 @@ class _Scanner:
             raise _layout(f"entry {entry.filename!r}'s data runs into the central directory")
         if flags & 0x08:
             end = self._descriptor(entry, end, min(following, cd_offset))
-        entry.data_offset, entry.record_end = data, end
+        entry.data_offset = data
         return end
 
     def _descriptor(self, entry: Entry, at: int, following: int) -> int:

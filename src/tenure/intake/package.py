@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .archive import SafeArchive, check_entry_name, open_archive
+from .archive import CHECKPOINT_PREFIX, SafeArchive, check_entry_name, open_archive
 from .canonical import MANIFEST, canonical_json, fingerprint, parse_aware, sha256_hex, step_hash, strict_json_loads
 from .config import IntakeConfig, Limits
 from .errors import PackageRejectedError
@@ -34,7 +34,7 @@ from .schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors
 
 __all__ = ["Package", "Checkpoint", "read_package", "CHECKPOINT_DIR", "checkpoint_path", "validate_manifest"]
 
-CHECKPOINT_DIR = "history/checkpoints/"
+CHECKPOINT_DIR = CHECKPOINT_PREFIX
 _CHECKPOINT_PATH = re.compile(r"^history/checkpoints/([0-9a-f]{64})\.json$")
 
 

@@ -88,11 +88,10 @@ class MountLog:
         if mount is None:
             return
         self.store.set_base(mount.id, base)
-        self.store.checkpoint_end(mount.id)
-        if self.store.get(mount.id).state is M.CHECKPOINTING:
-            self.store.transition(mount.id, M.CHECKPOINTING, M.MOUNTED)
+        self.checkpoint_abandoned(mount)
 
     def checkpoint_abandoned(self, mount: Mount | None) -> None:
+        """The checkpoint ended without a new base: MOUNTED again on the old one."""
         if mount is None:
             return
         self.store.checkpoint_end(mount.id)
