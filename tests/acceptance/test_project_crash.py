@@ -45,7 +45,7 @@ SUSPEND_POINTS = [
     "suspend.after_workspace",
     "suspend.after_suspended",
 ]
-CLOSE_POINTS = ["close.after_fence", "close.after_dispose", "close.after_closed"]
+CLOSE_POINTS = ["close.after_fence", "close.after_delta_recorded", "close.after_dispose", "close.after_closed"]
 
 #: Status the row shows right after the crash.
 STATUS_AFTER_CRASH = {
@@ -60,6 +60,7 @@ STATUS_AFTER_CRASH = {
     "suspend.after_workspace": "SUSPENDING",
     "suspend.after_suspended": "SUSPENDED",
     "close.after_fence": "RUNNING",
+    "close.after_delta_recorded": "RUNNING",
     "close.after_dispose": "RUNNING",
     "close.after_closed": "CLOSED",
 }
@@ -74,6 +75,13 @@ def cli(data: str, *args: str, ttl: str = SHORT_TTL, **env: str) -> subprocess.C
 
 def ok(data: str, *args: str, ttl: str = SHORT_TTL) -> Any:
     result = cli(data, *args, ttl=ttl)
+    assert result.returncode == 0, (args, result.returncode, result.stderr)
+    return json.loads(result.stdout)
+
+
+def mounts_cli(data: str, *args: str) -> Any:
+    """``tenure mounts ...`` on this data folder, its JSON answer."""
+    result = tenure(["--data", data, "--json", "mounts", *args])
     assert result.returncode == 0, (args, result.returncode, result.stderr)
     return json.loads(result.stdout)
 
@@ -323,6 +331,7 @@ def test_p71_p74_crash_during_suspend_then_suspend(point: str, tmp_path) -> None
 
 CLOSE_CASES = [
     "close.after_fence",
+    "close.after_delta_recorded",
     "close.after_dispose",
     "close.after_closed",
 ]
@@ -330,22 +339,31 @@ CLOSE_CASES = [
 
 @pytest.mark.parametrize("point", CLOSE_CASES)
 def test_p12_p74_crash_during_close_then_close(point: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Crash at any close step, close again: CLOSED, folder and snapshots gone, nothing leaves CLOSED."""
+    """Crash at any close step, close again: CLOSED, snapshots gone, nothing leaves CLOSED — and the folder's
+    uncommitted files kept once, as a preserved delta `tenure mounts recover` gives back byte for byte."""
     data = str(tmp_path / "data")
-    running, _, _ = running_with_uncommitted_changes(data)
+    running, uncommitted, _ = running_with_uncommitted_changes(data)
     folder = running["workspace_folder"]
     crash(data, "close", REF, "--yes", point=point)
     after = show(data)
     assert after["status"] == STATUS_AFTER_CRASH[point]
     assert after["generation"] > running["generation"], "close fenced first"
-    if point != "close.after_fence":
-        assert not os.path.exists(folder), "dispose took the folder off disk"
+    if point not in ("close.after_fence", "close.after_delta_recorded"):
+        assert not os.path.exists(folder), "the folder was moved aside"
 
     closed = ok(data, "close", REF, "--yes")
     assert (closed["status"], closed["project_group"]) == ("CLOSED", "closed")
     assert ok(data, "close", REF, "--yes")["status"] == "CLOSED", "close on CLOSED is an idempotent no-op"
     assert not os.path.exists(folder)
-    assert_nothing_left_over(data)
+    trash = os.path.join(data, "trash")
+    assert not os.path.isdir(trash) or os.listdir(trash) == [], os.listdir(trash)
+    ours = [m for m in mounts_cli(data, "list") if m["workspace_id"] == running["workspace_id"]]
+    [kept] = [m for m in ours if m["verdict"] == "preserved-delta"]
+    assert {m["state"] for m in ours} == {"CLOSED"}, ours
+    assert os.listdir(os.path.join(data, "preserved")) == [os.path.basename(kept["preserved_folder"])], "kept once"
+    recovered = os.path.join(str(tmp_path), "recovered")
+    mounts_cli(data, "recover", kept["id"], "--to", recovered)
+    assert describe(recovered) == uncommitted, "the closed project's files come back as they were"
 
     store = open_data_store(data)
     try:

@@ -1016,3 +1016,49 @@ def damage_unique_objects(world: World, head: str, older: str) -> list[str]:
     unique = sorted(tree_closure(head_root, objects) - tree_closure(older_root, objects) - {head_root})
     objects.delete_many(unique)
     return unique
+
+
+# --------------------------------------------------------------------------- bring of an EXPIRING workspace
+
+
+def test_bring_of_a_suspended_project_whose_workspace_is_expiring_undoes_the_expiry(world: World) -> None:
+    """A bring is a use: the EXPIRING workspace goes back to IDLE, then MOUNTED, and the head comes back whole."""
+    from tenure.workspaces.expiry import expire_idle
+
+    a = world.pod("a")
+    project = reach(world, a, S.SUSPENDED)
+    ws = world.store.workspaces.workspace(project.workspace_id)
+    world.wait_past(0.05)
+    assert ws.name in expire_idle(world.store, 0.01, 3600.0).expired
+    assert world.store.workspaces.workspace(ws.id).state is WorkspaceState.EXPIRING
+    b = world.pod("b")
+    brought = b.service.bring(T, "p")
+    assert brought.status is S.RUNNING
+    after = world.store.workspaces.workspace(ws.id)
+    assert (after.state, after.expiring_since) == (WorkspaceState.MOUNTED, None)
+    reference = os.path.join(world.root, "reference")
+    fill(reference, "p")
+
+    def kinds_and_contents(folder: str) -> dict[str, Any]:
+        return {path: (entry[0], entry[-1]) for path, entry in describe(folder).items()}
+
+    assert kinds_and_contents(b.folder(brought)) == kinds_and_contents(reference), "the head is back whole"
+
+
+def test_bring_past_the_expiry_grace_is_refused_with_a_code_and_changes_nothing(world: World) -> None:
+    from tenure.errors import TenureError
+    from tenure.workspaces.expiry import expire_idle
+
+    a = world.pod("a")
+    project = reach(world, a, S.SUSPENDED)
+    world.wait_past(0.05)
+    assert expire_idle(world.store, 0.01, 3600.0).expired
+    b = world.pod("b")
+    b.config.expiry_grace = 0.0
+    world.wait_past(0.01)
+    with pytest.raises(TenureError) as refused:
+        b.service.bring(T, "p")
+    assert refused.value.code == "expiry-grace-over"
+    after = world.get("p")
+    assert (after.status, after.generation) == (S.SUSPENDED, project.generation)
+    assert world.store.workspaces.workspace(project.workspace_id).state is WorkspaceState.EXPIRING

@@ -171,9 +171,11 @@ def test_forward_drift_deactivates_a_project_taken_over_and_preserves_its_folder
     assert len(preserved) == 1 and (preserved[0] / "work.txt").read_text() == "unsaved"
 
 
-def test_forward_drift_trashes_the_folder_of_a_project_closed_elsewhere(
+def test_forward_drift_keeps_the_folder_of_a_project_closed_elsewhere_for_the_recovery_window(
     store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
 ) -> None:
+    """Close disposes the snapshots, so the folder on the pod that ran it is the only copy left: it is kept as a
+    preserved delta a user can recover, and deleted when the recovery window ends."""
     ProjectStore(store).create(T, "p")
     a = make_node(store, tmp_path, objects_dir, "a", CountingEngine())
     b = make_node(store, tmp_path, objects_dir, "b")
@@ -182,11 +184,48 @@ def test_forward_drift_trashes_the_folder_of_a_project_closed_elsewhere(
     b.start()
     project = a.bring(T, "p")
     folder = a.lifecycle.folder(project)
+    Path(folder, "notes.txt").write_bytes(b"only here")
     b.close(T, "p")
     a.beat()
     assert project.id not in a.registry
     assert not os.path.exists(folder)
-    assert not (tmp_path / "a" / "preserved").exists() or not list((tmp_path / "a" / "preserved").iterdir())
+    [record] = a.lifecycle.mounts.store.list()
+    assert (record.state.value, record.verdict) == ("CLOSED", "preserved-delta")
+    assert record.preserved_folder is not None
+    assert Path(record.preserved_folder, "notes.txt").read_bytes() == b"only here"
+    a.config.recovery_window = 0.0
+    a._last_delta_sweep = 0.0
+    a.beat()
+    assert a.lifecycle.mounts.store.list() == [], "the record goes with the delta"
+    assert not os.path.exists(record.preserved_folder), "deleted once the recovery window ended"
+
+
+def test_forward_drift_settles_the_mount_through_the_classifier(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """A pod that finds its lease taken classifies its mount as a restart would: stale generation, fenced, its
+    uncommitted file preserved, nothing published (S-62, S-81)."""
+    ProjectStore(store).create(T, "p")
+    a = make_node(store, tmp_path, objects_dir, "a", CountingEngine(), lease_ttl=0.3)
+    b = make_node(store, tmp_path, objects_dir, "b", lease_ttl=0.3)
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "draft.txt").write_bytes(b"unpublished")
+    wait_past(store, 0.4)
+    taken = b.bring(T, "p")
+    assert taken.generation > project.generation
+    a.beat()
+    assert project.id not in a.registry
+    [record] = a.lifecycle.mounts.store.list()
+    assert (record.state.value, record.verdict) == ("CLOSED", "preserved-delta")
+    assert record.forced_reason is not None and "stale generation" in record.forced_reason
+    assert Path(record.preserved_folder or "", "draft.txt").read_bytes() == b"unpublished"
+    assert store.snapshots.list(project.workspace_id) == [], "the fenced mount published nothing"
+    samples = [s for m in a.metrics.reconcile.collect() for s in m.samples if s.name.endswith("_total")]
+    verdicts = {s.labels["verdict"]: s.value for s in samples}
+    assert verdicts.get("stale-generation") == 1.0
 
 
 def test_reverse_drift_brings_a_project_held_but_not_running(

@@ -216,3 +216,45 @@ def test_a_suspend_the_dead_pod_did_not_finish_is_finished_at_restart(
     restored = tmp_path / "restored"
     again.workspaces.restore(project.workspace_id, str(restored))
     assert (restored / "kept.txt").read_text() == "suspended state"
+
+
+def test_a_close_killed_between_recording_and_moving_its_folder_has_the_move_finished_at_restart(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """Close records where the folder goes before moving it; a crash in between leaves the record, and the next
+    start moves the folder there (never deleting it) so the closed project's files stay recoverable."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "draft.txt").write_text("only copy")
+    # what close.after_delta_recorded leaves, on a closed project
+    b = node_on(store, tmp_path, made, "b")
+    b.close(T, "p")
+    record = a.lifecycle.mounts.closing(project, folder, a.workspaces.folders.preserve_target(folder))
+    crash(a)
+    again = node_on(store, tmp_path, made, "a", recovery_window=3600.0)
+    assert record.preserved_folder is not None
+    assert not os.path.exists(folder)
+    assert Path(record.preserved_folder, "draft.txt").read_text() == "only copy"
+    [kept] = MountStore(again.config.data_dir).list()
+    assert (kept.id, kept.verdict, kept.preserved_folder) == (record.id, "preserved-delta", record.preserved_folder)
+
+
+def test_a_closed_projects_clean_folder_is_kept_too_since_its_snapshots_are_gone(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """A stale mount's clean folder is removed (its data is in a READY snapshot); a closed project's is not: close
+    disposed the snapshots, so the folder is kept as a preserved delta for the window."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "kept.txt").write_text("checkpointed")
+    a.checkpoint(T, "p")
+    crash(a)
+    b = node_on(store, tmp_path, made, "b")
+    b.close(T, "p")
+    again = node_on(store, tmp_path, made, "a")
+    [kept] = MountStore(again.config.data_dir).list()
+    assert kept.verdict == "preserved-delta"
+    assert Path(kept.preserved_folder or "", "kept.txt").read_text() == "checkpointed"

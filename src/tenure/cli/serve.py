@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tenure.cli.context import services
+from tenure.cli.durations import Duration
 from tenure.errors import InvalidInputError
 
 __all__ = ["serve"]
@@ -35,6 +36,13 @@ def _labels(value: str | None) -> dict[str, str]:
 @click.option(
     "--public-url", default=None, help="URL other pods and clients reach this pod at (default from --listen)."
 )
+@click.option(
+    "--recovery-window",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    help="How long preserved deltas (tenure mounts) are kept on this host before they are deleted.",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -49,6 +57,7 @@ def serve(
     lease_ttl: float,
     liveness_ttl: float,
     public_url: str | None,
+    recovery_window: float,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -72,6 +81,7 @@ def serve(
         lease_ttl=lease_ttl,
         liveness_ttl=liveness_ttl,
         public_url=public_url,
+        recovery_window=recovery_window,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     configure_logging(log_format)

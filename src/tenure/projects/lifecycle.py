@@ -5,7 +5,8 @@ bring:   1 claim → 1a unbind stale sessions → 2 RECOVERING → 3 workspace i
 suspend: 1 SUSPENDING → 2 engines-stop event → 3 checkpoint, folder to trash
          → 4 SUSPENDED (lease released, out of the registry)
 close:   fence (new generation) → dispose (workspace DELETED, snapshots
-         DELETING, local folder to trash) → CLOSED
+         DELETING) → local folder kept as a preserved delta for the recovery
+         window (recorded, then moved) → CLOSED
 
 Every status write and every checkpoint carries the project's generation, so
 a pod fenced by a newer claim changes nothing. Each step has a named crash
@@ -15,6 +16,7 @@ point; the next bring or suspend finishes what a crash interrupted.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -31,8 +33,9 @@ from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHome
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
-from tenure.states import ProjectStatus
+from tenure.states import ProjectStatus, WorkspaceState
 from tenure.workspaces import CheckpointResult, LeaseLostError, LocalFolders, Store, WorkspaceService
+from tenure.workspaces.expiry import DEFAULT_GRACE_S
 
 for _name, _what in [
     ("bring.after_claim", "1: lease claimed"),
@@ -47,7 +50,8 @@ for _name, _what in [
     ("suspend.after_workspace", "3: checkpoint published, folder moved to trash"),
     ("suspend.after_suspended", "4: status SUSPENDED"),
     ("close.after_fence", "generation raised, writer leases revoked"),
-    ("close.after_dispose", "workspace DELETED, snapshots DELETING, folder gone"),
+    ("close.after_delta_recorded", "the folder's place under preserved/ recorded; the folder not moved yet"),
+    ("close.after_dispose", "workspace DELETED, snapshots DELETING, folder kept as a preserved delta"),
     ("close.after_closed", "status CLOSED"),
 ]:
     register(_name, _what)
@@ -121,6 +125,8 @@ class ActivationRegistry:
 class LifecycleConfig:
     lease_ttl: float = 60.0
     engine_stop_timeout: float = 30.0
+    #: a bring undoes the expiry of a SUSPENDED project's workspace within this grace (ADR 0019)
+    expiry_grace: float = DEFAULT_GRACE_S
 
 
 def project_folder(data_dir: str, project: Project) -> str:
@@ -178,6 +184,7 @@ class LifecycleService:
                 if renewed is not None and renewed.generation == self.registry.generation(project.id):
                     return renewed  # running here under the current lease (even one that had run out): renewed
             self._deactivate(project)  # engines from an older lease, or a re-bring: stop them first
+        self._undo_expiry(project)
         project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
         crash_point("bring.after_claim")
         self.projects.unbind_sessions(project)
@@ -193,6 +200,16 @@ class LifecycleService:
         self.registry.add(project.id, project.generation)
         crash_point("bring.after_running")
         return project
+
+    def _undo_expiry(self, project: Project) -> None:
+        """A bring is a use: an EXPIRING workspace comes back to IDLE first, within the grace (ADR 0019).
+
+        Past the grace the bring is refused with ``expiry-grace-over`` and
+        nothing changes; a deleted workspace stays deleted. The undo and the
+        expiry pass's deletion are one guarded move each, so only one wins.
+        """
+        if self.workspaces.workspace(project.workspace_id).state is WorkspaceState.EXPIRING:
+            self.workspaces.undo_expiry(project.workspace_id, self.config.expiry_grace)
 
     def _init_folder(self, project: Project, from_snapshot: str | None) -> str:
         """Step 3; a damaged head leaves the project RECOVERING with the error and the way out recorded."""
@@ -251,22 +268,29 @@ class LifecycleService:
             return "timed out"
         return f"failed: {errors[0]}" if errors else None
 
-    def deactivate_lost(self, project: Project, *, closed: bool) -> None:
+    def deactivate(self, project: Project) -> None:
         """Forward drift: this pod runs ``project`` without its lease any more.
 
-        Engines are stopped (they are fenced anyway), the project leaves the
-        registry, and its folder is preserved (another pod took it over: the
-        folder may hold work the new owner does not have) or trashed (the
-        project is CLOSED).
+        Engines are stopped (they are fenced anyway) and the project leaves
+        the registry. Its folder is left to the caller: the pod settles its
+        mount through restart reconciliation's classifier, and a folder with
+        no mount record goes through :meth:`keep_lost_folder`.
         """
         self._deactivate(project)
+
+    def keep_lost_folder(self, project: Project, reason: str) -> None:
+        """The folder of a project this pod lost, with no mount record: kept as a preserved delta.
+
+        Whether another pod took it over (the folder may hold work the new
+        owner does not have) or it was closed (its snapshots are gone), the
+        folder is moved under ``preserved/`` for the recovery window.
+        """
         folder = self.folder(project)
-        if closed:
+        if os.path.isdir(folder) and not os.listdir(folder):
             self.workspaces.discard_folder(folder)
-            self.mounts.lost(project, "the project was closed elsewhere", None)
-        else:
-            preserved = self.workspaces.preserve_folder(folder)
-            self.mounts.lost(project, "the lease was taken over", preserved)
+            return
+        preserved = self.workspaces.preserve_folder(folder)
+        self.mounts.lost(project, reason, preserved)
 
     def checkpoint_running(self, project: Project) -> CheckpointResult:
         """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation)."""
@@ -376,8 +400,7 @@ class LifecycleService:
             project = self.ownership.fence(project, self.pod.pod_id, self.pod.node_name)
             crash_point("close.after_fence")
             self.workspaces.dispose(project.workspace_id, project.generation)
-        self.workspaces.discard_folder(self.folder(project))
-        self.mounts.lost(project, "closed", None)
+        self._keep_closed_folder(project)
         crash_point("close.after_dispose")
         project = self.projects.close(tenant, name, closed_group_id, project.generation)
         self.ownership.release_closed(project.id)
@@ -385,6 +408,24 @@ class LifecycleService:
         self.registry.remove(project.id)
         crash_point("close.after_closed")
         return project
+
+    def _keep_closed_folder(self, project: Project) -> None:
+        """A closed project's folder on this host becomes a preserved delta for the recovery window.
+
+        Close disposes the workspace and its snapshots, so the folder may hold
+        the only copy of its files: it is moved under ``preserved/`` (recorded
+        first, then moved) and deleted only when the recovery window ends. An
+        empty folder is simply discarded.
+        """
+        folder = self.folder(project)
+        if not os.path.isdir(folder) or not os.listdir(folder):
+            self.workspaces.discard_folder(folder)
+            self.mounts.lost(project, "closed", None)
+            return
+        mount = self.mounts.closing(project, folder, self.workspaces.folders.preserve_target(folder))
+        assert mount.preserved_folder is not None
+        crash_point("close.after_delta_recorded")
+        self.workspaces.preserve_folder(folder, mount.preserved_folder)
 
     def shutdown(self) -> None:
         """Release every lease this pod holds (best effort) and let the trash finish."""

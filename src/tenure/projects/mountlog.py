@@ -12,14 +12,19 @@ the snapshot it came from and any durable operation a crash interrupted:
   uploaded → MOUNTED with the new base;
 * suspend and drain: CHECKPOINTING with key ``suspend:<generation>`` → the
   checkpoint published and the folder removed → UNMOUNTING → CLOSED;
-* drift (lease lost) and close: forced CLOSED (the takeover path), with the
-  preserved folder, if any.
+* drift (lease lost): forced CLOSED (the takeover path), with the preserved
+  folder, if any;
+* close: forced CLOSED with the place the folder is about to be moved to
+  under ``preserved/`` recorded *before* the move, so a crash between the
+  two leaves a record reconciliation (or the next close) finishes: a closed
+  project's files stay recoverable for the recovery window, then go.
 
 Recording never decides anything: the store and the fencing generation do.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from tenure.errors import ConflictError
@@ -113,6 +118,35 @@ class MountLog:
         elif current.state is M.MOUNTED:
             self.store.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
         self.store.transition(mount.id, M.UNMOUNTING, M.CLOSED)
+
+    def closing(self, project: Project, folder: str, target: str) -> Mount:
+        """Close keeps ``folder`` as a preserved delta at ``target``: recorded before the folder is moved.
+
+        The live mount is forced CLOSED (or, with none, a record is opened for
+        the folder); a record an interrupted close left, whose move never
+        happened, is reused instead of a second one.
+        """
+        live = self.current(project)
+        if live is None:
+            unfinished = [
+                m
+                for m in self.store.list()
+                if m.workspace_id == project.workspace_id
+                and m.state is M.CLOSED
+                and m.preserved_folder is not None
+                and not os.path.isdir(m.preserved_folder)
+            ]
+            if unfinished:
+                live = unfinished[0]
+                target = live.preserved_folder or target
+            else:
+                live = self.store.open(
+                    project.workspace_id, folder, project.generation, project_id=project.id, project_ref=project.ref
+                )
+        if live.state is not M.CLOSED:
+            live = self.store.force(live.id, M.CLOSED, "closed")
+        self.store.set_verdict(live.id, "preserved-delta", preserved_folder=target, preserved_at=time.time())
+        return self.store.get(live.id)
 
     def lost(self, project: Project, reason: str, preserved: str | None) -> None:
         """Drift or close: the lease is gone; forced CLOSED (the takeover path), the preserved folder noted."""

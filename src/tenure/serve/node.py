@@ -57,6 +57,8 @@ __all__ = ["Node", "ServeConfig", "Route", "selector_matches", "DataFolderLocked
 log = logging.getLogger("tenure.serve")
 #: pod rows silent this long that hold nothing are deleted (ADR 0016)
 REAP_AFTER_S = 24 * 3600.0
+#: how often a running pod looks for preserved deltas past the recovery window
+DELTA_SWEEP_S = 3600.0
 
 
 class DataFolderLockedError(ConfigurationError):
@@ -85,6 +87,8 @@ class ServeConfig:
     #: the boot self-pull cap is min(this × the startup score, local headroom) (P-127)
     pull_factor: float = 1.5
     public_url: str | None = None
+    #: how long a preserved delta is kept on this host before it is deleted (S-65; default 7 days)
+    recovery_window: float = 7 * 24 * 3600.0
 
     @property
     def endpoint(self) -> str:
@@ -153,6 +157,7 @@ class Node:
         self._stop = threading.Event()
         self._beat_thread: threading.Thread | None = None
         self._last_pull = 0.0
+        self._last_delta_sweep = time.monotonic()  # the start-up reconciliation expires them first
         self._beats = 0
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
@@ -348,9 +353,22 @@ class Node:
         self._retry_dark()
         if self._beats % 1000 == 1:
             self.ownership.reap_pods(REAP_AFTER_S)
+        self._expire_deltas()
         every = self.config.pull_every
         if every and self.ready and time.monotonic() - self._last_pull >= every:
             self.pull()
+
+    def _expire_deltas(self) -> None:
+        """Preserved deltas past the recovery window go, checked hourly (or 4 times a window, if shorter)."""
+        every = min(DELTA_SWEEP_S, self.config.recovery_window / 4)
+        if time.monotonic() - self._last_delta_sweep < every:
+            return
+        self._last_delta_sweep = time.monotonic()
+        from tenure.serve.reconcile import Reconciler
+
+        expired = Reconciler(self).expire_deltas()
+        if expired:
+            self._log("preserved deltas past the recovery window deleted", count=expired)
 
     def check_drift(self) -> None:
         """Deactivate what runs here without our lease (forward); note what we hold but do not run (reverse)."""
@@ -365,9 +383,24 @@ class Node:
     def _lost(self, project_id: str) -> None:
         project = self.projects.by_id(project_id)
         closed = project.status is ProjectStatus.CLOSED
-        self.lifecycle.deactivate_lost(project, closed=closed)
+        self.lifecycle.deactivate(project)
+        mount = self.lifecycle.mounts.current(project)
+        verdict = "no-mount-record"
+        if mount is None:
+            self.lifecycle.keep_lost_folder(project, "closed elsewhere" if closed else "the lease was taken over")
+        else:
+            from tenure.serve.reconcile import Reconciler
+
+            verdict = Reconciler(self).settle(mount).value
+            self.metrics.reconcile.labels(verdict=verdict).inc()
         self.metrics.drift.labels(direction="forward").inc()
-        self._log("lease lost: deactivated", project=project.ref, generation=project.generation, closed=closed)
+        self._log(
+            "lease lost: deactivated",
+            project=project.ref,
+            generation=project.generation,
+            closed=closed,
+            verdict=verdict,
+        )
 
     def _retry_dark(self) -> None:
         now = time.monotonic()

@@ -20,7 +20,9 @@ gives the verdict (ADR 0018), and the executor acts:
 * **stale generation** — fenced: forced CLOSED, never publishes; a folder with
   uncommitted data is moved to ``preserved/``, a clean one removed (S-81);
 * **preserved delta** — kept under ``preserved/`` for the recovery window
-  (default 7 days, S-65), then deleted;
+  (default 7 days, ``tenure serve --recovery-window``, S-65), then deleted;
+  a record whose move was interrupted (close records first, then moves)
+  has its move finished;
 * **safe to delete** — the record and the folder are removed — never a folder
   that holds uncommitted data (the executor's guard, S-67), never a folder a
   live mount of this host still uses.
@@ -79,11 +81,16 @@ class ReconcileReport:
 class Reconciler:
     """Classifies and executes every mount of one host (see the module docstring)."""
 
-    def __init__(self, node: Any, *, window_s: float = RECOVERY_WINDOW_S) -> None:
+    def __init__(self, node: Any, *, window_s: float | None = None) -> None:
         self.node = node
         self.mounts: MountStore = node.lifecycle.mounts.store
         self.workspaces = node.workspaces
+        configured = getattr(getattr(node, "config", None), "recovery_window", None)
+        if window_s is None:
+            window_s = RECOVERY_WINDOW_S if configured is None else float(configured)
         self.window_s = window_s
+        #: mounts whose project is CLOSED: their folder is kept as a preserved delta, clean or not
+        self._closed: set[str] = set()
 
     # ------------------------------------------------------------------ facts
 
@@ -98,6 +105,8 @@ class Reconciler:
             lease = node.store.workspaces.lease(ws.id, ws.writer_generation)
             if lease is None:
                 return UNKNOWN
+            if project.status is ProjectStatus.CLOSED:
+                self._closed.add(mount.id)
             if project.status is ProjectStatus.CLOSED or lease.state is LeaseState.REVOKED:
                 held = ProjectLease.REVOKED
             else:
@@ -123,23 +132,43 @@ class Reconciler:
         report = ReconcileReport()
         for mount in self.mounts.list():
             if mount.state is M.CLOSED and mount.verdict == Verdict.PRESERVED_DELTA.value:
+                self._finish_move(mount)
                 report.expired_deltas += self._expire_delta(mount)
                 crash_point("reconcile.after_mount")
                 continue
-            facts = MountFacts(
-                state=mount.state,
-                generation=mount.generation,
-                cleanup_pending=mount.pending_cleanup is not None,
-                checkpoint_in_flight=mount.checkpoint_key is not None,
-            )
-            authority = self.authority(mount)
-            folder = self.folder(mount)
-            verdict = classify(facts, folder, authority)
-            self._execute(mount, verdict, facts, folder, authority)
+            verdict = self.settle(mount)
             report.verdicts[mount.id] = verdict.value
             report.counts[verdict.value] += 1
             crash_point("reconcile.after_mount")
         return report
+
+    def settle(self, mount: Mount) -> Verdict:
+        """Classify one mount against the facts as they are now and act on the verdict.
+
+        Restart reconciliation calls it for every mount; a running pod calls it
+        for the mount of a project whose lease it just found lost (forward
+        drift), so a partitioned pod that heals fences its mount exactly as a
+        restarted one would (S-62).
+        """
+        facts = MountFacts(
+            state=mount.state,
+            generation=mount.generation,
+            cleanup_pending=mount.pending_cleanup is not None,
+            checkpoint_in_flight=mount.checkpoint_key is not None,
+        )
+        authority = self.authority(mount)
+        folder = self.folder(mount)
+        verdict = classify(facts, folder, authority)
+        self._execute(mount, verdict, facts, folder, authority)
+        return verdict
+
+    def expire_deltas(self) -> int:
+        """Delete the preserved deltas past the recovery window (also run by a running pod, hourly)."""
+        expired = 0
+        for mount in self.mounts.list():
+            if mount.state is M.CLOSED and mount.verdict == Verdict.PRESERVED_DELTA.value:
+                expired += self._expire_delta(mount)
+        return expired
 
     def _execute(self, mount: Mount, verdict: Verdict, facts: MountFacts, folder: FolderFacts, auth: Lookup) -> None:
         if verdict is Verdict.CLEANUP_INCOMPLETE:
@@ -179,10 +208,22 @@ class Reconciler:
             preserved_at=mount.preserved_at or time.time(),
         )
 
+    def _finish_move(self, mount: Mount) -> None:
+        """A preserved delta recorded before its folder was moved (close) and interrupted in between: move it now."""
+        target = mount.preserved_folder
+        if target is None or os.path.isdir(target):
+            return
+        if os.path.isdir(mount.folder) and not self._in_use(mount):
+            self.workspaces.preserve_folder(mount.folder, target)
+
     def _fence(self, mount: Mount, folder: FolderFacts, reason: str) -> None:
-        """Fence to CLOSED; keep uncommitted data as a preserved delta, remove a clean folder (S-81)."""
+        """Fence to CLOSED; keep uncommitted data as a preserved delta, remove a clean folder (S-81).
+
+        A closed project's folder is kept whatever it holds: close disposed its
+        snapshots, so "clean" vouches for nothing any more.
+        """
         self.mounts.force(mount.id, M.CLOSED, reason)
-        if folder.exists and folder.dirty:
+        if folder.exists and (folder.dirty or mount.id in self._closed):
             self._preserve(self.mounts.get(mount.id))
             return
         self.mounts.set_verdict(mount.id, Verdict.STALE_GENERATION.value)
@@ -224,7 +265,7 @@ class Reconciler:
         self.mounts.set_verdict(mount.id, Verdict.CHECKPOINT_INTERRUPTED.value)
 
     def _delete(self, mount: Mount, folder: FolderFacts) -> None:
-        if folder.exists and folder.dirty:
+        if folder.exists and (folder.dirty or mount.id in self._closed):
             self._preserve(mount)  # the guard (S-67): a folder with uncommitted data is never deleted
             return
         if folder.exists and not self._in_use(mount):
@@ -235,6 +276,8 @@ class Reconciler:
         """A preserved delta past the recovery window is deleted (folder and record)."""
         if mount.preserved_at is None or time.time() - mount.preserved_at < self.window_s:
             return 0
+        if mount.preserved_folder and not os.path.isdir(mount.preserved_folder) and os.path.isdir(mount.folder):
+            return 0  # its move is still to be finished: never deleted from where it was
         if mount.preserved_folder and os.path.isdir(mount.preserved_folder):
             shutil.rmtree(mount.preserved_folder, ignore_errors=True)
         self.mounts.delete(mount.id)

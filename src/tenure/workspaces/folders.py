@@ -9,8 +9,10 @@
     or leaves none, so a folder found later with this base is exactly that
     snapshot (plus whatever was changed in it since).
 ``<data>/preserved/<hash>-<time>-<rand>``
-    a folder whose base is older than the head, moved aside instead of being
-    overwritten (never deleted by tenure: the operator decides).
+    a preserved delta: a folder that may hold data no READY snapshot has
+    (a lease lost to another pod, a stale generation, a closed project),
+    moved aside instead of being overwritten or deleted; kept for the
+    recovery window, then deleted (``tenure mounts`` lists and recovers them).
 ``<data>/trash/<rand>``
     folders to delete: renamed there at once, deleted in the background; the
     trash folder itself is the record, swept at every start.
@@ -107,11 +109,15 @@ class LocalFolders:
             return
         fsync_dir(os.path.dirname(os.path.abspath(folder)))
 
-    def preserve(self, folder: str) -> str:
-        """Move ``folder`` aside as a preserved delta; return where it went."""
-        target = os.path.join(
+    def preserve_target(self, folder: str) -> str:
+        """A fresh place under ``preserved/`` for ``folder`` (nothing is created)."""
+        return os.path.join(
             self.data_dir, "preserved", f"{os.path.basename(folder)}-{int(time.time())}-{uuid.uuid4().hex[:8]}"
         )
+
+    def preserve(self, folder: str, target: str | None = None) -> str:
+        """Move ``folder`` aside as a preserved delta (to ``target`` when given); return where it went."""
+        target = target or self.preserve_target(folder)
         make_dirs_durable(os.path.dirname(target))
         os.rename(folder, target)
         fsync_dir(os.path.dirname(target))  # the folder is in preserved/ for good ...

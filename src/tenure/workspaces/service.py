@@ -697,12 +697,12 @@ class WorkspaceService:
         """Workspace DELETED (takeover path), its leases ended, its snapshots DELETING; fenced by ``generation``."""
         self.store.workspaces.dispose(workspace_id, generation)
 
-    def preserve_folder(self, folder: str) -> str | None:
-        """Move ``folder`` aside as a preserved delta (a lease lost to another pod); None when absent."""
+    def preserve_folder(self, folder: str, target: str | None = None) -> str | None:
+        """Move ``folder`` aside as a preserved delta (to ``target`` when given); None when absent."""
         if not os.path.isdir(folder):
             return None
         self.folders.forget_base(folder)
-        return self.folders.preserve(folder)
+        return self.folders.preserve(folder, target)
 
     def folder_is_clean(self, workspace_id: str, folder: str) -> bool:
         """Whether ``folder`` holds exactly what its last restore or checkpoint stored (S-85).
