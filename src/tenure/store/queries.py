@@ -2,7 +2,9 @@
 
 A package that talks SQL keeps its statements in named blocks:
 
-* ``sql/queries.sql`` — portable statements, valid on every dialect;
+* ``sql/queries.sql`` — portable statements, valid on every dialect (a
+  package may split them over more files, ``sql/<topic>.sql``; a name is
+  unique across all of them);
 * ``sql/<dialect>/queries.sql`` (``sqlite``, ``postgres``) — statements that
   differ per dialect. A block there overrides the portable block of the same
   name for that dialect; a name found only in one dialect's file exists only
@@ -143,12 +145,21 @@ def parse(text: str, source: str) -> dict[str, Query]:
 def load(package: str = STORE) -> Queries:
     """The parsed query files of ``package`` (read once, then cached)."""
     folder = resources.files(package) / "sql"
-    portable_file = folder / "queries.sql"
-    portable = (
-        parse(portable_file.read_text(encoding="utf-8"), f"{package}:sql/queries.sql")
-        if portable_file.is_file()
-        else {}
+    portable: dict[str, Query] = {}
+    files = (
+        sorted(
+            (e for e in folder.iterdir() if e.is_file() and e.name.endswith(".sql")),
+            key=lambda e: (e.name != "queries.sql", e.name),
+        )
+        if folder.is_dir()
+        else []
     )
+    for entry in files:
+        found = parse(entry.read_text(encoding="utf-8"), f"{package}:sql/{entry.name}")
+        twice = sorted(set(found) & set(portable))
+        if twice:
+            raise QueryFileError(f"{package}:sql/{entry.name}: names already defined in another file: {twice}")
+        portable.update(found)
     dialects: dict[str, dict[str, Query]] = {}
     for dialect in DIALECTS:
         entry = folder / dialect / "queries.sql"
