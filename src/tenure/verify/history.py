@@ -1,0 +1,416 @@
+"""The history checker: a recorded multi-pod history in, the broken invariants out. Pure: no I/O, no clock.
+
+A history is what a verification run saw, all on one clock — the **store clock** (seconds, as the
+control-plane store's ``SELECT now()`` reads it; the kit reads it before and after every operation, so
+its times are comparable with the store's own lease arithmetic). Any one clock would do as long as
+every time in one history is read from it.
+
+* :class:`Operation` — one client request: its kind, project, the pod that finally answered (after
+  redirects), the generation it acted under when the answer says so, invoke and complete times,
+  its outcome (``ok``; ``refused`` with the error code; ``unknown`` when the answer never came —
+  the process died, the connection dropped) and a payload (``snapshot``: the snapshot id a
+  checkpoint acknowledged; ``digest``: the content digest it acknowledged, when the kit knows it).
+* :class:`Observation` — the store sampled: at a time, a project's holder pod, whether its lease is
+  live, its generation, and whether the project wants an owner (a project that should run).
+* :class:`PodSample` — the store sampled: at a time, a pod, whether it is live and has room.
+* ``restored`` — per acknowledged checkpoint's snapshot id, the digest its restore produced
+  (``None``: the restore failed).
+
+:func:`check` applies the five rules (:data:`RULES`) and returns :class:`Violation` values.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Outcome(str, Enum):
+    OK = "ok"
+    REFUSED = "refused"
+    UNKNOWN = "unknown"
+
+
+class Kind(str, Enum):
+    CLAIM = "claim"
+    BRING = "bring"
+    CHECKPOINT = "checkpoint"
+    SUSPEND = "suspend"
+    CLOSE = "close"
+    WRITE = "write"
+    READ = "read"
+    RESTORE = "restore"
+    READ_OWNER = "read-owner"
+
+
+#: Kinds whose success means the answering pod held the project at that moment.
+HOLDING = frozenset({Kind.CLAIM, Kind.BRING, Kind.CHECKPOINT, Kind.WRITE, Kind.READ})
+#: Kinds that change the project's stored state (rule c).
+WRITES = frozenset({Kind.CHECKPOINT, Kind.WRITE})
+
+SINGLE_HOLDER = "single-holder"
+GENERATION_ORDER = "generation-order"
+STALE_WRITE = "stale-write"
+CHECKPOINT_RESTORABLE = "checkpoint-restorable"
+OWNERLESS = "ownerless"
+
+#: Every rule, with what it requires.
+RULES: dict[str, str] = {
+    SINGLE_HOLDER: "at most one live holder per project at any store time",
+    GENERATION_ORDER: "generations strictly increase per project across successive holders",
+    STALE_WRITE: "no write accepted under a generation older than the newest one issued before it was invoked",
+    CHECKPOINT_RESTORABLE: "every acknowledged checkpoint restores with exactly the content it acknowledged",
+    OWNERLESS: "no project wanting an owner goes without a live one longer than TTL + one tick "
+    "while a pod with room is live",
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: int
+    kind: Kind
+    project: str
+    pod: str | None
+    invoked: float
+    completed: float | None
+    outcome: Outcome
+    generation: int | None = None
+    code: str | None = None
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "project": self.project,
+            "pod": self.pod,
+            "invoked": self.invoked,
+            "completed": self.completed,
+            "outcome": self.outcome.value,
+            "generation": self.generation,
+            "code": self.code,
+            "payload": dict(self.payload),
+        }
+
+
+@dataclass(frozen=True)
+class Observation:
+    time: float
+    project: str
+    holder: str | None
+    live: bool
+    generation: int
+    wants_owner: bool = True
+
+
+@dataclass(frozen=True)
+class PodSample:
+    time: float
+    pod: str
+    live: bool
+    room: bool
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    project: str
+    detail: str
+    #: ids of the operations that show it (empty when only observations do)
+    records: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "project": self.project, "detail": self.detail, "records": list(self.records)}
+
+
+@dataclass(frozen=True)
+class History:
+    operations: Sequence[Operation] = ()
+    observations: Sequence[Observation] = ()
+    pods: Sequence[PodSample] = ()
+    #: snapshot id → the digest its restore produced (None: the restore failed)
+    restored: Mapping[str, str | None] = field(default_factory=dict)
+    #: the project lease TTL the pods run with (seconds)
+    ttl: float = 60.0
+    #: one tick: how late a live pod with room may notice an ownerless project (its pull period and beat,
+    #: plus the sampling period of whoever recorded the observations)
+    tick: float = 5.0
+
+
+def check(history: History) -> list[Violation]:
+    """Every rule over ``history``; an empty list for a clean one."""
+    by_project = _observations_by_project(history.observations)
+    return [
+        *single_holder(history.operations, by_project),
+        *generation_order(history.operations, by_project),
+        *stale_writes(history.operations, by_project),
+        *checkpoints_restorable(history.operations, history.restored),
+        *ownerless(by_project, history.pods, ttl=history.ttl, tick=history.tick),
+    ]
+
+
+def _observations_by_project(observations: Iterable[Observation]) -> dict[str, list[Observation]]:
+    grouped: dict[str, list[Observation]] = defaultdict(list)
+    for o in observations:
+        grouped[o.project].append(o)
+    for seq in grouped.values():
+        seq.sort(key=lambda o: o.time)
+    return grouped
+
+
+def _acknowledged(operations: Iterable[Operation], kinds: frozenset[Kind]) -> list[Operation]:
+    return [op for op in operations if op.outcome is Outcome.OK and op.kind in kinds and op.completed is not None]
+
+
+# ---------------------------------------------------------------------------------------------- rule a
+
+
+def single_holder(operations: Sequence[Operation], by_project: Mapping[str, list[Observation]]) -> list[Violation]:
+    """(a) Two live holders at one store time: two samples at one time naming different live holders, or a pod
+    acknowledging a holding operation entirely inside another pod's unbroken live tenure (the same holder and
+    generation sampled live before it was invoked and after it completed, and nothing else in between)."""
+    found: list[Violation] = []
+    for project, seq in by_project.items():
+        at: dict[float, set[str]] = defaultdict(set)
+        for o in seq:
+            if o.live and o.holder is not None:
+                at[o.time].add(o.holder)
+        for time, holders in sorted(at.items()):
+            if len(holders) > 1:
+                found.append(
+                    Violation(SINGLE_HOLDER, project, f"{len(holders)} live holders at {time:.3f}: {sorted(holders)}")
+                )
+    for op in _acknowledged(operations, HOLDING):
+        seq = by_project.get(op.project, [])
+        if op.pod is None or not seq:
+            continue
+        assert op.completed is not None
+        times = [o.time for o in seq]
+        before = bisect.bisect_right(times, op.invoked) - 1
+        after = bisect.bisect_left(times, op.completed)
+        if before < 0 or after >= len(seq):
+            continue
+        span = seq[before : after + 1]
+        first = span[0]
+        if not first.live or first.holder in (None, op.pod):
+            continue
+        if all(o.live and o.holder == first.holder and o.generation == first.generation for o in span):
+            found.append(
+                Violation(
+                    SINGLE_HOLDER,
+                    op.project,
+                    f"{op.kind.value} acknowledged by pod {op.pod} between {op.invoked:.3f} and {op.completed:.3f}"
+                    f" while pod {first.holder} held the project live at generation {first.generation} throughout",
+                    (op.id,),
+                )
+            )
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- rule b
+
+
+def generation_order(operations: Sequence[Operation], by_project: Mapping[str, list[Observation]]) -> list[Violation]:
+    """(b) Per project, sampled generations never go back, a new holder comes with a higher generation, and one
+    generation never belongs to two pods (samples and acknowledged holding operations together)."""
+    found: list[Violation] = []
+    for project, seq in by_project.items():
+        previous: Observation | None = None
+        for o in seq:
+            if previous is not None:
+                if o.generation < previous.generation:
+                    found.append(
+                        Violation(
+                            GENERATION_ORDER,
+                            project,
+                            f"generation went back from {previous.generation} to {o.generation} at {o.time:.3f}",
+                        )
+                    )
+                elif (
+                    o.holder is not None
+                    and previous.holder is not None
+                    and o.holder != previous.holder
+                    and o.generation <= previous.generation
+                ):
+                    found.append(
+                        Violation(
+                            GENERATION_ORDER,
+                            project,
+                            f"pod {o.holder} followed pod {previous.holder} at {o.time:.3f} with generation "
+                            f"{o.generation}, not above {previous.generation}",
+                        )
+                    )
+            if o.holder is not None:
+                previous = o
+    owners: dict[tuple[str, int], dict[str, tuple[int, ...]]] = defaultdict(dict)
+    for project, seq in by_project.items():
+        for o in seq:
+            if o.holder is not None:
+                owners[(project, o.generation)].setdefault(o.holder, ())
+    for op in _acknowledged(operations, HOLDING):
+        if op.pod is not None and op.generation is not None:
+            pods = owners[(op.project, op.generation)]
+            pods[op.pod] = (*pods.get(op.pod, ()), op.id)
+    for (project, generation), pods in sorted(owners.items()):
+        if len(pods) > 1:
+            records = tuple(sorted(i for ids in pods.values() for i in ids))
+            found.append(
+                Violation(GENERATION_ORDER, project, f"generation {generation} held by pods {sorted(pods)}", records)
+            )
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- rule c
+
+
+def stale_writes(operations: Sequence[Operation], by_project: Mapping[str, list[Observation]]) -> list[Violation]:
+    """(c) A write acknowledged under a generation older than the newest generation issued (sampled, or
+    acknowledged by a holding operation that completed) before the write was invoked.
+
+    Only operations whose answer names their generation are judged (a checkpoint's new snapshot does; a
+    file write's answer does not, so the kit records it without one)."""
+    issued: dict[str, list[tuple[float, int, int | None]]] = defaultdict(list)
+    for project, seq in by_project.items():
+        issued[project] += [(o.time, o.generation, None) for o in seq]
+    for op in _acknowledged(operations, HOLDING):
+        if op.generation is not None:
+            assert op.completed is not None
+            issued[op.project].append((op.completed, op.generation, op.id))
+    newest: dict[str, tuple[list[float], list[tuple[int, int | None]]]] = {}
+    for project, events in issued.items():
+        events.sort(key=lambda e: e[0])
+        times: list[float] = []
+        best: list[tuple[int, int | None]] = []
+        top: tuple[int, int | None] = (-1, None)
+        for time, generation, ident in events:
+            if generation > top[0]:
+                top = (generation, ident)
+            times.append(time)
+            best.append(top)
+        newest[project] = (times, best)
+    found: list[Violation] = []
+    for op in _acknowledged(operations, WRITES):
+        if op.generation is None or op.project not in newest:
+            continue
+        times, best = newest[op.project]
+        i = bisect.bisect_left(times, op.invoked) - 1  # strictly before the invoke
+        if i < 0:
+            continue
+        generation, ident = best[i]
+        if op.generation < generation:
+            records = (op.id,) if ident is None else (ident, op.id)
+            found.append(
+                Violation(
+                    STALE_WRITE,
+                    op.project,
+                    f"{op.kind.value} acknowledged by pod {op.pod} under generation {op.generation}, invoked at "
+                    f"{op.invoked:.3f} after generation {generation} was issued",
+                    records,
+                )
+            )
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- rule d
+
+
+def checkpoints_restorable(operations: Sequence[Operation], restored: Mapping[str, str | None]) -> list[Violation]:
+    """(d) Every acknowledged checkpoint's snapshot restores, with the digest it acknowledged when one is known.
+
+    A project closed (or whose close may have happened: outcome unknown) has its snapshots disposed by design;
+    its checkpoints are not judged."""
+    closed = {op.project for op in operations if op.kind is Kind.CLOSE and op.outcome is not Outcome.REFUSED}
+    found: list[Violation] = []
+    for op in _acknowledged(operations, frozenset({Kind.CHECKPOINT})):
+        snapshot = op.payload.get("snapshot")
+        if op.project in closed or not isinstance(snapshot, str):
+            continue
+        if snapshot not in restored or restored[snapshot] is None:
+            found.append(
+                Violation(CHECKPOINT_RESTORABLE, op.project, f"snapshot {snapshot} does not restore", (op.id,))
+            )
+            continue
+        expected = op.payload.get("digest")
+        if expected is not None and restored[snapshot] != expected:
+            found.append(
+                Violation(
+                    CHECKPOINT_RESTORABLE,
+                    op.project,
+                    f"snapshot {snapshot} acknowledged content {expected} but restores {restored[snapshot]}",
+                    (op.id,),
+                )
+            )
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- rule e
+
+
+def _room_intervals(pods: Sequence[PodSample]) -> list[tuple[float, float]]:
+    """Spans during which every pod sample showed some live pod with room (samples at one time are one batch)."""
+    batches: dict[float, bool] = defaultdict(bool)
+    for s in pods:
+        batches[s.time] = batches[s.time] or (s.live and s.room)
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
+    last = 0.0
+    for time in sorted(batches):
+        if batches[time]:
+            if start is None:
+                start = time
+            last = time
+        elif start is not None:
+            spans.append((start, last))  # room sampled until ``last``; nothing is assumed after it
+            start = None
+    if start is not None:
+        spans.append((start, last))
+    return spans
+
+
+def _ownerless_spans(seq: Sequence[Observation]) -> list[tuple[float, float]]:
+    """Spans a project wanted an owner without a live one: from its last live sample (or the first sample
+    wanting one) to the next sample with a live owner (or the last sample)."""
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
+    last_live: float | None = None
+    for o in seq:
+        held = o.live and o.holder is not None
+        if held or not o.wants_owner:
+            if start is not None:
+                spans.append((start, o.time))
+                start = None
+            last_live = o.time if held else None
+        elif start is None:
+            start = last_live if last_live is not None else o.time
+    if start is not None and seq:
+        spans.append((start, seq[-1].time))
+    return spans
+
+
+def ownerless(
+    by_project: Mapping[str, list[Observation]], pods: Sequence[PodSample], *, ttl: float, tick: float
+) -> list[Violation]:
+    """(e) A project wanting an owner went without a live one for longer than ``ttl + tick`` while some pod with
+    room was live the whole time."""
+    room = _room_intervals(pods)
+    limit = ttl + tick
+    found: list[Violation] = []
+    for project, seq in by_project.items():
+        for start, end in _ownerless_spans(seq):
+            for room_start, room_end in room:
+                overlap = min(end, room_end) - max(start, room_start)
+                if overlap > limit:
+                    found.append(
+                        Violation(
+                            OWNERLESS,
+                            project,
+                            f"no live owner from {start:.3f} to {end:.3f} ({end - start:.2f} s; {overlap:.2f} s of it "
+                            f"with a live pod with room) — more than TTL {ttl:g} s + tick {tick:g} s",
+                        )
+                    )
+                    break
+    return found
