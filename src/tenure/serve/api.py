@@ -64,6 +64,7 @@ from tenure.fsio import tmp_name, write_all
 from tenure.mounts.store import Mount
 from tenure.projects.records import LifecycleType, Project, Session
 from tenure.serve.daemon import is_loopback, split_listen
+from tenure.serve.dashboard import mount_dashboard
 from tenure.serve.node import Node
 from tenure.serve.tokens import OPEN, Principal, TokenStore
 from tenure.states import ProjectStatus
@@ -593,6 +594,7 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
     )
     token_store = tokens or TokenStore(node.store)
     app.add_middleware(_Gate, node=node, tokens=token_store, loopback=_loopback(node.config.listen))
+    mount_dashboard(app)  # the pages at / and /ui/…, in front of the auth gate (docs/serve.md, "Dashboard")
 
     # ------------------------------------------------------------------ error handlers
 
