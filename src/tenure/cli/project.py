@@ -190,6 +190,52 @@ def show(ctx: click.Context, ref: str) -> None:
     _show(ctx, p, {"owner": owner.to_dict(), "workspace_folder": shown})
 
 
+@project.command("history")
+@click.argument("ref")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True, help="At most this many events.")
+@json_option
+@click.pass_context
+def history(ctx: click.Context, ref: str, limit: int) -> None:
+    """The ownership timeline of TENANT/NAME, newest first: who held it, since when, and why it moved."""
+    tenant, name = _ref(ref)
+    api = remote(ctx)
+    if api is not None:
+        data = api.call("GET", project_path(tenant, name, "history"), params={"limit": limit})
+    else:
+        from tenure.projects.timeline import Timeline
+
+        svc = services(ctx, create=False)
+        p = _projects(ctx).get(tenant, name)
+        events = Timeline(svc.store).history(p.id, limit=limit)
+        data = {"project": p.ref, "events": [e.to_dict() for e in events]}
+    emit(
+        ctx,
+        data,
+        lambda: table(
+            None,
+            ["time", "kind", "pod", "generation", "detail"],
+            [
+                [_when(e["at"]), e["kind"], e.get("pod_id") or "-", _or_dash(e.get("generation")), _detail(e)]
+                for e in data["events"]
+            ],
+        ),
+    )
+
+
+def _when(at: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(at), UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
+def _detail(event: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted((event.get("detail") or {}).items()))
+
+
 @project.command("bring")
 @click.argument("ref")
 @click.option(

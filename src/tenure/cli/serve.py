@@ -43,6 +43,14 @@ def _labels(value: str | None) -> dict[str, str]:
     show_default=True,
     help="How long preserved deltas (tenure mounts) are kept on this host before they are deleted.",
 )
+@click.option(
+    "--history-days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="DAYS",
+    help="Keep ownership timeline events this many days (the newest 100 of each project are always kept).",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -58,6 +66,7 @@ def serve(
     liveness_ttl: float,
     public_url: str | None,
     recovery_window: float,
+    history_days: float,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -72,6 +81,7 @@ def serve(
     svc = services(ctx)
     config = ServeConfig(
         data_dir=svc.config.data_dir,
+        history_days=history_days,
         listen=listen,
         labels=_labels(labels),
         capacity=capacity,

@@ -33,6 +33,7 @@ from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHome
 from tenure.projects.pods import PodIdentity
 from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
+from tenure.projects.timeline import EventKind, Timeline
 from tenure.states import ProjectStatus, WorkspaceState
 from tenure.workspaces import CheckpointResult, LeaseLostError, LocalFolders, Store, WorkspaceService
 from tenure.workspaces.expiry import DEFAULT_GRACE_S
@@ -161,6 +162,7 @@ class LifecycleService:
         self.trash = self.workspaces.folders.trash
         self.trash.sweep()
         self.mounts = MountLog(MountStore(data_dir))
+        self.timeline = Timeline(store)
 
     def folder(self, project: Project) -> str:
         """The project's workspace folder on this host."""
@@ -198,6 +200,7 @@ class LifecycleService:
         crash_point("bring.after_engines_start")
         project = self.projects.transition_status(tenant, name, S.RECOVERING, S.RUNNING, project.generation)
         self.registry.add(project.id, project.generation)
+        self._event(project, EventKind.BRING, from_snapshot=from_snapshot)
         crash_point("bring.after_running")
         return project
 
@@ -340,10 +343,13 @@ class LifecycleService:
             except Exception as exc:
                 # the engines already started must not run on: stop them, last started first
                 self._stop_quietly(project, list(reversed(self.engines[:index])))
+                self._event(project, EventKind.ENGINE_FAILURE, phase="start", error=str(exc))
                 self.projects.record_error(project, f"engine start failed: {exc}")
                 raise EngineFailedError(
                     f"an engine failed to start for {project.ref}: {exc}", project=project.ref
                 ) from exc
+        if self.engines:
+            self._event(project, EventKind.ENGINE_START, engines=len(self.engines))
 
     # ------------------------------------------------------------------ suspend
 
@@ -373,6 +379,7 @@ class LifecycleService:
         project = self.projects.transition_status(tenant, name, S.SUSPENDING, S.SUSPENDED, project.generation)
         self.registry.remove(project.id)
         self.ownership.release_lease(tenant, name, self.pod.pod_id)
+        self._event(project, EventKind.SUSPEND)
         crash_point("suspend.after_suspended")
         return self.projects.get(tenant, name)
 
@@ -382,10 +389,13 @@ class LifecycleService:
         for engine in self.engines:
             why = self._stop_one(engine, event, folder)
             if why is not None:
+                self._event(project, EventKind.ENGINE_FAILURE, phase="stop", error=why)
                 self.projects.record_error(project, f"engine stop {why}")
                 raise EngineFailedError(
                     f"an engine stop {why} for {project.ref}; the project stays {stays}", project=project.ref
                 )
+        if self.engines:
+            self._event(project, EventKind.ENGINE_STOP, engines=len(self.engines))
 
     # ------------------------------------------------------------------ close
 
@@ -406,6 +416,7 @@ class LifecycleService:
         self.ownership.release_closed(project.id)
         project = self.projects.get(tenant, name)
         self.registry.remove(project.id)
+        self._event(project, EventKind.CLOSE)
         crash_point("close.after_closed")
         return project
 
@@ -426,6 +437,10 @@ class LifecycleService:
         assert mount.preserved_folder is not None
         crash_point("close.after_delta_recorded")
         self.workspaces.preserve_folder(folder, mount.preserved_folder)
+
+    def _event(self, project: Project, kind: EventKind, **detail: object) -> None:
+        """Record ``kind`` on the project's timeline for this pod (best effort: never raises)."""
+        self.timeline.record(None, project.id, kind, pod_id=self.pod.pod_id, generation=project.generation, **detail)
 
     def shutdown(self) -> None:
         """Release every lease this pod holds (best effort) and let the trash finish."""

@@ -29,6 +29,7 @@ from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 from tenure.projects.records import LifecycleType, PodStatus, Project
+from tenure.projects.timeline import Timeline
 from tenure.states import ProjectStatus
 from tenure.store import Store
 from tenure.store.connector import Tx
@@ -82,6 +83,7 @@ class Ownership:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.db = store.db
+        self.timeline = Timeline(store)
 
     # ------------------------------------------------------------------ the claim path
 
@@ -118,12 +120,13 @@ class Ownership:
             former = before["home_pod_id"] if before is not None else None
             return self._took_over(tx, project, pod_id, former)
 
-    def _took_over(self, tx: Tx, project: Project, pod_id: str, former: str | None) -> Project:
+    def _took_over(self, tx: Tx, project: Project, pod_id: str, former: str | None, **why: Any) -> Project:
         """After a CAS that changed the holder: the former holder's lost counter, the new writer lease."""
         if former is not None and former != pod_id:
             tx.execute("pod_lost_bump", {"old": former})  # a takeover: the former holder's next beat sees it
         lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx)
         rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
+        self.timeline.holder_changed(tx, project.id, pod_id, former, lease.generation, **why)  # same transaction
         return Project.from_row(rows[0])
 
     def adopt(self, tenant: str, name: str, pod_id: str, node_name: str, predecessor: str) -> Project | None:
@@ -143,7 +146,9 @@ class Ownership:
             )
             if not adopted:
                 return None
-            return self._took_over(tx, Project.from_row(adopted[0]), pod_id, predecessor)
+            return self._took_over(
+                tx, Project.from_row(adopted[0]), pod_id, predecessor, reason="restart on the same data folder"
+            )
 
     def fence(self, project: Project, pod_id: str, node_name: str) -> Project:
         """Close's fence: a new generation (new writer lease, older ones revoked), held by the closing pod.
@@ -167,6 +172,7 @@ class Ownership:
             former = before["home_pod_id"] if before is not None else None
             if former is not None and former != pod_id:
                 tx.execute("pod_lost_bump", {"old": former})
+            self.timeline.holder_changed(tx, project.id, pod_id, former, lease.generation, reason="close fence")
             return Project.from_row(row)
 
     @staticmethod

@@ -905,6 +905,19 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         snaps = node.store.snapshots.list(project.workspace_id)
         return {"snapshots": [dict(s.to_dict(), head=s.id == head) for s in snaps]}
 
+    @app.get(p + "/history", tags=["projects"])
+    def project_history(
+        tenant: str,
+        name: str,
+        limit: int = Query(100, ge=1, le=1000, description="at most this many events"),
+        before: float | None = Query(None, description="only events before this store-clock time (paging back)"),
+        principal: Principal = principal_dep,
+    ) -> dict[str, Any]:
+        """The project's ownership timeline, newest first: claims, takeovers, brings, suspends, drift, …"""
+        project = project_of(principal, tenant, name)
+        events = node.lifecycle.timeline.history(project.id, limit=limit, before=before)
+        return {"project": project.ref, "events": [e.to_dict() for e in events]}
+
     @app.get(PREFIX + "/snapshots/{snapshot_id}", tags=["snapshots"])
     def show_snapshot(snapshot_id: str, principal: Principal = principal_dep) -> dict[str, Any]:
         """One snapshot record."""

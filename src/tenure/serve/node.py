@@ -47,6 +47,7 @@ from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHome
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.projects.store import ProjectStore
+from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
 from tenure.serve.metrics import Metrics
 from tenure.states import ProjectStatus
 from tenure.store import Store
@@ -59,6 +60,8 @@ log = logging.getLogger("tenure.serve")
 REAP_AFTER_S = 24 * 3600.0
 #: how often a running pod looks for preserved deltas past the recovery window
 DELTA_SWEEP_S = 3600.0
+#: how often a running pod prunes the ownership timeline (retention: ServeConfig.history_days)
+HISTORY_PRUNE_S = 3600.0
 
 
 class DataFolderLockedError(ConfigurationError):
@@ -89,6 +92,8 @@ class ServeConfig:
     public_url: str | None = None
     #: how long a preserved delta is kept on this host before it is deleted (S-65; default 7 days)
     recovery_window: float = 7 * 24 * 3600.0
+    #: ownership timeline retention in days; the newest 100 events of each project are kept whatever their age
+    history_days: float = DEFAULT_KEEP_DAYS
 
     @property
     def endpoint(self) -> str:
@@ -158,6 +163,7 @@ class Node:
         self._beat_thread: threading.Thread | None = None
         self._last_pull = 0.0
         self._last_delta_sweep = time.monotonic()  # the start-up reconciliation expires them first
+        self._last_history_prune: float | None = None  # the first beat prunes, then hourly
         self._beats = 0
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
@@ -354,6 +360,7 @@ class Node:
         if self._beats % 1000 == 1:
             self.ownership.reap_pods(REAP_AFTER_S)
         self._expire_deltas()
+        self._prune_history()
         every = self.config.pull_every
         if every and self.ready and time.monotonic() - self._last_pull >= every:
             self.pull()
@@ -369,6 +376,20 @@ class Node:
         expired = Reconciler(self).expire_deltas()
         if expired:
             self._log("preserved deltas past the recovery window deleted", count=expired)
+
+    def _prune_history(self) -> None:
+        """Ownership timeline retention, at most hourly: events older than ``history_days`` go, except the
+        newest of each project. A failure is logged; the beat goes on."""
+        if self._last_history_prune is not None and time.monotonic() - self._last_history_prune < HISTORY_PRUNE_S:
+            return
+        self._last_history_prune = time.monotonic()
+        try:
+            pruned = self.lifecycle.timeline.prune(self.config.history_days, DEFAULT_KEEP_PER_PROJECT)
+        except Exception as exc:  # noqa: BLE001 - retention can wait for the next hour
+            self._log("timeline retention failed", level=logging.WARNING, error=str(exc))
+            return
+        if pruned:
+            self._log("timeline events past the retention deleted", count=pruned)
 
     def check_drift(self) -> None:
         """Deactivate what runs here without our lease (forward); note what we hold but do not run (reverse)."""
@@ -394,6 +415,7 @@ class Node:
             verdict = Reconciler(self).settle(mount).value
             self.metrics.reconcile.labels(verdict=verdict).inc()
         self.metrics.drift.labels(direction="forward").inc()
+        self._event(project, EventKind.DRIFT_FORWARD, closed=closed, verdict=verdict)
         self._log(
             "lease lost: deactivated",
             project=project.ref,
@@ -428,6 +450,7 @@ class Node:
                 if dark.attempts >= self.config.bring_retries:
                     self._dark.pop(project_id, None)
                     self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
+                    self._event(project, EventKind.RELEASE, reason="bring kept failing", error=str(exc))
                     self._log("bring kept failing: lease released", project=project.ref, error=str(exc))
                 else:
                     dark.next_at = now + self.config.bring_backoff * 2 ** (dark.attempts - 1)
@@ -609,6 +632,7 @@ class Node:
             try:
                 self.lifecycle.hand_over(project)
                 moved.append(project.ref)
+                self._event(project, EventKind.DRAIN)
                 self._log("handed over", project=project.ref, generation=project.generation)
             except Exception as exc:  # noqa: BLE001 - the next project must still be drained
                 self._log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
@@ -618,6 +642,12 @@ class Node:
         return moved
 
     # ------------------------------------------------------------------ logs
+
+    def _event(self, project: Project, kind: EventKind, **detail: Any) -> None:
+        """Record ``kind`` on the project's timeline for this pod (best effort: never raises)."""
+        self.lifecycle.timeline.record(
+            None, project.id, kind, pod_id=self.pod.pod_id, generation=project.generation, **detail
+        )
 
     def _log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
         log.log(level, message, extra={"tenure": {"pod": self.pod.pod_id, **fields}})
