@@ -47,6 +47,8 @@ def test_project_session_and_snapshot_commands_over_the_api(tmp_path: Path) -> N
         taken = cli(*url, "session", "bind", session["id"], "--connection", "c2")
         assert taken.returncode == 4 and "error[already-bound]" in taken.stderr, taken.stderr
         assert ok(*url, "project", "suspend", "acme/web")["status"] == "SUSPENDED"
+        history = ok(*url, "project", "history", "acme/web", "--limit", "2")
+        assert history["project"] == "acme/web" and [e["kind"] for e in history["events"]] == ["suspend", "bring"]
         snapshots = ok(*url, "snapshot", "list", "acme/web")
         assert len(snapshots) == 1 and snapshots[0]["state"] == "READY"
         assert ok(*url, "snapshot", "show", snapshots[0]["id"])["id"] == snapshots[0]["id"]
