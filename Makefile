@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve bench-reconcile fuzz-api docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve bench-reconcile fuzz-api verify-cluster docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -71,6 +71,13 @@ bench-reconcile: setup
 # Schemathesis over the pod API's OpenAPI document with 200 examples per operation (about a minute).
 fuzz-api: setup
 	TENURE_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/serve/test_api_fuzz.py
+
+# tenure verify cluster for 10 minutes: 3 pods, every fault kind, the history checked (docs/operations.md,
+# "Verifying a cluster"). VERIFY_DB names a PostgreSQL database of its own; VERIFY_SEED picks the run.
+VERIFY_DB   ?= postgresql://postgres@127.0.0.1:5432/tenure_verify
+VERIFY_SEED ?= 1
+verify-cluster: setup
+	$(BIN)/tenure verify cluster --db $(VERIFY_DB) --pods 3 --projects 6 --duration 600 --seed $(VERIFY_SEED)
 
 docs: setup
 	$(BIN)/python -m tenure.cli.docs docs/machines

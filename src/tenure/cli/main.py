@@ -89,6 +89,7 @@ _COMMANDS = {
     "mounts": ("tenure.cli.mounts", "mounts"),
     "session": ("tenure.cli.session", "session"),
     "token": ("tenure.cli.token", "token"),
+    "verify": ("tenure.cli.verify", "verify"),
 }
 
 

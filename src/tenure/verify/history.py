@@ -105,6 +105,13 @@ class Observation:
     live: bool
     generation: int
     wants_owner: bool = True
+    #: when the state was read over a span: its start (``time`` is its end; the state held at some moment
+    #: between the two); None when it was read at ``time`` exactly
+    read_from: float | None = None
+
+    @property
+    def earliest(self) -> float:
+        return self.time if self.read_from is None else self.read_from
 
 
 @dataclass(frozen=True)
@@ -190,8 +197,8 @@ def single_holder(operations: Sequence[Operation], by_project: Mapping[str, list
             continue
         assert op.completed is not None
         times = [o.time for o in seq]
-        before = bisect.bisect_right(times, op.invoked) - 1
-        after = bisect.bisect_left(times, op.completed)
+        before = bisect.bisect_right(times, op.invoked) - 1  # read at or before the invoke
+        after = next((i for i in range(max(before, 0), len(seq)) if seq[i].earliest >= op.completed), len(seq))
         if before < 0 or after >= len(seq):
             continue
         span = seq[before : after + 1]

@@ -1,0 +1,987 @@
+"""``tenure verify cluster``: real pods on a user's PostgreSQL, a seeded workload, injected faults, a checked history.
+
+The kit starts N ``tenure serve`` processes, each with its own data folder and its own TCP proxy in front of
+PostgreSQL (so one pod can be cut from the store), drives one client thread per project over the pods' HTTP
+API (following 307 redirects and 503 Retry-After), injects faults one at a time, samples ownership from the
+store, and at the end suspends everything, restores every acknowledged checkpoint and hands the recorded
+history to :func:`tenure.verify.history.check`.
+
+Times are store-clock seconds (``SELECT`` of the store's ``now``), read before and after every request and
+around every sample; when the store cannot be read (it is restarting) the kit's own estimate of the store
+clock (monotonic time plus the last measured offset) stands in.
+
+``plant`` corrupts the recorded history before it is checked, to show the checker catching a violation end to
+end; the pods themselves are never changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from tenure.objects import open_object_store
+from tenure.projects.ownership import Ownership
+from tenure.projects.pods import PodRegistry
+from tenure.projects.store import ProjectStore
+from tenure.store import Store, open_store
+from tenure.verify.history import (
+    CHECKPOINT_RESTORABLE,
+    GENERATION_ORDER,
+    OWNERLESS,
+    RULES,
+    SINGLE_HOLDER,
+    STALE_WRITE,
+    History,
+    Kind,
+    Observation,
+    Operation,
+    Outcome,
+    PodSample,
+    Violation,
+    check,
+)
+from tenure.workspaces import WorkspaceService
+
+TENANT = "verify"
+#: every fault the kit knows; ``skew`` needs ``faketime`` on PATH, ``pg-restart`` a command
+FAULTS = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
+WANTS_OWNER_STATUSES = frozenset({"INIT", "RECOVERING", "RUNNING"})
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    db: str
+    objects: str | None = None
+    pods: int = 3
+    projects: int = 4
+    duration: float = 30.0
+    seed: int = 0
+    faults: tuple[str, ...] = FAULTS
+    beat: float = 0.2
+    lease_ttl: float = 2.0
+    liveness_ttl: float = 1.0
+    pull_every: float = 0.2
+    sample_every: float = 0.1
+    pg_restart_cmd: str | None = None
+    plant: str | None = None
+    workdir: str | None = None
+
+
+@dataclass
+class Report:
+    operations: dict[str, dict[str, int]] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    skipped_faults: dict[str, str] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    checkpoints: int = 0
+    checkpoints_with_digest: int = 0
+    restored: int = 0
+    observations: int = 0
+    seconds: float = 0.0
+    tick: float = 0.0
+    planted: str | None = None
+    workdir: str = ""
+    #: seconds spent starting the pods, running the workload, suspending everything and restoring checkpoints
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": not self.violations,
+            "seconds": round(self.seconds, 2),
+            "operations": self.operations,
+            "operations_total": sum(sum(v.values()) for v in self.operations.values()),
+            "faults": self.faults,
+            "skipped_faults": self.skipped_faults,
+            "checkpoints": self.checkpoints,
+            "checkpoints_with_digest": self.checkpoints_with_digest,
+            "restored": self.restored,
+            "observations": self.observations,
+            "tick": self.tick,
+            "planted": self.planted,
+            "rules": RULES,
+            "violations": [v.to_dict() for v in self.violations],
+            "workdir": self.workdir,
+            "phases": self.phases,
+        }
+
+
+def digest_files(files: dict[str, bytes]) -> str:
+    """The content digest of a folder: its files' relative paths and bytes, in path order."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+    return h.hexdigest()
+
+
+def digest_folder(root: str) -> str:
+    files: dict[str, bytes] = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            files[os.path.relpath(path, root)] = Path(path).read_bytes()
+    return digest_files(files)
+
+
+# ---------------------------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+class Proxy:
+    """A TCP proxy 127.0.0.1:<port> → ``target`` that can be cut (new connections refused, open ones dropped)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.port = int(self.listener.getsockname()[1])
+        self.cut_off = threading.Event()
+        self.closing = threading.Event()
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._accept, name="verify-proxy", daemon=True)
+        self.thread.start()
+
+    def url(self, url: str) -> str:
+        parts = urlsplit(url)
+        user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
+
+    def cut(self) -> None:
+        self.cut_off.set()
+        with self.lock:
+            for sock in self.open:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.open.clear()
+
+    def heal(self) -> None:
+        self.cut_off.clear()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.cut()
+        self.thread.join(5)
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self.cut_off.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self.lock:
+                self.open.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+            with self.lock:
+                self.open.discard(src)
+                self.open.discard(dst)
+
+
+@dataclass
+class Pod:
+    name: str
+    data: str
+    log: str
+    proxy: Proxy | None
+    proc: subprocess.Popen[bytes] | None = None
+    url: str = ""
+    pod_id: str = ""
+    #: the pod is being faulted: the workload does not pick it as its first hop
+    faulted: bool = False
+
+
+class Pods:
+    """N ``tenure serve`` processes, each restartable on its own data folder."""
+
+    def __init__(self, config: ClusterConfig, workdir: str, objects: str) -> None:
+        self.config, self.workdir, self.objects = config, workdir, objects
+        self.lock = threading.Lock()
+        self.by_url: dict[str, str] = {}
+        target = _pg_target(config.db)
+        self.pods = [
+            Pod(
+                f"pod{i}",
+                os.path.join(workdir, f"pod{i}"),
+                os.path.join(workdir, f"pod{i}.log"),
+                Proxy(target) if target is not None else None,
+            )
+            for i in range(config.pods)
+        ]
+
+    def start(self, pod: Pod, *, prefix: tuple[str, ...] = ()) -> None:
+        port = free_port()
+        db = pod.proxy.url(self.config.db) if pod.proxy is not None else self.config.db
+        c = self.config
+        args = [
+            *prefix,
+            sys.executable,
+            "-m",
+            "tenure.cli.main",
+            "--data",
+            pod.data,
+            "--db",
+            db,
+            "--objects",
+            self.objects,
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--beat",
+            str(c.beat),
+            "--lease-ttl",
+            str(c.lease_ttl),
+            "--liveness-ttl",
+            str(c.liveness_ttl),
+            "--pull-every",
+            str(c.pull_every),
+            "--log-format",
+            "json",
+        ]
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        with open(pod.log, "ab") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> str | None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{pod.name} exited {proc.returncode}; see {pod.log}")
+            try:
+                r = httpx.get(url + "/readyz", timeout=1.0)
+            except httpx.HTTPError:
+                return None
+            return str(r.json()["pod_id"]) if r.status_code == 200 else None
+
+        pod_id = wait_until(ready, 60, f"{pod.name} ready")
+        with self.lock:
+            pod.proc, pod.url, pod.pod_id = proc, url, pod_id
+            self.by_url[url] = pod_id
+
+    def urls(self) -> list[str]:
+        with self.lock:
+            return [p.url for p in self.pods if p.proc is not None and p.proc.poll() is None and not p.faulted]
+
+    def pod_of(self, url: str) -> str | None:
+        with self.lock:
+            return next((pid for u, pid in self.by_url.items() if url.startswith(u)), None)
+
+    def stop_all(self) -> None:
+        for pod in self.pods:
+            if pod.proc is not None and pod.proc.poll() is None:
+                try:
+                    os.kill(pod.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                pod.proc.kill()
+                pod.proc.wait(10)
+            if pod.proxy is not None:
+                pod.proxy.close()
+
+
+def _pg_target(url: str) -> tuple[str, int] | None:
+    """The TCP address of a PostgreSQL URL, or None when it names none (a Unix socket): no partition fault then."""
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres") or not parts.hostname or parts.hostname.startswith("/"):
+        return None
+    return parts.hostname, parts.port or 5432
+
+
+# ---------------------------------------------------------------------------------------------- recording
+
+
+class Clock:
+    """The store clock, read through the store; an estimate from the last reading when the store cannot answer."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.offset = 0.0
+        self.now()
+
+    def now(self) -> float:
+        try:
+            value = self.store.workspaces.now()
+        except Exception:  # noqa: BLE001 - any failure: the store is unreachable right now
+            return time.monotonic() + self.offset
+        self.offset = value - time.monotonic()
+        return value
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.operations: list[Operation] = []
+        self.observations: list[Observation] = []
+        self.pod_samples: list[PodSample] = []
+        #: snapshot id → workspace id, of acknowledged checkpoints
+        self.snapshots: dict[str, str] = {}
+
+    def add(self, **kwargs: Any) -> Operation:
+        with self.lock:
+            op = Operation(id=len(self.operations), **kwargs)
+            self.operations.append(op)
+            return op
+
+
+@dataclass
+class Answer:
+    status: int | None
+    body: Any
+    pod: str | None
+    code: str | None
+    content: bytes = b""
+
+
+class Client:
+    """HTTP to the pods: 307 followed, 503 retried after Retry-After, a refused connection tried on another pod."""
+
+    def __init__(self, pods: Pods, rng: random.Random, patience: float) -> None:
+        self.pods, self.rng, self.patience = pods, rng, patience
+        self.http = httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), follow_redirects=False)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Answer:
+        deadline = time.monotonic() + self.patience
+        url: str | None = None
+        last = Answer(None, None, None, "unreachable")
+        while time.monotonic() < deadline:
+            if url is None:
+                urls = self.pods.urls()
+                if not urls:
+                    time.sleep(0.1)
+                    continue
+                url = self.rng.choice(urls) + path
+            try:
+                r = self.http.request(method, url, **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                url = None  # never reached a pod: nothing happened
+                continue
+            except httpx.HTTPError:
+                return Answer(None, None, self.pods.pod_of(url), "no-answer")  # sent; the outcome is unknown
+            if r.status_code == 307 and "location" in r.headers:
+                url = r.headers["location"]
+                continue
+            body = _json(r)
+            code = body.get("code") if isinstance(body, dict) else None
+            last = Answer(r.status_code, body, self.pods.pod_of(url), code, r.content)
+            if r.status_code == 503:
+                time.sleep(min(float(r.headers.get("retry-after", "1") or 1), 0.5))
+                url = None
+                continue
+            return last
+        return last
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def _json(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- the workload
+
+
+class Worker:
+    """One project's client: operations one after another, and the project's folder content as far as it is known.
+
+    The content is known from the kit's own acknowledged writes while the project's generation stays the one it
+    was learned under (a move elsewhere restores the last checkpoint, so unacknowledged or uncheckpointed writes
+    may be gone); when it is not known, the worker reads the folder back through the API."""
+
+    def __init__(self, kit: Kit, name: str, rng: random.Random) -> None:
+        self.kit, self.name, self.rng = kit, name, rng
+        self.path = f"/api/v1/projects/{TENANT}/{name}"
+        self.project = f"{TENANT}/{name}"
+        self.store = open_store(kit.config.db)
+        self.clock = Clock(self.store)
+        self.client = Client(kit.pods, rng, patience=2 * kit.config.lease_ttl + 5)
+        self.files: dict[str, bytes] | None = {}
+        self.known_at: int | None = None
+        self.suspended = True  # INIT: nothing in the folder yet, whatever generation brings it
+        self.counter = 0
+
+    def generation(self) -> int | None:
+        try:
+            return ProjectStore(self.store).get(TENANT, self.name).generation
+        except Exception:  # noqa: BLE001 - unreadable now: unknown
+            return None
+
+    def op(
+        self, kind: Kind, method: str, suffix: str, **kwargs: Any
+    ) -> tuple[Operation, Answer, int | None, int | None]:
+        before = self.generation()
+        invoked = self.clock.now()
+        answer = self.client.request(method, self.path + suffix, **kwargs)
+        completed = self.clock.now()
+        after = self.generation()
+        if answer.status is None and answer.code == "no-answer":
+            outcome, done = Outcome.UNKNOWN, None
+        elif answer.status is not None and 200 <= answer.status < 300:
+            outcome, done = Outcome.OK, completed
+        else:
+            outcome, done = Outcome.REFUSED, completed
+        generation: int | None = None
+        payload: dict[str, Any] = {}
+        body = answer.body if isinstance(answer.body, dict) else {}
+        if outcome is Outcome.OK and kind is Kind.BRING:
+            generation = body.get("generation")
+        if outcome is Outcome.OK and kind is Kind.CHECKPOINT:
+            snapshot = body.get("snapshot") or {}
+            payload["snapshot"] = snapshot.get("id")
+            if not body.get("unchanged"):
+                generation = snapshot.get("generation")
+        record = self.kit.recorder.add(
+            kind=kind,
+            project=self.project,
+            pod=answer.pod,
+            invoked=invoked,
+            completed=done,
+            outcome=outcome,
+            generation=generation,
+            code=None if outcome is Outcome.OK else (answer.code or str(answer.status)),
+            payload=payload,
+        )
+        return record, answer, before, after
+
+    def steady(self, before: int | None, after: int | None) -> bool:
+        return self.files is not None and before is not None and before == after == self.known_at
+
+    def resync(self) -> None:
+        """Read the folder back through the API (it brings the project if nobody holds it)."""
+        before = self.generation()
+        listing = self.client.request("GET", self.path + "/files")
+        if listing.status != 200 or not isinstance(listing.body, dict):
+            return
+        files: dict[str, bytes] = {}
+        for entry in listing.body.get("entries", []):
+            if entry.get("type") != "file":
+                return
+            r = self.client.request("GET", f"{self.path}/files/{entry['name']}")
+            if r.status != 200:
+                return
+            files[entry["name"]] = r.content
+        after = self.generation()
+        if before is not None and before == after:
+            self.files, self.known_at, self.suspended = files, after, False
+
+    def step(self) -> None:
+        roll = self.rng.random()
+        if self.suspended and self.files is not None:
+            self.bring()
+        elif roll < 0.5:
+            self.write()
+        elif roll < 0.78:
+            self.checkpoint()
+        elif roll < 0.86:
+            self.op(Kind.READ_OWNER, "GET", "")
+        elif roll < 0.94:
+            self.suspend()
+        else:
+            self.bring()
+
+    def bring(self) -> None:
+        record, _, before, after = self.op(Kind.BRING, "POST", "/bring")
+        if record.outcome is not Outcome.OK:
+            self.files = None if record.outcome is Outcome.UNKNOWN else self.files
+            return
+        if self.suspended and self.files is not None and record.generation is not None and after == record.generation:
+            self.known_at, self.suspended = after, False
+        elif not self.steady(before, after):
+            self.files = None
+
+    def write(self) -> None:
+        if self.files is None:
+            self.resync()
+        self.counter += 1
+        name = f"f{self.rng.randrange(5)}.txt"
+        data = f"{self.name} #{self.counter} {self.rng.getrandbits(64):x}\n".encode() * self.rng.randint(1, 50)
+        record, _, before, after = self.op(Kind.WRITE, "PUT", f"/files/{name}", content=data)
+        if record.outcome is Outcome.OK and self.steady(before, after):
+            assert self.files is not None
+            self.files[name] = data
+        elif record.outcome is not Outcome.REFUSED or not self.steady(before, after):
+            self.files = None
+
+    def checkpoint(self) -> None:
+        if self.files is None:
+            self.resync()
+        record, answer, before, after = self.op(Kind.CHECKPOINT, "POST", "/checkpoint")
+        if record.outcome is not Outcome.OK:
+            if record.outcome is Outcome.UNKNOWN or not self.steady(before, after):
+                self.files = None
+            return
+        snapshot = (answer.body or {}).get("snapshot") or {}
+        if not isinstance(record.payload.get("snapshot"), str):
+            return
+        with self.kit.recorder.lock:
+            self.kit.recorder.snapshots[str(snapshot["id"])] = str(snapshot["workspace_id"])
+        if self.steady(before, after):
+            assert self.files is not None
+            self.kit.digests[record.id] = digest_files(self.files)
+        else:
+            self.files = None
+
+    def suspend(self) -> None:
+        record, _, before, after = self.op(Kind.SUSPEND, "POST", "/suspend")
+        if record.outcome is Outcome.OK and self.steady(before, after):
+            self.suspended, self.known_at = True, None
+        elif record.outcome is not Outcome.REFUSED or not self.steady(before, after):
+            self.files = None
+
+    def run(self, until: float) -> None:
+        try:
+            while time.monotonic() < until and not self.kit.failed.is_set():
+                self.step()
+        finally:
+            self.client.close()
+            self.store.close()
+
+
+# ---------------------------------------------------------------------------------------------- the kit
+
+
+class Kit:
+    def __init__(self, config: ClusterConfig, say: Callable[[str], None] = lambda _: None) -> None:
+        self.config, self.say = config, say
+        self.rng = random.Random(config.seed)
+        self.workdir = config.workdir or tempfile.mkdtemp(prefix="tenure-verify-")
+        os.makedirs(self.workdir, exist_ok=True)
+        self.objects = config.objects or f"file://{os.path.join(self.workdir, 'objects')}"
+        self.pods = Pods(config, self.workdir, self.objects)
+        self.recorder = Recorder()
+        self.digests: dict[int, str] = {}
+        self.report = Report(workdir=self.workdir, planted=config.plant)
+        self.failed = threading.Event()
+        self.stop_sampling = threading.Event()
+        self.names = [f"p{i}" for i in range(config.projects)]
+        self.tick = config.pull_every + 2 * config.beat + 2 * config.sample_every + 1.0
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> Report:
+        started = time.monotonic()
+        store = open_store(self.config.db)
+        try:
+            starters = [threading.Thread(target=self._start, args=(pod,), daemon=True) for pod in self.pods.pods]
+            for t in starters:
+                t.start()
+            for t in starters:
+                t.join()
+            if self.failed.is_set():
+                raise RuntimeError(f"a pod did not start; see the pod logs in {self.workdir}")
+            self._phase("start", started)
+            self.say(f"{len(self.pods.pods)} pods running; workdir {self.workdir}")
+            self._create_projects()
+            sampler = threading.Thread(target=self._sample, name="verify-sampler", daemon=True)
+            sampler.start()
+            until = time.monotonic() + self.config.duration
+            workers = [Worker(self, name, random.Random(f"{self.config.seed}:{name}")) for name in self.names]
+            threads = [threading.Thread(target=w.run, args=(until,), daemon=True) for w in workers]
+            faults = threading.Thread(target=self._inject, args=(until,), name="verify-faults", daemon=True)
+            for t in (*threads, faults):
+                t.start()
+            mark = time.monotonic()
+            for t in (*threads, faults):
+                t.join()
+            self._phase("workload", mark)
+            mark = time.monotonic()
+            self._heal_all()
+            self._suspend_all()
+            self.stop_sampling.set()
+            sampler.join()
+            self._phase("suspend", mark)
+            mark = time.monotonic()
+            restored = self._restore_all(store)
+            self._phase("restore", mark)
+        finally:
+            self.pods.stop_all()
+            store.close()
+        history = History(
+            operations=list(self.recorder.operations),
+            observations=list(self.recorder.observations),
+            pods=list(self.recorder.pod_samples),
+            restored=restored,
+            ttl=self.config.lease_ttl,
+            tick=self.tick,
+        )
+        history = self._with_digests(history)
+        if self.config.plant is not None:
+            history = plant_violation(history, self.config.plant)
+        self.report.violations = check(history)
+        with open(os.path.join(self.workdir, "history.json"), "w", encoding="utf-8") as fh:
+            json.dump(history_document(history), fh)
+        self._count(history)
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _start(self, pod: Pod) -> None:
+        try:
+            self.pods.start(pod)
+        except Exception:  # noqa: BLE001 - reported by run()
+            self.failed.set()
+
+    def _phase(self, name: str, since: float) -> None:
+        self.report.phases[name] = round(time.monotonic() - since, 2)
+
+    def _create_projects(self) -> None:
+        client = Client(self.pods, self.rng, patience=10)
+        clock_store = open_store(self.config.db)
+        clock = Clock(clock_store)
+        try:
+            for name in [*self.names, "closing"]:
+                invoked = clock.now()
+                r = client.request(
+                    "POST", "/api/v1/projects", json={"tenant": TENANT, "name": name, "lifecycle_type": "PERMANENT"}
+                )
+                if r.status != 201:
+                    raise RuntimeError(f"cannot create project {TENANT}/{name}: {r.status} {r.body}")
+            # one project lives and closes at the start: close is exercised, its checkpoints disposed by design
+            for kind, method, suffix, kw in (
+                (Kind.BRING, "POST", "/bring", {}),
+                (Kind.WRITE, "PUT", "/files/a.txt", {"content": b"closing"}),
+                (Kind.CHECKPOINT, "POST", "/checkpoint", {}),
+                (Kind.CLOSE, "POST", "/close", {}),
+            ):
+                invoked = clock.now()
+                a = client.request(method, f"/api/v1/projects/{TENANT}/closing{suffix}", **kw)
+                ok = a.status is not None and 200 <= a.status < 300
+                self.recorder.add(
+                    kind=kind,
+                    project=f"{TENANT}/closing",
+                    pod=a.pod,
+                    invoked=invoked,
+                    completed=clock.now() if a.status is not None else None,
+                    outcome=Outcome.OK if ok else (Outcome.REFUSED if a.status is not None else Outcome.UNKNOWN),
+                    code=None if ok else a.code,
+                    payload={"snapshot": (a.body or {}).get("snapshot", {}).get("id")}
+                    if ok and kind is Kind.CHECKPOINT
+                    else {},
+                )
+        finally:
+            client.close()
+            clock_store.close()
+
+    # ------------------------------------------------------------------ sampling
+
+    def _sample(self) -> None:
+        store = open_store(self.config.db)
+        clock = Clock(store)
+        ownership, projects, registry = Ownership(store), ProjectStore(store), PodRegistry(store)
+        try:
+            while not self.stop_sampling.is_set():
+                try:
+                    start = store.workspaces.now()
+                    rows = []
+                    for name in [*self.names, "closing"]:
+                        # the owner between two reads of the project: a claim in between (it raises the
+                        # generation) would pair one holder with another's generation, so the sample is dropped
+                        p = projects.get(TENANT, name)
+                        owner = ownership.owner(p.id, self.config.lease_ttl)
+                        if projects.get(TENANT, name).generation != p.generation:
+                            continue
+                        wants = p.status.value in WANTS_OWNER_STATUSES and (
+                            p.lifecycle_type.value == "PERMANENT" or p.owner_required
+                        )
+                        rows.append((f"{TENANT}/{name}", owner.pod_id, owner.live, p.generation, wants))
+                    pods = registry.list_with_liveness(self.config.liveness_ttl)
+                    end = store.workspaces.now()
+                except Exception:  # noqa: BLE001 - the store is unreachable now: no sample
+                    time.sleep(self.config.sample_every)
+                    continue
+                with self.recorder.lock:
+                    for project, holder, live, generation, wants in rows:
+                        self.recorder.observations.append(
+                            Observation(end, project, holder, live, generation, wants, read_from=start)
+                        )
+                    for pod, live in pods:
+                        room = pod.status == "RUNNING" and pod.capacity - pod.score >= 1
+                        self.recorder.pod_samples.append(PodSample(end, pod.id, live, room))
+                self.stop_sampling.wait(self.config.sample_every)
+        finally:
+            clock.store.close()
+
+    # ------------------------------------------------------------------ faults
+
+    def _available_faults(self) -> list[str]:
+        wanted = [f for f in self.config.faults if f in FAULTS]
+        available = []
+        for fault in wanted:
+            if fault == "skew" and shutil.which("faketime") is None:
+                self.report.skipped_faults[fault] = "faketime (libfaketime) is not installed"
+            elif fault == "pg-restart" and not self.config.pg_restart_cmd:
+                self.report.skipped_faults[fault] = "no --pg-restart-cmd given"
+            elif fault == "partition" and any(p.proxy is None for p in self.pods.pods):
+                self.report.skipped_faults[fault] = "the store URL names no TCP address to proxy"
+            else:
+                available.append(fault)
+        return available
+
+    def _inject(self, until: float) -> None:
+        available = self._available_faults()
+        ttl = self.config.lease_ttl
+        try:
+            # a first quiet period, then one fault at a time, every fault kind before any repeats
+            queue: list[str] = []
+            if not self.failed.wait(min(ttl, self.config.duration / 4)):
+                while available and time.monotonic() + 2 * ttl < until:
+                    if not queue:
+                        queue = self.rng.sample(available, len(available))
+                    fault = queue.pop()
+                    pod = self.rng.choice(self.pods.pods)
+                    began = time.monotonic()
+                    self.say(f"fault {fault} on {pod.name}")
+                    detail = self._fault(fault, pod)
+                    self.report.faults.append(
+                        {"fault": fault, "pod": pod.name, "seconds": round(time.monotonic() - began, 2), **detail}
+                    )
+                    if self.failed.wait(self.rng.uniform(0.5, 1.5) * ttl):
+                        break
+        except Exception as exc:  # noqa: BLE001 - a fault the kit could not carry out ends the run
+            self.report.faults.append({"fault": "error", "detail": f"{type(exc).__name__}: {exc}"})
+            self.failed.set()
+
+    def _fault(self, fault: str, pod: Pod) -> dict[str, Any]:
+        ttl = self.config.lease_ttl
+        proc = pod.proc
+        assert proc is not None
+        pod.faulted = True
+        try:
+            if fault == "kill":
+                proc.kill()
+                proc.wait(10)
+                self.pods.start(pod)
+            elif fault == "stop":
+                os.kill(proc.pid, signal.SIGSTOP)
+                time.sleep(ttl * 1.5)  # paused past the lease TTL: the others take its projects over
+                os.kill(proc.pid, signal.SIGCONT)
+            elif fault == "drain":
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(60)
+                self.pods.start(pod)
+                return {"drain_exit": code}
+            elif fault == "partition":
+                assert pod.proxy is not None
+                pod.proxy.cut()
+                time.sleep(ttl * 1.5)  # cut past the lease TTL
+                pod.proxy.heal()
+            elif fault == "skew":
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+                skew = self.rng.choice(["+30s", "-30s"])
+                self.pods.start(pod, prefix=("faketime", "-f", skew))
+                return {"skew": skew}
+            elif fault == "pg-restart":
+                assert self.config.pg_restart_cmd is not None
+                subprocess.run(shlex.split(self.config.pg_restart_cmd), check=True, timeout=120)
+                return {"command": self.config.pg_restart_cmd}
+            return {}
+        finally:
+            pod.faulted = False
+
+    def _heal_all(self) -> None:
+        for pod in self.pods.pods:
+            if pod.proxy is not None:
+                pod.proxy.heal()
+            if pod.proc is not None and pod.proc.poll() is None:
+                os.kill(pod.proc.pid, signal.SIGCONT)
+            pod.faulted = False
+
+    # ------------------------------------------------------------------ the end: suspend, restore
+
+    def _suspend_all(self) -> None:
+        client = Client(self.pods, self.rng, patience=4 * self.config.lease_ttl + 10)
+        store = open_store(self.config.db)
+        clock = Clock(store)
+        try:
+            for name in self.names:
+                invoked = clock.now()
+                a = client.request("POST", f"/api/v1/projects/{TENANT}/{name}/suspend")
+                ok = a.status is not None and 200 <= a.status < 300
+                self.recorder.add(
+                    kind=Kind.SUSPEND,
+                    project=f"{TENANT}/{name}",
+                    pod=a.pod,
+                    invoked=invoked,
+                    completed=clock.now() if a.status is not None else None,
+                    outcome=Outcome.OK if ok else (Outcome.REFUSED if a.status is not None else Outcome.UNKNOWN),
+                    code=None if ok else a.code,
+                )
+        finally:
+            client.close()
+            store.close()
+
+    def _restore_all(self, store: Store) -> dict[str, str | None]:
+        objects = open_object_store(self.objects)
+        scratch = os.path.join(self.workdir, "restore")
+        service = WorkspaceService(store, objects, os.path.join(self.workdir, "kit"))
+        restored: dict[str, str | None] = {}
+        for i, (snapshot, workspace) in enumerate(sorted(self.recorder.snapshots.items())):
+            dest = os.path.join(scratch, str(i))
+            try:
+                service.restore(workspace, dest, snapshot=snapshot)
+                restored[snapshot] = digest_folder(dest)
+            except Exception:  # noqa: BLE001 - any failure: this checkpoint does not restore
+                restored[snapshot] = None
+            finally:
+                shutil.rmtree(dest, ignore_errors=True)
+        self.report.restored = sum(1 for v in restored.values() if v is not None)
+        return restored
+
+    def _with_digests(self, history: History) -> History:
+        operations = [
+            replace(op, payload={**op.payload, "digest": self.digests[op.id]}) if op.id in self.digests else op
+            for op in history.operations
+        ]
+        return replace(history, operations=operations)
+
+    def _count(self, history: History) -> None:
+        counts: dict[str, dict[str, int]] = {}
+        for op in history.operations:
+            by = counts.setdefault(op.kind.value, {})
+            by[op.outcome.value] = by.get(op.outcome.value, 0) + 1
+        self.report.operations = counts
+        self.report.observations = len(history.observations)
+        acknowledged = [op for op in history.operations if op.kind is Kind.CHECKPOINT and op.outcome is Outcome.OK]
+        self.report.checkpoints = len(acknowledged)
+        self.report.checkpoints_with_digest = sum(1 for op in acknowledged if "digest" in op.payload)
+        self.report.tick = self.tick
+
+
+# ---------------------------------------------------------------------------------------------- planting
+
+
+def plant_violation(history: History, rule: str) -> History:
+    """``history`` with one violation of ``rule`` written into the record (the pods are never changed)."""
+    ops = list(history.operations)
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; one of {', '.join(sorted(RULES))}")
+    holding = [
+        o for o in history.observations if o.live and o.holder is not None and not o.project.endswith("/closing")
+    ]
+    if rule == SINGLE_HOLDER:
+        # a write acknowledged by another pod between two samples of one unbroken live tenure
+        ordered = sorted(history.observations, key=lambda x: (x.project, x.time))
+        held = set(holding)
+        pairs = [
+            (a, b)
+            for a, b in zip(ordered, ordered[1:])
+            if a in held and b in held and (a.project, a.holder, a.generation) == (b.project, b.holder, b.generation)
+        ]
+        a, b = pairs[len(pairs) // 2]
+        op = Operation(len(ops), Kind.WRITE, a.project, "planted-pod", a.time, b.earliest, Outcome.OK)
+        return replace(history, operations=[*ops, op])
+    if rule == GENERATION_ORDER:
+        # a sample whose generation went back
+        o = max(holding, key=lambda x: (x.generation, x.time))
+        back = Observation(o.time + 0.001, o.project, None, False, o.generation - 1, wants_owner=False)
+        return replace(history, observations=[*history.observations, back])
+    if rule == STALE_WRITE:
+        o = max(holding, key=lambda x: (x.generation, x.time))
+        op = Operation(
+            len(ops), Kind.CHECKPOINT, o.project, None, o.time + 0.001, o.time + 0.002, Outcome.OK, o.generation - 1
+        )  # by an unnamed pod: only the generation is stale, no second holder is claimed
+        return replace(history, operations=[*ops, op])
+    if rule == CHECKPOINT_RESTORABLE:
+        restored = dict(history.restored)
+        snapshot = next((s for s, d in sorted(restored.items()) if d is not None), "planted-snapshot")
+        restored[snapshot] = "planted-damage"
+        extra: list[Operation] = []
+        if snapshot == "planted-snapshot":
+            extra.append(
+                Operation(
+                    len(ops), Kind.CHECKPOINT, "planted/p", None, 0.0, 0.0, Outcome.OK, payload={"snapshot": snapshot}
+                )
+            )
+        return replace(history, operations=[*ops, *extra], restored=restored)
+    assert rule == OWNERLESS
+    last = max(history.observations, key=lambda x: x.time)
+    span = history.ttl + history.tick + 1.0
+    steps = 20
+    gap = [Observation(last.time + span * k / steps, "planted/ownerless", None, False, 1) for k in range(steps + 1)]
+    room = [PodSample(g.time, "planted-pod", True, True) for g in gap]
+    return replace(history, observations=[*history.observations, *gap], pods=[*history.pods, *room])
+
+
+def history_document(history: History) -> dict[str, Any]:
+    """The recorded history as one JSON-able document (written to ``<workdir>/history.json``)."""
+    return {
+        "ttl": history.ttl,
+        "tick": history.tick,
+        "operations": [op.to_dict() for op in history.operations],
+        "observations": [
+            [o.time, o.read_from, o.project, o.holder, o.live, o.generation, o.wants_owner]
+            for o in history.observations
+        ],
+        "pods": [[p.time, p.pod, p.live, p.room] for p in history.pods],
+        "restored": dict(history.restored),
+    }
+
+
+def run_cluster(config: ClusterConfig, say: Callable[[str], None] = lambda _: None) -> Report:
+    """Run the kit once (see the module's doc)."""
+    if config.plant is not None and config.plant not in RULES:
+        raise ValueError(f"unknown rule {config.plant!r}")
+    return Kit(config, say).run()
