@@ -36,6 +36,10 @@ def _labels(value: str | None) -> dict[str, str]:
 @click.option(
     "--public-url", default=None, help="URL other pods and clients reach this pod at (default from --listen)."
 )
+@click.option("--tick", type=float, default=60.0, show_default=True, help="Distributor tick in SECONDS (as master).")
+@click.option("--max-moves", type=int, default=100, show_default=True, help="At most this many placements per tick.")
+@click.option("--master-ttl", type=float, default=None, help="Master lease TTL in SECONDS (default: the lease TTL).")
+@click.option("--no-master", is_flag=True, help="Never take the master role (never place projects).")
 @click.option(
     "--recovery-window",
     type=Duration(),
@@ -65,6 +69,10 @@ def serve(
     lease_ttl: float,
     liveness_ttl: float,
     public_url: str | None,
+    tick: float,
+    max_moves: int,
+    master_ttl: float | None,
+    no_master: bool,
     recovery_window: float,
     history_days: float,
     log_format: str,
@@ -92,6 +100,10 @@ def serve(
         liveness_ttl=liveness_ttl,
         public_url=public_url,
         recovery_window=recovery_window,
+        tick=tick,
+        max_moves=max_moves,
+        master_ttl=master_ttl,
+        master=not no_master,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     configure_logging(log_format)

@@ -289,6 +289,23 @@ class Ownership:
                 rows.extend(tx.execute("projects_needing_owner", params))
         return [Project.from_row(r) for r in rows]
 
+    def demand(self, lease_ttl: float, limit: int = 1000) -> list[Project]:
+        """Projects marked pending placement that still need an owner and have none, waiting longest first."""
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("projects_demand", {"ttl": lease_ttl, "limit": limit, **_NEEDS_OWNER})
+        return [Project.from_row(r) for r in rows]
+
+    def unbind_ownerless_sessions(self, lease_ttl: float) -> int:
+        """The stale-bind sweep (P-51): unbind the sessions of projects with no live owner; return how many."""
+        with self.db.transaction() as tx:
+            return tx.count("sessions_unbind_ownerless", {"ttl": lease_ttl})
+
+    def next_lease_expiry(self, lease_ttl: float) -> float | None:
+        """Seconds until the first pod lease (or unbound project lease) runs out unless renewed; None if none."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("pods_next_lease_expiry", {"ttl": lease_ttl})
+        return None if row is None or row["wait"] is None else max(0.0, float(row["wait"]))
+
     def find_pending_placement(self, lease_ttl: float, pending_ttl: float) -> list[Project]:
         """Projects no pod had room for, waiting for at most ``pending_ttl`` seconds, still unowned."""
         with self.db.transaction(write=False) as tx:

@@ -1058,6 +1058,9 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
             node.lifecycle.mounts.store.delete(mount_id)
         return {"mount": mount_id, "discarded": folder}
 
+    from tenure.serve.cluster_api import add_cluster_routes
+
+    add_cluster_routes(app, node, principal_dep, ForbiddenError)
     return app
 
 

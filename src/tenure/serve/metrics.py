@@ -34,6 +34,23 @@ class Metrics:
         )
         self.running = Gauge("tenure_projects_running", "Projects running on this pod", registry=r)
         self.score = Gauge("tenure_pod_score", "Sum of the placement scores this pod holds", registry=r)
+        self.master = Gauge("tenure_master", "1 while this pod holds the master role", registry=r)
+        self.master_epoch = Gauge("tenure_master_epoch", "The epoch of the master role this pod took last", registry=r)
+        self.ticks = Counter("tenure_distributor_ticks", "Distributor ticks run by this pod as master", registry=r)
+        self.tick_failures = Counter("tenure_distributor_tick_failures", "Distributor ticks that failed", registry=r)
+        self.tick_seconds = Histogram(
+            "tenure_distributor_tick_seconds",
+            "Seconds a distributor tick took",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+            registry=r,
+        )
+        self.placements = Counter("tenure_placements", "Placements made by this pod as master", registry=r)
+        self.demand_projects = Gauge(
+            "tenure_cluster_pending_projects", "Projects no pod has room for (pending placement)", registry=r
+        )
+        self.demand_score = Gauge(
+            "tenure_cluster_pending_score", "Sum of the placement scores of the projects pending placement", registry=r
+        )
         self.requests = Counter(
             "tenure_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
         )

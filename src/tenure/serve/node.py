@@ -44,6 +44,7 @@ from tenure.objects import ObjectStore
 from tenure.projects.facade import ClaimRejectedError
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
 from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
+from tenure.projects.placement import room, selector_matches
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.projects.store import ProjectStore
@@ -94,6 +95,14 @@ class ServeConfig:
     recovery_window: float = 7 * 24 * 3600.0
     #: ownership timeline retention in days; the newest 100 events of each project are kept whatever their age
     history_days: float = DEFAULT_KEEP_DAYS
+    #: take part in the master election (ADR 0023)
+    master: bool = True
+    #: the master lease TTL (None: the project lease TTL)
+    master_ttl: float | None = None
+    #: the distributor tick (SPEC §8: 60 s)
+    tick: float = 60.0
+    #: at most this many placements per tick
+    max_moves: int = 100
 
     @property
     def endpoint(self) -> str:
@@ -107,11 +116,6 @@ class Route:
     project: Project | None = None  #: served here (running here after the call)
     redirect: str | None = None  #: the live owner's endpoint
     retry_after: float | None = None  #: seconds until it may be claimable (dead owner, or placement deciding)
-
-
-def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    """A project's placement selector matches a pod's labels when every key=value is among them."""
-    return all(labels.get(key) == value for key, value in selector.items())
 
 
 @dataclass
@@ -168,6 +172,15 @@ class Node:
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
         self.reconcile_report: Any = None
+        from tenure.serve.master import Master
+        from tenure.serve.tokens import cluster_token
+
+        #: the master role: election in the beat, the distributor tick (ADR 0023)
+        self.master = Master(self)
+        #: the newest master epoch a placement request came with (older ones are refused)
+        self.newest_epoch = 0
+        #: what this pod sends other pods (placement requests); None when the API is open
+        self.cluster_token = cluster_token()
         #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
         self.on_drain_requested: Callable[[], None] | None = None
 
@@ -265,9 +278,10 @@ class Node:
             self._log("reconciled", expired_deltas=report.expired_deltas, **report.counts)
 
     def run_beats(self) -> None:
-        """Start the beat thread (daemon)."""
+        """Start the beat thread and the master's tick thread (daemons)."""
         self._beat_thread = threading.Thread(target=self._beat_loop, name="tenure-beat", daemon=True)
         self._beat_thread.start()
+        self.master.start()
 
     def _beat_loop(self) -> None:
         # a periodic pull finer than the beat gets ticks of its own between beats
@@ -290,6 +304,7 @@ class Node:
         self._stop.set()
         if self._beat_thread is not None and self._beat_thread is not threading.current_thread():
             self._beat_thread.join(timeout=self.config.beat_interval + 5)
+        self.master.stop()
         for project_id in list(self.registry.ids()):
             self.registry.remove(project_id)
         try:
@@ -357,6 +372,8 @@ class Node:
             self._lost_seen = renewal.lost
             self.check_drift()
         self._retry_dark()
+        if self.status is PodStatus.RUNNING:
+            self.master.beat()
         if self._beats % 1000 == 1:
             self.ownership.reap_pods(REAP_AFTER_S)
         self._expire_deltas()
@@ -466,7 +483,7 @@ class Node:
 
     def headroom(self, capacity: float | None = None) -> float:
         """Capacity left on this pod, by the score model (P-127): capacity − Σ scores of held projects."""
-        return max(0.0, (self.config.capacity if capacity is None else capacity) - self._score())
+        return room(self.config.capacity if capacity is None else capacity, self._score())
 
     def pull(self, *, boot: bool = False) -> list[Project]:
         """Claim and bring projects needing an owner whose selector matches this pod, up to the cap.
@@ -614,6 +631,32 @@ class Node:
 
     # ------------------------------------------------------------------ drain
 
+    def accept_placement(self, tenant: str, name: str, epoch: int) -> Project:
+        """A placement request from the master at ``epoch``: checked, then brought in the background.
+
+        Refused with ``stale-epoch`` when a newer epoch has placed here
+        before, or when the store holds no placement of the project on this
+        pod at that epoch (a deposed master's placement never reached the
+        store); with ``pod-not-running`` unless this pod is RUNNING. The bring
+        claims with the normal compare-and-swap: a project another pod took
+        meanwhile is simply not brought.
+        """
+        from tenure.serve.master import check_placement
+
+        project = self.projects.get(tenant, name)
+        check_placement(self, project.id, epoch, self.newest_epoch)
+        self.newest_epoch = max(self.newest_epoch, epoch)
+        threading.Thread(target=self._bring_placed, args=(tenant, name), name="tenure-placed", daemon=True).start()
+        return project
+
+    def _bring_placed(self, tenant: str, name: str) -> None:
+        try:
+            self.bring(tenant, name)
+        except ClaimRejectedError:
+            pass  # another pod won the claim: the CAS decided
+        except Exception as exc:  # noqa: BLE001 - logged; the project stays unowned and the master retries
+            self._log("placed bring failed", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
+
     def drain(self) -> list[str]:
         """DRAINING; each project: engines stopped, checkpoint, folder removed, lease released; then STOPPED.
 
@@ -626,6 +669,7 @@ class Node:
             except ConflictError:  # already marked DRAINING in the store (tenure pods drain)
                 self.status = PodStatus.DRAINING
         self._log("draining")
+        self.master.resign()
         moved: list[str] = []
         for project_id in sorted(self.registry.ids()):
             project = self.projects.by_id(project_id)

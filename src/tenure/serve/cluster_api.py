@@ -1,0 +1,72 @@
+"""The cluster routes of the pod API (ADR 0023): the master, demand, and placement requests.
+
+* ``GET /api/v1/cluster/master`` — who holds the master role, at which epoch, live or not;
+* ``GET /api/v1/cluster/demand`` — the projects no pod has room for (pending placement), for an
+  autoscaler (a tenant token sees its tenant's only);
+* ``POST /api/v1/cluster/place`` — the master asks this pod to bring a project under its epoch
+  (admin or cluster token): 202 once checked, the bring runs in the background; 409 ``stale-epoch``
+  for an epoch older than the newest seen or one the store holds no placement for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Query
+from pydantic import BaseModel
+
+from tenure.serve.tokens import Principal
+
+if TYPE_CHECKING:
+    from tenure.serve.node import Node
+
+__all__ = ["add_cluster_routes", "PlaceBody"]
+
+
+class PlaceBody(BaseModel):
+    tenant: str
+    name: str
+    epoch: int
+
+
+def add_cluster_routes(app: FastAPI, node: Node, principal_dep: Any, forbidden: type[Exception]) -> None:
+    """Register the cluster routes on ``app`` (see the module docstring)."""
+    prefix = "/api/v1/cluster"
+
+    @app.get(prefix + "/master", tags=["cluster"])
+    def master() -> dict[str, Any]:
+        """The master lease: holder pod, epoch, whether it is live by the store clock, seconds left."""
+        data = node.master.cluster.master().to_dict()
+        data["this"] = data["pod_id"] == node.pod.pod_id and node.master.is_master
+        report = node.master.last_tick
+        data["last_tick"] = report.to_dict() if report is not None and data["this"] else None
+        return data
+
+    @app.get(prefix + "/demand", tags=["cluster"])
+    def demand(
+        principal: Principal = principal_dep, limit: int = Query(default=1000, ge=1, le=10000)
+    ) -> dict[str, Any]:
+        """Projects pending placement that still need an owner (P-89): what an autoscaler should add room for."""
+        projects = node.ownership.demand(node.config.lease_ttl, limit)
+        if not principal.unrestricted:
+            projects = [p for p in projects if principal.sees(p.tenant)]
+        pending = [
+            {
+                "project": p.ref,
+                "tenant": p.tenant,
+                "name": p.name,
+                "score": p.placement_score,
+                "selector": p.placement_selector,
+                "pending_since": p.pending_since,
+            }
+            for p in projects
+        ]
+        return {"pending": pending, "count": len(pending), "score": sum(p["score"] for p in pending)}
+
+    @app.post(prefix + "/place", status_code=202, tags=["cluster"])
+    def place(body: PlaceBody, principal: Principal = principal_dep) -> dict[str, Any]:
+        """The master's request to bring a project here under its epoch (checked against the store)."""
+        if not principal.unrestricted:
+            raise forbidden("placement requests need an admin or cluster token")
+        project = node.accept_placement(body.tenant, body.name, body.epoch)
+        return {"project": project.ref, "pod_id": node.pod.pod_id, "epoch": body.epoch, "accepted": True}

@@ -1,0 +1,360 @@
+"""The master role of one pod: election in the beat, the distributor tick and the stale-bind sweep (ADR 0023).
+
+**Election.** Every RUNNING pod tries, in its beat, to take the master lease
+(:class:`tenure.projects.cluster.ClusterStore`) when it is free or run out by
+the store clock; the holder renews it in its beat. Taking it raises the
+epoch. A master whose renewal fails (it ran out, another pod took it) is
+deposed at once and stops placing. A draining or stopping pod resigns.
+
+**The tick** (``tenure serve --tick``, SPEC §8 default 60 s), on the master
+only (P-84):
+
+1. the eligible pods: RUNNING, live by their own heartbeat (the pod liveness
+   TTL), with their labels, capacity and score — the scores of the projects
+   they hold in the store plus the placements this master made that are not
+   claimed yet;
+2. the projects needing an owner, read a page at a time by the same index
+   range scans as the self-pull (P-87, P-88);
+3. for each, the eligible pod with room whose utilization is lowest (the
+   score model, :mod:`tenure.projects.placement`, P-89, P-127); the
+   placement row is written under the master's epoch (refused by the store
+   if the master was deposed: the tick stops), then the pod is asked to
+   bring the project (``POST /api/v1/cluster/place`` with the epoch; the pod
+   checks the store's placement row and that no newer epoch has placed,
+   then claims with the normal compare-and-swap and brings);
+4. what fits nowhere is marked pending placement (its ``pending_since``
+   kept from the first miss) and reported as demand; retried next tick;
+5. at most ``--max-moves`` placements per tick;
+6. the stale-bind sweep (P-51): the sessions of projects that have no live
+   owner are unbound.
+
+The next tick runs early when a pod lease (or a project's own lease) runs
+out before it unless renewed — a live pod renews long before, a dead one's
+runs out then — so a takeover does not wait for a whole tick. Correctness never rests
+on the master (P-86): two pods placing at once, or a placement racing a
+self-pull, end in one claim winning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from tenure.errors import ConflictError, TenureError
+from tenure.projects.cluster import ClusterStore, StaleEpochError
+from tenure.projects.placement import PodLoad, choose
+from tenure.projects.records import PodStatus
+from tenure.projects.timeline import EventKind
+
+if TYPE_CHECKING:
+    from tenure.serve.node import Node
+
+__all__ = ["Master", "TickReport", "PLACE_PATH"]
+
+log = logging.getLogger("tenure.serve")
+
+#: where a pod takes placement requests
+PLACE_PATH = "/api/v1/cluster/place"
+#: projects read per page of the needing-owner scan
+PAGE = 500
+
+
+@dataclass
+class TickReport:
+    """What one tick did."""
+
+    epoch: int
+    placed: int = 0
+    pending: int = 0
+    skipped_in_flight: int = 0
+    unbound_sessions: int = 0
+    asked_failed: int = 0
+    deposed: bool = False
+    seconds: float = 0.0
+    placements: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["placements"] = [{"project": p, "pod": q} for p, q in self.placements]
+        return data
+
+
+class Master:
+    """The master role on one pod (see the module docstring)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cluster = ClusterStore(node.store)
+        self.epoch: int | None = None
+        #: placements not claimed yet: project id → (pod id, score, monotonic deadline)
+        self._in_flight: dict[str, tuple[str, float, float]] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_tick = 0.0
+        self._lock = threading.Lock()
+        self.last_tick: TickReport | None = None
+        self._http: httpx.Client | None = None
+        #: how placement requests reach other pods: HTTP (None), or a callable (pods in one process)
+        self.transport: Callable[[PodLoad, str, str, int], bool] | None = None
+
+    # ------------------------------------------------------------------ election
+
+    @property
+    def is_master(self) -> bool:
+        return self.epoch is not None
+
+    def beat(self) -> None:
+        """Renew the role, or try to take it (RUNNING pods only)."""
+        node = self.node
+        if not node.config.master:
+            return
+        ttl = node.config.master_ttl or node.config.lease_ttl
+        if self.epoch is not None:
+            if self.cluster.renew(node.pod.pod_id, self.epoch, ttl):
+                return
+            self._deposed("its master lease ran out or another pod took it")
+        if node.status is not PodStatus.RUNNING:
+            return
+        epoch = self.cluster.take(node.pod.pod_id, ttl)
+        if epoch is not None:
+            self.epoch = epoch
+            self._in_flight.clear()
+            node.metrics.master.set(1)
+            node.metrics.master_epoch.set(epoch)
+            node._log("master role taken", epoch=epoch)
+            self._next_tick = 0.0
+            self._wake.set()
+
+    def resign(self) -> None:
+        """Give the role up (drain, stop) so another pod takes it at its next beat."""
+        epoch = self.epoch
+        if epoch is None:
+            return
+        self._deposed("resigned")
+        try:
+            self.cluster.resign(self.node.pod.pod_id, epoch)
+        except TenureError:
+            pass
+
+    def _deposed(self, why: str) -> None:
+        if self.epoch is not None:
+            self.node._log("master role lost", level=logging.WARNING, epoch=self.epoch, reason=why)
+        self.epoch = None
+        self.node.metrics.master.set(0)
+
+    # ------------------------------------------------------------------ the tick loop
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tenure-master", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self.resign()
+        if self._http is not None:
+            self._http.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            delay, early = self._delay()
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            now = time.monotonic()
+            if self.epoch is None or (now < self._next_tick - 0.001 and (early is None or now < early)):
+                continue
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - a failed tick is logged and run again next time
+                self.node.metrics.tick_failures.inc()
+                self.node._log("distributor tick failed", level=logging.WARNING, error=str(exc))
+                self._next_tick = time.monotonic() + self.node.config.tick
+
+    def _delay(self) -> tuple[float, float | None]:
+        """Seconds until the next tick — earlier when a silent pod's lease runs out first — and that moment."""
+        if self.epoch is None:
+            return max(0.05, self.node.config.beat_interval), None
+        now = time.monotonic()
+        delay = max(0.0, self._next_tick - now)
+        early = None
+        expiry = self._expiry_wait()
+        if expiry is not None and expiry + 0.02 < delay:
+            delay = expiry + 0.02
+            early = now + delay
+        # looked at again every beat: a pod that falls silent later moves the early moment
+        return max(0.01, min(delay, self.node.config.beat_interval)), early
+
+    def _expiry_wait(self) -> float | None:
+        cfg = self.node.config
+        try:
+            return self.node.ownership.next_lease_expiry(cfg.lease_ttl)
+        except TenureError:
+            return None
+
+    # ------------------------------------------------------------------ one tick
+
+    def eligible_pods(self) -> list[PodLoad]:
+        """RUNNING pods live by their own heartbeat, with the score they hold plus placements in flight."""
+        node = self.node
+        now = time.monotonic()
+        with self._lock:
+            for project_id, (_, _, deadline) in list(self._in_flight.items()):
+                if deadline <= now or node.ownership.owner(project_id, node.config.lease_ttl).live:
+                    self._in_flight.pop(project_id, None)
+            pending: dict[str, float] = {}
+            for pod_id, score, _ in self._in_flight.values():
+                pending[pod_id] = pending.get(pod_id, 0.0) + score
+        pods = []
+        for pod, live in node.pods.list_with_liveness(node.config.liveness_ttl):
+            if not live or pod.status != PodStatus.RUNNING.value:
+                continue
+            held = node.ownership.sum_score_by_home_pod_id(pod.id)
+            pods.append(
+                PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, held + pending.get(pod.id, 0.0), pod.running)
+            )
+        return pods
+
+    def tick(self) -> TickReport | None:
+        """One distributor tick (module docstring); None when this pod is not the master."""
+        epoch = self.epoch
+        if epoch is None:
+            return None
+        node = self.node
+        cfg = node.config
+        started = time.perf_counter()
+        report = TickReport(epoch=epoch)
+        pods = self.eligible_pods()
+        skip = 0
+        while report.placed < cfg.max_moves:
+            page = node.ownership.find_projects_needing_owner(cfg.lease_ttl, PAGE, skip)
+            if not page:
+                break
+            skip += len(page)
+            for project in page:
+                if report.placed >= cfg.max_moves:
+                    break
+                if project.id in self._in_flight:
+                    report.skipped_in_flight += 1
+                    continue
+                target = choose(project.placement_score, project.placement_selector, pods)
+                if target is None:
+                    node.projects.mark_pending_placement(project.tenant, project.name)
+                    report.pending += 1
+                    continue
+                if not self.cluster.place(node.pod.pod_id, epoch, project.id, target.pod_id):
+                    self._deposed("the store refused a placement under its epoch")
+                    report.deposed = True
+                    break
+                target.take(project.placement_score)
+                with self._lock:
+                    deadline = time.monotonic() + max(2 * cfg.tick, 10.0)
+                    self._in_flight[project.id] = (target.pod_id, project.placement_score, deadline)
+                report.placed += 1
+                report.placements.append((project.ref, target.pod_id))
+                node.lifecycle.timeline.record(
+                    None, project.id, EventKind.PLACEMENT, pod_id=target.pod_id, epoch=epoch, master=node.pod.pod_id
+                )
+                node.metrics.placements.inc()
+                if not self._ask(target, project.tenant, project.name, epoch):
+                    report.asked_failed += 1
+            if report.deposed or len(page) < PAGE:
+                break
+        if not report.deposed:
+            report.unbound_sessions = node.ownership.unbind_ownerless_sessions(cfg.lease_ttl)
+            self.publish_demand()
+        report.seconds = time.perf_counter() - started
+        node.metrics.ticks.inc()
+        node.metrics.tick_seconds.observe(report.seconds)
+        self.last_tick = report
+        self._next_tick = time.monotonic() + cfg.tick
+        if report.placed or report.pending or report.unbound_sessions:
+            node._log(
+                "distributor tick",
+                epoch=epoch,
+                placed=report.placed,
+                pending=report.pending,
+                unbound_sessions=report.unbound_sessions,
+            )
+        return report
+
+    def publish_demand(self) -> list[Any]:
+        """The projects pending placement, also set as the demand gauges."""
+        demand = self.node.ownership.demand(self.node.config.lease_ttl)
+        self.node.metrics.demand_projects.set(len(demand))
+        self.node.metrics.demand_score.set(sum(p.placement_score for p in demand))
+        return demand
+
+    def _ask(self, target: PodLoad, tenant: str, name: str, epoch: int) -> bool:
+        """Ask ``target`` to bring the project under this epoch (this pod: directly, in the background)."""
+        node = self.node
+        if target.pod_id == node.pod.pod_id:
+            try:
+                node.accept_placement(tenant, name, epoch)
+            except TenureError as exc:
+                node._log("own placement refused", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
+                return False
+            return True
+        if self.transport is not None:
+            return self.transport(target, tenant, name, epoch)
+        if not target.endpoint:
+            return False
+        if self._http is None:
+            self._http = httpx.Client(timeout=5.0, follow_redirects=False)
+        headers = {}
+        token = node.cluster_token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            response = self._http.post(
+                target.endpoint.rstrip("/") + PLACE_PATH,
+                json={"tenant": tenant, "name": name, "epoch": epoch},
+                headers=headers,
+            )
+        except httpx.HTTPError as exc:
+            node._log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
+            return False
+        if response.status_code != 202:
+            node._log(
+                "placement request refused",
+                level=logging.WARNING,
+                pod=target.pod_id,
+                status=response.status_code,
+                body=response.text[:200],
+            )
+            return False
+        return True
+
+
+def check_placement(node: Node, project_id: str, epoch: int, newest_seen: int) -> None:
+    """A placement request is for this pod at ``epoch``, no older than the newest epoch seen (else refused)."""
+    if epoch < newest_seen:
+        raise StaleEpochError(
+            f"placement under epoch {epoch} refused: epoch {newest_seen} has placed since",
+            epoch=epoch,
+            newest=newest_seen,
+        )
+    placement = node.master.cluster.placement(project_id)
+    if placement is None or placement.pod_id != node.pod.pod_id or placement.epoch != epoch:
+        raise StaleEpochError(
+            f"placement under epoch {epoch} refused: the store holds no placement of this project"
+            f" on this pod at that epoch",
+            epoch=epoch,
+            stored=None if placement is None else placement.to_dict(),
+        )
+    if node.status is not PodStatus.RUNNING:
+        raise ConflictError(
+            f"pod {node.pod.pod_id} is {node.status.value}: it takes no placements",
+            code="pod-not-running",
+            hint="the master places on RUNNING pods only; it will choose another",
+        )
