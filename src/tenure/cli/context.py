@@ -12,6 +12,7 @@ from tenure.errors import ConfigurationError, NotFoundError
 
 if TYPE_CHECKING:  # imported lazily at run time so that `tenure --help` stays fast
     from tenure.objects import ObjectStore
+    from tenure.objects.crypto import KeySource
     from tenure.store import Store
     from tenure.workspaces import WorkspaceService
 
@@ -21,6 +22,8 @@ class Config:
     data_dir: str
     db_url: str
     objects_url: str
+    #: The key of an encrypted object store (--passphrase-file / --key-file, TENURE_PASSPHRASE / TENURE_KEY_FILE).
+    key: KeySource | None = None
 
     @classmethod
     def resolve(cls, data: str | None, db: str | None, objects: str | None, create: bool = True) -> Config:
@@ -124,7 +127,7 @@ class Services:
         if self._objects is None:
             from tenure.objects import open_object_store
 
-            self._objects = open_object_store(self.config.objects_url)
+            self._objects = open_object_store(self.config.objects_url, self.config.key)
         return self._objects
 
     @property
@@ -152,6 +155,15 @@ def services(ctx: click.Context, create: bool | None = None) -> Services:
     root = ctx.find_root().obj
     if "services" not in root:
         config = Config.resolve(root.get("data"), root.get("db"), root.get("objects"), create=create is not False)
+        config.key = key_source(ctx)
         root["services"] = Services(config)
         ctx.find_root().call_on_close(root["services"].close)
     return root["services"]  # type: ignore[no-any-return]
+
+
+def key_source(ctx: click.Context) -> KeySource | None:
+    """The object store key the global options or the environment give, ``None`` when none is given."""
+    from tenure.objects.crypto import KeySource
+
+    root = ctx.find_root().obj
+    return KeySource.resolve(passphrase_file=root.get("passphrase_file"), key_file=root.get("key_file"))

@@ -32,6 +32,17 @@ class GuardedGroup(click.Group):
     help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).",
 )
 @click.option(
+    "--key-file",
+    envvar="TENURE_KEY_FILE",
+    metavar="FILE",
+    help="Key file of an encrypted object store: 32 random bytes, raw or base64 (env TENURE_KEY_FILE).",
+)
+@click.option(
+    "--passphrase-file",
+    metavar="FILE",
+    help="Read the passphrase of an encrypted object store from FILE's first line (or set TENURE_PASSPHRASE).",
+)
+@click.option(
     "--url",
     envvar="TENURE_URL",
     metavar="URL",
@@ -47,6 +58,8 @@ def root(
     data: str | None,
     db: str | None,
     objects: str | None,
+    key_file: str | None,
+    passphrase_file: str | None,
     url: str | None,
     token: str | None,
     json_: bool,
@@ -55,7 +68,17 @@ def root(
     """tenure: durable, fenced, deduplicated workspaces."""
     ctx.ensure_object(dict)
     ctx.obj.update(
-        {"data": data, "db": db, "objects": objects, "url": url, "token": token, "json": json_, "debug": debug}
+        {
+            "data": data,
+            "db": db,
+            "objects": objects,
+            "key_file": key_file,
+            "passphrase_file": passphrase_file,
+            "url": url,
+            "token": token,
+            "json": json_,
+            "debug": debug,
+        }
     )
     if not debug:
         quiet_drivers()
@@ -90,6 +113,7 @@ _COMMANDS = {
     "session": ("tenure.cli.session", "session"),
     "token": ("tenure.cli.token", "token"),
     "verify": ("tenure.cli.verify", "verify"),
+    "objects": ("tenure.cli.objects", "objects"),
 }
 
 

@@ -28,15 +28,21 @@
   were moved. A known-bad object is thereby a missing one.
 
 Backends do not decompress or hash: :mod:`tenure.objects.codec` does that.
+Backends do not encrypt either: an encrypted repository's key objects are
+stored through this same interface under reserved names (``key.N``), and
+:func:`open_object_store` unlocks it (:mod:`tenure.objects.crypto`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tenure.errors import ConfigurationError, IntegrityError
+
+if TYPE_CHECKING:
+    from tenure.objects.crypto import KeySource
 
 
 class ObjectMissingError(IntegrityError):
@@ -82,8 +88,26 @@ class ObjectStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_object_store(url: str) -> ObjectStore:
-    """Open a backend from its URL (``file://…`` or ``postgresql://…``)."""
+def open_object_store(url: str, key: KeySource | None = None) -> ObjectStore:
+    """Open a backend from its URL (``file://…`` or ``postgresql://…``) and unlock it.
+
+    An encrypted repository needs ``key`` (``key-required``, ``wrong-key``);
+    an unencrypted one refuses one (``not-encrypted``): see
+    :func:`tenure.objects.crypto.unlock`.
+    """
+    from tenure.objects.crypto import unlock
+
+    store = open_backend(url)
+    try:
+        unlock(store, key)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_backend(url: str) -> ObjectStore:
+    """The backend for a URL (``file://…`` or ``postgresql://…``), not unlocked: its codec is the plain one."""
     if url.startswith("file://"):
         from tenure.objects.local import LocalObjectStore, local_root
 

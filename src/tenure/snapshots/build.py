@@ -52,7 +52,7 @@ import blake3
 
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
-from tenure.objects.codec import encode
+from tenure.objects.codec import Codec, codec_of
 from tenure.snapshots.chunking import iter_chunks, new_chunker
 from tenure.snapshots.errors import (
     FolderChangedError,
@@ -420,7 +420,7 @@ class _Build:
         confirmed: set[str] = set()
         for _ in range(_ROUNDS):
             data = _data_oids(scan.files)
-            self.root_oid, trees = _encode_trees(scan.dirs, data, self.workers)
+            self.root_oid, trees = _encode_trees(scan.dirs, data, self.workers, codec_of(self.objects))
             closure = frozenset(trees) | data
             self.pin(closure)
             ask = closure - self.written - confirmed
@@ -484,7 +484,9 @@ def _follow(followers: Sequence[tuple[FileNode, FileNode]]) -> None:
         f.refs, f.digest, f.size, f.indexed = leader.refs, leader.digest, leader.size, leader.indexed
 
 
-def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int) -> tuple[str, dict[str, bytes]]:
+def _encode_trees(
+    dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int, codec: Codec
+) -> tuple[str, dict[str, bytes]]:
     """Encode the tree stream (folders in pre-order) and the data ids, cut and encode them, then the root.
 
     Returns the root id and ``id → payload`` of the root and every tree and id chunk.
@@ -497,10 +499,10 @@ def _encode_trees(dirs: Sequence[DirNode], data_oids: frozenset[str], workers: i
         memoryview(ids)[o : o + n] for o, n, _ in id_cuts
     ]
     with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
-        encoded = list(pool.map(encode, views))
+        encoded = list(pool.map(codec.encode, views))
     refs = [ChunkRef(oid, n, first) for (oid, _), (_, n, first) in zip(encoded, tree_cuts + id_cuts)]
     root = Root(refs[: len(tree_cuts)], sorted(data_oids) if inline else [], refs[len(tree_cuts) :])
-    oid, payload = encode(encode_root(root))
+    oid, payload = codec.encode(encode_root(root))
     return oid, {oid: payload, **dict(encoded)}
 
 

@@ -19,6 +19,8 @@ A crash at any point leaves only unreachable objects behind; the next run
 finishes the job. A damaged snapshot (a tree object missing or corrupt) does
 not stop the run: whatever of its closure can still be read is kept, its
 root is reported in :attr:`GcResult.damaged`, and the rest is reclaimed.
+Key objects (the reserved names ``key.N`` of an encrypted repository,
+:mod:`tenure.objects.crypto`) are not content: they are never candidates.
 See docs/adr/0004-gc-pins.md for why pins, not only the grace period,
 protect in-flight uploads and restores.
 
@@ -40,6 +42,7 @@ from typing import Any
 from tenure.errors import ConfigurationError, IntegrityError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
+from tenure.objects.codec import reserved
 from tenure.store import Store
 
 register("gc.after_mark", "DELETING snapshots are DELETED, no object removed yet")
@@ -105,6 +108,8 @@ def collect(
     youngest = None
     candidates = []
     for oid, created in objects.list_ids():
+        if reserved(oid):
+            continue  # a key object (tenure.objects.crypto), not content
         stored += 1
         if oid in reachable:
             referenced += 1

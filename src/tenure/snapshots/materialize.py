@@ -30,7 +30,8 @@ from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 import blake3
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissingError, ObjectStore, decode
+from tenure.objects import ObjectMissingError, ObjectStore
+from tenure.objects.codec import codec_of
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.fsutil import PATH_ROOM, open_parent
 from tenure.snapshots.index import RACY_MARGIN_NS, StatKey, stat_key
@@ -124,7 +125,7 @@ class Plan:
 def _fetch(objects: ObjectStore, oid: str) -> tuple[bytes | None, bool]:
     """``(plain, False)``, or ``(None, missing?)`` when the object is gone or corrupt."""
     try:
-        return decode(oid, objects.get(oid)), False
+        return codec_of(objects).decode(oid, objects.get(oid)), False
     except ObjectMissingError:
         return None, True
     except IntegrityError:

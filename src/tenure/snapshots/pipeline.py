@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tenure.objects import ObjectStore
-from tenure.objects.codec import encode, object_id
+from tenure.objects.codec import Codec, codec_of
 from tenure.snapshots.scan import Slot
 
 MiB = 1 << 20
@@ -28,12 +28,12 @@ Encoded = tuple[str, bytes | None]
 Buffer = bytes | memoryview
 
 
-def _encode_chunk(data: Buffer, known: frozenset[str] | None) -> Encoded:
+def _encode_chunk(codec: Codec, data: Buffer, known: frozenset[str] | None) -> Encoded:
     if known:
-        oid = object_id(data)
+        oid = codec.object_id(data)
         if oid in known:
             return oid, None
-    return encode(data)
+    return codec.encode(data)
 
 
 def _store(
@@ -66,6 +66,7 @@ class Uploader:
         pin: Callable[[frozenset[str]], None] = lambda _oids: None,
     ) -> None:
         self._objects = objects
+        self._codec = codec_of(objects)
         self._pin = pin
         self._known_source = known
         self._known: frozenset[str] | None = None
@@ -85,7 +86,7 @@ class Uploader:
 
     def add_pack(self, data: bytearray, slot: Slot) -> None:
         """Submit a pack of small files; ``slot.oid`` is its id once collected."""
-        self._submit(self._pool.submit(encode, memoryview(data)), len(data), slot)
+        self._submit(self._pool.submit(self._codec.encode, memoryview(data)), len(data), slot)
 
     def add_chunk(self, data: memoryview, *, probe: bool) -> Slot:
         """Submit one chunk of a large file (``probe``: skip it if its id is known)."""
@@ -93,7 +94,7 @@ class Uploader:
             self._known = self._known_source() if self._known_source else frozenset()
         known = self._known if probe else None
         slot = Slot()
-        self._submit(self._pool.submit(_encode_chunk, data, known), len(data), slot)
+        self._submit(self._pool.submit(_encode_chunk, self._codec, data, known), len(data), slot)
         return slot
 
     def _submit(self, future: Future[Encoded], size: int, slot: Slot) -> None:

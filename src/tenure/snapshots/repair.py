@@ -41,8 +41,8 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tenure.objects import ObjectStore, encode
-from tenure.objects.codec import object_id
+from tenure.objects import ObjectStore
+from tenure.objects.codec import codec_of
 from tenure.snapshots.build import folder_bytes, open_folder
 from tenure.snapshots.chunking import CHUNKED_FROM, iter_chunks, new_chunker
 from tenure.snapshots.fsutil import Beneath
@@ -182,13 +182,14 @@ class _Sink:
 
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
+        self.codec = codec_of(objects)
         self.batch: list[tuple[str, bytes]] = []
         self.plain = 0
         self.stored: set[str] = set()
         self.bytes_new = 0
 
     def put(self, oid: str, plain: bytes | memoryview) -> None:
-        got, payload = encode(plain)
+        got, payload = self.codec.encode(plain)
         assert got == oid, "only content that hashes to the lost id is stored"
         self.stored.add(oid)
         self.batch.append((oid, payload))
@@ -268,7 +269,7 @@ def _rebuild_id_chunks(
     ids = id_stream(listing.data_oids())
     for offset, length, _ in cut_stream(ids, []):
         piece = memoryview(ids)[offset : offset + length]
-        oid = object_id(piece)
+        oid = sink.codec.object_id(piece)
         if oid in tree_lost:
             sink.put(oid, piece)
 
@@ -303,7 +304,7 @@ def _rechunk(
     produced: list[str] = []
     try:
         for chunk in iter_chunks(fd, item.size, new_chunker()):
-            oid = object_id(chunk)
+            oid = sink.codec.object_id(chunk)
             produced.append(oid)
             if oid in wanted:
                 sink.put(oid, chunk)
@@ -359,7 +360,7 @@ def _rebuild_pack(
             return
         parts.append(data)
     plain = b"".join(parts)
-    if object_id(plain) == oid:
+    if sink.codec.object_id(plain) == oid:
         sink.put(oid, plain)
         return
     if len(slices) == 1 and slices[0].length >= CHUNKED_FROM:

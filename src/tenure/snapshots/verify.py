@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissingError, ObjectStore, decode
+from tenure.objects import ObjectMissingError, ObjectStore
+from tenure.objects.codec import codec_of
 from tenure.snapshots.errors import TreeFormatError
 from tenure.snapshots.results import VerifyResult
 from tenure.snapshots.walk import load_listing
@@ -77,7 +78,7 @@ def _check(objects: ObjectStore, oid: str) -> tuple[str, int]:
     except ObjectMissingError:
         return "missing", 0
     try:
-        decode(oid, payload)
+        codec_of(objects).decode(oid, payload)
     except IntegrityError:
         return "corrupt", len(payload)
     return "ok", len(payload)
@@ -92,6 +93,7 @@ def set_aside(objects: ObjectStore, oids: Iterable[str]) -> frozenset[str]:
     of a folder that holds its content stores it again (the build asks the
     store about every id it reuses), and a later verify finds it intact.
     """
+    codec = codec_of(objects)
     bad: list[tuple[str, bytes]] = []
     for oid in sorted(set(oids)):
         try:
@@ -99,7 +101,7 @@ def set_aside(objects: ObjectStore, oids: Iterable[str]) -> frozenset[str]:
         except ObjectMissingError:
             continue
         try:
-            decode(oid, payload)
+            codec.decode(oid, payload)
         except IntegrityError:
             bad.append((oid, payload))
     if bad:

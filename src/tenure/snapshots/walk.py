@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from tenure.errors import IntegrityError
-from tenure.objects import ObjectMissingError, ObjectStore, decode
+from tenure.objects import ObjectMissingError, ObjectStore
+from tenure.objects.codec import codec_of
 from tenure.snapshots.errors import SnapshotDamagedError, TreeFormatError
 from tenure.snapshots.treeformat import (
     NO_RECORD,
@@ -146,7 +147,7 @@ def _fetch(objects: ObjectStore, oid: str, listing: Listing, length: int | None 
         return None
     listing.trees[oid] = len(payload)
     try:
-        plain = decode(oid, payload)
+        plain = codec_of(objects).decode(oid, payload)
     except IntegrityError:
         plain = None
     if plain is None or (length is not None and len(plain) != length):
