@@ -19,6 +19,8 @@ from urllib.parse import quote
 import pytest
 from hypothesis import settings
 
+from tests.s3_server import s3_endpoint, s3_url  # noqa: F401 - fixtures: a moto S3 server per test process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_URL = os.environ.get("TENURE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -11,10 +11,16 @@ from tenure.objects import ObjectMissingError, ObjectStore, decode, encode, open
 from tenure.objects.codec import CorruptObject
 
 
-@pytest.fixture(params=["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["file", pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("s3", marks=pytest.mark.s3)]
+)
 def backend(request, tmp_path) -> Iterator[ObjectStore]:  # type: ignore[no-untyped-def]
     if request.param == "file":
         store = open_object_store(f"file://{tmp_path}/objects")
+    elif request.param == "s3":
+        from tests.s3_server import new_s3_url
+
+        store = open_object_store(new_s3_url(request.getfixturevalue("s3_endpoint")))
     else:
         from tests.conftest import new_pg_schema_url
 

@@ -9,7 +9,9 @@ Backends implement :class:`ObjectStore` (``base.py``) and pass the shared
 conformance suite in ``tests/contract/test_object_store.py``:
 
 * ``file://PATH`` — a local folder (default), :mod:`tenure.objects.local`;
-* ``postgresql://…`` — a table in PostgreSQL, :mod:`tenure.objects.postgres`.
+* ``postgresql://…`` — a table in PostgreSQL, :mod:`tenure.objects.postgres`;
+* ``s3://BUCKET/PREFIX?endpoint=…&region=…`` — an S3-compatible bucket,
+  :mod:`tenure.objects.s3` (the ``s3`` extra: boto3).
 """
 
 from tenure.objects.base import ObjectMissingError, ObjectStore, open_object_store

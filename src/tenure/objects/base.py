@@ -107,7 +107,7 @@ def open_object_store(url: str, key: KeySource | None = None) -> ObjectStore:
 
 
 def open_backend(url: str) -> ObjectStore:
-    """The backend for a URL (``file://…`` or ``postgresql://…``), not unlocked: its codec is the plain one."""
+    """The backend for a URL (``file://``, ``postgresql://``, ``s3://``), not unlocked: its codec is the plain one."""
     if url.startswith("file://"):
         from tenure.objects.local import LocalObjectStore, local_root
 
@@ -116,8 +116,12 @@ def open_backend(url: str) -> ObjectStore:
         from tenure.objects.postgres import PostgresObjectStore
 
         return PostgresObjectStore(url)
+    if url.startswith("s3://"):
+        from tenure.objects.s3 import S3ObjectStore
+
+        return S3ObjectStore(url)
     raise ConfigurationError(
         f"unsupported object store URL {url!r}",
-        hint="use file:///path/to/folder or postgresql://host/db",
+        hint="use file:///path/to/folder, postgresql://host/db or s3://bucket/prefix?endpoint=…&region=…",
         code="bad-objects-url",
     )
