@@ -135,6 +135,12 @@ def test_url_refuses_secrets_and_unknown_parameters(s3_endpoint: str) -> None:
         open_object_store(f"s3://AKIAEXAMPLE:hunter2@bucket/p?endpoint={s3_endpoint}")
     assert secret.value.code == "credentials-in-objects-url"
     assert "hunter2" not in str(secret.value)
+    with pytest.raises(ConfigurationError) as echoed:
+        open_object_store("s3://bucket/p?endpoint=http://AKIAEXAMPLE:hunter2@host:9000&unknown=1")
+    assert echoed.value.code == "bad-objects-url" and "hunter2" not in str(echoed.value)
+    with pytest.raises(ConfigurationError) as in_endpoint:
+        open_object_store("s3://bucket/p?endpoint=http://AKIAEXAMPLE:hunter2@host:9000")
+    assert in_endpoint.value.code == "credentials-in-objects-url" and "hunter2" not in str(in_endpoint.value)
     for bad in ("s3:///prefix", "s3://bucket/p?secret_key=x", "s3://bucket?endpoint=ftp://x", "s3://b?max_workers=0"):
         with pytest.raises(ConfigurationError) as refused:
             open_object_store(bad)

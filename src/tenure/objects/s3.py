@@ -33,6 +33,7 @@ Failures become ``object-store-bucket-missing``, ``object-store-access-denied``
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -113,8 +114,9 @@ class NoConditionalWritesError(ObjectStoreError):
 
 
 def _bad_url(url: str, why: str) -> ConfigurationError:
+    shown = re.sub(r"//[^/?#@]*@", "//***@", url)  # an endpoint= with credentials is refused, never echoed
     return ConfigurationError(
-        f"object store URL {url!r}: {why}",
+        f"object store URL {shown!r}: {why}",
         hint="use s3://BUCKET/PREFIX?endpoint=http://HOST:PORT&region=REGION (credentials from the environment)",
         code="bad-objects-url",
     )
