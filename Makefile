@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve bench-reconcile fuzz-api verify-cluster docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve bench-cluster bench-reconcile fuzz-api verify-cluster docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -62,6 +62,10 @@ bench-beat: setup
 # request rate against a uvicorn hello world (about 4 minutes).
 bench-serve: setup
 	$(BIN)/python -m benchmarks.serve_bench
+
+# Cluster master: tick time at 10k-1M projects, placement evenness, takeover after kill -9, with baselines (~6 min).
+bench-cluster: setup
+	$(BIN)/python -m benchmarks.cluster_bench
 
 # Restart reconciliation of 1,000 mounts at pod start on SQLite, against a bare walk of the same folders
 # (about 2 minutes).
