@@ -68,12 +68,12 @@ def test_projects_are_placed_by_labels_and_load_and_what_fits_nowhere_waits_as_d
     b = c.start("b", "--labels", "zone=a", "--capacity", "40", *MASTERED, pull=False)
     z = c.start("z", "--labels", "zone=b", "--capacity", "40", *MASTERED, pull=False)
     ids = {p.pod_id(): name for name, p in (("a", a), ("b", b), ("z", z))}
-    plain = [f"p{i}" for i in range(24)]
-    for i, name in enumerate(plain):
-        create(a, name, score=1.0 + i % 2)
     zoned = [f"zb{i}" for i in range(4)]
     for name in zoned:
         create(a, name, selector={"zone": "b"})
+    plain = [f"p{i}" for i in range(24)]
+    for i, name in enumerate(plain):
+        create(a, name, score=1.0 + i % 2)
     create(a, "zc", selector={"zone": "c"})
     wait_for(lambda: placed(store, plain + zoned), 90, "every placeable project RUNNING")
     held = holders(store)

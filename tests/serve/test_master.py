@@ -260,6 +260,8 @@ def test_new_work_goes_to_a_pod_that_joins(store: Store, pods: Pods) -> None:
     c = pods.start("c")
     for i in range(10):
         create(store, f"new{i}")
+    for node in pods.nodes.values():
+        node.beat()  # each pod reports what it runs (P-106): the master reads the load from there
     a.master.tick()
     wait_for(lambda: all_placed(store, [f"new{i}" for i in range(10)]), what="second wave")
     held = holders(store)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import ConflictError
+from tenure.projects.timeline import EventKind, Timeline
 from tenure.store import Store
 
 __all__ = ["ClusterStore", "MasterLease", "Placement", "StaleEpochError"]
@@ -57,6 +58,7 @@ class ClusterStore:
 
     def __init__(self, store: Store) -> None:
         self.db = store.db
+        self.timeline = Timeline(store)
 
     def master(self) -> MasterLease:
         with self.db.transaction(write=False) as tx:
@@ -83,10 +85,17 @@ class ClusterStore:
         with self.db.transaction() as tx:
             tx.execute("master_resign", {"me": pod_id, "e": epoch})
 
-    def place(self, master_pod: str, epoch: int, project_id: str, pod_id: str) -> bool:
-        """Record that ``master_pod`` at ``epoch`` places the project on ``pod_id``; False when deposed."""
+    def place(self, master_pod: str, epoch: int, project_id: str, pod_id: str, *, record: bool = False) -> bool:
+        """Record that ``master_pod`` at ``epoch`` places the project on ``pod_id``; False when deposed.
+
+        With ``record``, the placement event goes on the project's timeline in
+        the same transaction (one commit per placement).
+        """
         with self.db.transaction() as tx:
-            return tx.count("placement_put", {"me": master_pod, "e": epoch, "p": project_id, "pod": pod_id}) == 1
+            placed = tx.count("placement_put", {"me": master_pod, "e": epoch, "p": project_id, "pod": pod_id}) == 1
+            if placed and record:
+                self.timeline.record(tx, project_id, EventKind.PLACEMENT, pod_id=pod_id, epoch=epoch, master=master_pod)
+            return placed
 
     def placement(self, project_id: str) -> Placement | None:
         with self.db.transaction(write=False) as tx:

@@ -15,7 +15,8 @@ only (P-84):
    claimed yet;
 2. the projects needing an owner, read a page at a time by the same index
    range scans as the self-pull (P-87, P-88);
-3. for each, the eligible pod with room whose utilization is lowest (the
+3. for each — the most constrained first (fewest pods it may go to), then
+   the largest —, the eligible pod with room whose utilization is lowest (the
    score model, :mod:`tenure.projects.placement`, P-89, P-127); the
    placement row is written under the master's epoch (refused by the store
    if the master was deposed: the tick stops), then the pod is asked to
@@ -48,9 +49,8 @@ import httpx
 
 from tenure.errors import ConflictError, TenureError
 from tenure.projects.cluster import ClusterStore, StaleEpochError
-from tenure.projects.placement import PodLoad, choose
+from tenure.projects.placement import PodLoad, choose, selector_matches
 from tenure.projects.records import PodStatus
-from tenure.projects.timeline import EventKind
 
 if TYPE_CHECKING:
     from tenure.serve.node import Node
@@ -98,6 +98,8 @@ class Master:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_tick = 0.0
+        #: when the next tick is due (the regular tick, or earlier when a lease runs out first)
+        self._due_at = 0.0
         self._lock = threading.Lock()
         self.last_tick: TickReport | None = None
         self._http: httpx.Client | None = None
@@ -129,7 +131,7 @@ class Master:
             node.metrics.master.set(1)
             node.metrics.master_epoch.set(epoch)
             node._log("master role taken", epoch=epoch)
-            self._next_tick = 0.0
+            self._next_tick = self._due_at = 0.0
             self._wake.set()
 
     def resign(self) -> None:
@@ -166,34 +168,35 @@ class Master:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            delay, early = self._delay()
-            self._wake.wait(delay)
+            self._wake.wait(self._delay())
             self._wake.clear()
             if self._stop.is_set():
                 return
-            now = time.monotonic()
-            if self.epoch is None or (now < self._next_tick - 0.001 and (early is None or now < early)):
+            if self.epoch is None or time.monotonic() < self._due_at - 0.005:
                 continue
             try:
                 self.tick()
             except Exception as exc:  # noqa: BLE001 - a failed tick is logged and run again next time
                 self.node.metrics.tick_failures.inc()
                 self.node._log("distributor tick failed", level=logging.WARNING, error=str(exc))
-                self._next_tick = time.monotonic() + self.node.config.tick
+                self._next_tick = self._due_at = time.monotonic() + self.node.config.tick
 
-    def _delay(self) -> tuple[float, float | None]:
-        """Seconds until the next tick — earlier when a silent pod's lease runs out first — and that moment."""
+    def _delay(self) -> float:
+        """Seconds to wait before looking again: until the tick is due, at most one beat.
+
+        The tick is due at the regular tick, or earlier at the moment the
+        first pod lease (or a project's own lease) runs out unless renewed.
+        That moment only moves earlier until a tick has run, so a wake-up that
+        comes late (a busy host) still runs the tick it was for.
+        """
         if self.epoch is None:
-            return max(0.05, self.node.config.beat_interval), None
+            return max(0.05, self.node.config.beat_interval)
         now = time.monotonic()
-        delay = max(0.0, self._next_tick - now)
-        early = None
+        self._due_at = min(self._due_at, self._next_tick)
         expiry = self._expiry_wait()
-        if expiry is not None and expiry + 0.02 < delay:
-            delay = expiry + 0.02
-            early = now + delay
-        # looked at again every beat: a pod that falls silent later moves the early moment
-        return max(0.01, min(delay, self.node.config.beat_interval)), early
+        if expiry is not None:
+            self._due_at = min(self._due_at, now + expiry + 0.02)
+        return max(0.01, min(self._due_at - now, self.node.config.beat_interval))
 
     def _expiry_wait(self) -> float | None:
         cfg = self.node.config
@@ -204,13 +207,31 @@ class Master:
 
     # ------------------------------------------------------------------ one tick
 
+    @property
+    def in_flight_timeout(self) -> float:
+        """How long a placement counts against its pod before it is claimed: after that it is placed again.
+
+        A pod claims at the start of its bring (milliseconds after the
+        request), so this only covers a request that was lost or a bring that
+        failed before its claim.
+        """
+        return max(5.0, 4 * self.node.config.beat_interval)
+
     def eligible_pods(self) -> list[PodLoad]:
-        """RUNNING pods live by their own heartbeat, with the score they hold plus placements in flight."""
+        """RUNNING pods live by their own heartbeat, with the score each reported in its last beat plus the
+        placements this master made that may not show in it yet.
+
+        A pod reports the sum of the scores it runs in every beat (P-106), so
+        reading the load costs one row per pod, whatever it holds. A
+        placement counts against its pod for :attr:`in_flight_timeout` (at
+        least 4 beats), by which time the pod's own report includes it; the
+        overlap only makes the master more careful for those beats.
+        """
         node = self.node
         now = time.monotonic()
         with self._lock:
             for project_id, (_, _, deadline) in list(self._in_flight.items()):
-                if deadline <= now or node.ownership.owner(project_id, node.config.lease_ttl).live:
+                if deadline <= now:
                     self._in_flight.pop(project_id, None)
             pending: dict[str, float] = {}
             for pod_id, score, _ in self._in_flight.values():
@@ -219,9 +240,10 @@ class Master:
         for pod, live in node.pods.list_with_liveness(node.config.liveness_ttl):
             if not live or pod.status != PodStatus.RUNNING.value:
                 continue
-            held = node.ownership.sum_score_by_home_pod_id(pod.id)
             pods.append(
-                PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, held + pending.get(pod.id, 0.0), pod.running)
+                PodLoad(
+                    pod.id, pod.endpoint, pod.labels, pod.capacity, pod.score + pending.get(pod.id, 0.0), pod.running
+                )
             )
         return pods
 
@@ -237,10 +259,21 @@ class Master:
         pods = self.eligible_pods()
         skip = 0
         while report.placed < cfg.max_moves:
+            if skip and not self.cluster.renew(node.pod.pod_id, epoch, cfg.master_ttl or cfg.lease_ttl):
+                self._deposed("its master lease ran out during a long tick")  # a long tick renews per page
+                report.deposed = True
+                break
             page = node.ownership.find_projects_needing_owner(cfg.lease_ttl, PAGE, skip)
             if not page:
                 break
             skip += len(page)
+            # most constrained first (fewest pods it may go to), then the largest: fewer left over
+            page.sort(
+                key=lambda p: (
+                    sum(1 for q in pods if selector_matches(p.placement_selector, q.labels)),
+                    -p.placement_score,
+                )
+            )
             for project in page:
                 if report.placed >= cfg.max_moves:
                     break
@@ -252,19 +285,16 @@ class Master:
                     node.projects.mark_pending_placement(project.tenant, project.name)
                     report.pending += 1
                     continue
-                if not self.cluster.place(node.pod.pod_id, epoch, project.id, target.pod_id):
+                if not self.cluster.place(node.pod.pod_id, epoch, project.id, target.pod_id, record=True):
                     self._deposed("the store refused a placement under its epoch")
                     report.deposed = True
                     break
                 target.take(project.placement_score)
                 with self._lock:
-                    deadline = time.monotonic() + max(2 * cfg.tick, 10.0)
+                    deadline = time.monotonic() + self.in_flight_timeout
                     self._in_flight[project.id] = (target.pod_id, project.placement_score, deadline)
                 report.placed += 1
                 report.placements.append((project.ref, target.pod_id))
-                node.lifecycle.timeline.record(
-                    None, project.id, EventKind.PLACEMENT, pod_id=target.pod_id, epoch=epoch, master=node.pod.pod_id
-                )
                 node.metrics.placements.inc()
                 if not self._ask(target, project.tenant, project.name, epoch):
                     report.asked_failed += 1
@@ -278,6 +308,9 @@ class Master:
         node.metrics.tick_seconds.observe(report.seconds)
         self.last_tick = report
         self._next_tick = time.monotonic() + cfg.tick
+        if report.placed:  # a placement whose bring failed is placed again once it is no longer in flight
+            self._next_tick = min(self._next_tick, time.monotonic() + self.in_flight_timeout + 0.05)
+        self._due_at = self._next_tick
         if report.placed or report.pending or report.unbound_sessions:
             node._log(
                 "distributor tick",
