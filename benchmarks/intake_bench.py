@@ -5,7 +5,10 @@ writes ``benchmarks/results/intake.json``. Every ratio compares against a
 baseline measured in the same run:
 
 * poll, small packages: admitting N small valid packages vs a baseline that
-  only copies each inbox file, fsyncs it and renames it into place;
+  only copies each inbox file, fsyncs it and renames it into place; with the
+  default group commit (ADR 0109) and, in the same run, with one package per
+  batch and one fsync per path (``batch_packages=1, syncfs_from=0``, the
+  sync pattern before group commit), each with the syncs per package;
 * poll, large packages: the same for packages of 20 MB (incompressible);
 * advance latency on a case with a long checkpoint history vs a fresh case
   (warm process: generations validated once are cached in-process; the
@@ -27,7 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tenure.intake import CheckpointStore, InboxProcessor, Workspace  # noqa: E402
+import tenure.intake.inbox as inbox_module  # noqa: E402
+import tenure.intake.storage as storage_module  # noqa: E402
+from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig, Workspace  # noqa: E402
 from tenure.intake.pack import new_manifest, write_package  # noqa: E402
 from tenure.intake.storage import _validated  # noqa: E402
 
@@ -59,32 +64,59 @@ def baseline(inputs: list[Path], target: Path) -> float:
     return time.perf_counter() - started
 
 
-def poll_all(inputs: list[Path], root: Path) -> float:
-    ws = Workspace(root)
+def poll_all(inputs: list[Path], root: Path, config: IntakeConfig | None = None) -> tuple[float, int]:
+    """Seconds of one poll admitting ``inputs``, and the fsync and syncfs calls it made."""
+    ws = Workspace(root, config)
     for path in inputs:
         shutil.copy(path, ws.inbox / path.name)
     processor = InboxProcessor(ws)
-    started = time.perf_counter()
-    results = processor.poll(max_jobs=len(inputs))
-    elapsed = time.perf_counter() - started
+    syncs = [0]
+    real_fsync, real_syncfs = os.fsync, storage_module.sync_filesystem
+
+    def fsync(fd: int) -> None:
+        syncs[0] += 1
+        real_fsync(fd)
+
+    def syncfs(path: Any) -> None:
+        syncs[0] += 1
+        real_syncfs(path)
+
+    os.fsync = fsync
+    inbox_module.sync_filesystem = storage_module.sync_filesystem = syncfs
+    try:
+        started = time.perf_counter()
+        results = processor.poll(max_jobs=len(inputs))
+        elapsed = time.perf_counter() - started
+    finally:
+        os.fsync = real_fsync
+        inbox_module.sync_filesystem = storage_module.sync_filesystem = real_syncfs
     accepted = sum(r.kind.value == "ACCEPTED" for r in results)
     assert accepted == len(inputs), f"only {accepted} of {len(inputs)} admitted"
-    return elapsed
+    return elapsed, syncs[0]
 
 
-def bench_poll(tmp: Path, name: str, count: int, size: int) -> dict[str, Any]:
+def bench_poll(tmp: Path, name: str, count: int, size: int, *, before: bool = False) -> list[dict[str, Any]]:
     inputs = make_inputs(tmp / f"{name}-src", count, size)
     base = baseline(inputs, tmp / f"{name}-baseline")
-    poll = poll_all(inputs, tmp / f"{name}-ws")
-    return {
-        "benchmark": f"poll {count} x {size // 1024} KiB",
-        "packages": count,
-        "poll_s": round(poll, 3),
-        "baseline_s": round(base, 3),
-        "packages_per_s": round(count / poll, 1),
-        "ratio": round(poll / base, 2),
-        "aim": "ratio <= 3",
-    }
+    configs = [("", None)]
+    if before:
+        configs.append((", one per batch (before)", IntakeConfig(batch_packages=1, syncfs_from=0)))
+    rows = []
+    for label, config in configs:
+        poll, syncs = poll_all(inputs, tmp / f"{name}-ws{len(rows)}", config)
+        rows.append(
+            {
+                "benchmark": f"poll {count} x {size // 1024} KiB{label}",
+                "packages": count,
+                "poll_s": round(poll, 3),
+                "baseline_s": round(base, 3),
+                "packages_per_s": round(count / poll, 1),
+                "syncs_per_package": round(syncs / count, 2),
+                "ratio": round(poll / base, 2),
+                "aim": "ratio <= 3",
+            }
+        )
+    return rows
 
 
 def advance_latency(store: CheckpointStore, case: str, samples: int, prefix: str) -> list[float]:
@@ -131,19 +163,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="intake-bench-") as folder:
         tmp = Path(folder)
         rows = [
-            bench_poll(tmp, "small", small_n, 1024),
-            bench_poll(tmp, "large", big_n, big_size),
+            *bench_poll(tmp, "small", small_n, 1024, before=True),
+            *bench_poll(tmp, "large", big_n, big_size),
             bench_advance(tmp, history, samples),
         ]
-    print(f"{'benchmark':42} {'measured':>12} {'baseline':>12} {'ratio':>7}  aim")
+    print(f"{'benchmark':52} {'measured':>12} {'baseline':>12} {'ratio':>7}  aim")
     for row in rows:
         if "poll_s" in row:
             print(
-                f"{row['benchmark']:42} {row['poll_s']:>11}s {row['baseline_s']:>11}s {row['ratio']:>7}  {row['aim']}"
+                f"{row['benchmark']:52} {row['poll_s']:>11}s {row['baseline_s']:>11}s {row['ratio']:>7}  {row['aim']}"
+                f" ({row['syncs_per_package']} syncs/package)"
             )
         else:
             print(
-                f"{row['benchmark']:42} {row['long_history_ms']:>10}ms {row['fresh_ms']:>10}ms "
+                f"{row['benchmark']:52} {row['long_history_ms']:>10}ms {row['fresh_ms']:>10}ms "
                 f"{row['ratio']:>7}  {row['aim']} (cold first: {row['cold_first_advance_ms']} ms)"
             )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

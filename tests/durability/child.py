@@ -281,6 +281,15 @@ def _mark_publish() -> None:
         return result
 
     CaseStorage.publish = marked_publish  # type: ignore[method-assign]
+    publish_many = CaseStorage.publish_many
+
+    def marked_publish_many(self: CaseStorage, *args: Any, **kwargs: Any) -> Any:
+        mark("publish")
+        result = publish_many(self, *args, **kwargs)
+        mark("published")
+        return result
+
+    CaseStorage.publish_many = marked_publish_many  # type: ignore[method-assign]
 
 
 def _only(folder: str) -> str:
@@ -314,6 +323,44 @@ def intake_admission(work: Work) -> Spec:
         [Window("begin", "ack", (*stored, original))],
         {"results": [(r.kind.value, r.code) for r in results]},
     )
+
+
+def intake_admission_batch(work: Work) -> Spec:
+    """Three valid packages admitted by one group commit (ADR 0109): stored and synced together, then each
+    input removed."""
+    from tenure.intake import InboxProcessor
+
+    ws = _intake_setup(work)
+    originals = [_put_case(ws, f"in-{i}.zip", f"case-{i}") for i in range(3)]
+    _on_disk(ws)
+    _mark_publish()
+    work.begin()
+    results = InboxProcessor(ws).poll()
+    mark("ack")
+    cases, cache, inbox, runtime = str(ws.cases), str(ws.cache), str(ws.inbox), str(ws.runtime_file)
+    root = str(ws.root)
+    stored = [os.path.join(cache, name) for name in sorted(os.listdir(cache))]
+    for i in range(3):
+        folder = str(ws.case_dir(f"case-{i}", "pkg-1"))
+        stored += [os.path.join(folder, "g00000001.zip"), os.path.join(folder, "current.json")]
+    return Spec(
+        [Scope(cache, root), Scope(cases, root), Scope(runtime, root), Scope(inbox, root)],
+        [
+            Ack("published", scopes=(cases,)),
+            Ack("begin", removal_of=(os.path.join(inbox, ".tenure-ack-"),), scopes=(cache, cases, runtime)),
+            Ack("ack"),
+        ],
+        [Window("begin", "ack", (*stored, *originals))],
+        {"results": [(r.kind.value, r.code) for r in results]},
+    )
+
+
+def _put_case(ws: Any, name: str, case: str) -> str:
+    from tenure.intake.pack import new_manifest, write_package
+
+    path = ws.inbox / name
+    write_package(path, new_manifest(case, "pkg-1"), {"input/report.txt": case.encode()})
+    return str(path)
 
 
 def intake_quarantine(work: Work) -> Spec:
@@ -394,6 +441,7 @@ SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "gc-delete": gc_delete,
     "atomic-write": atomic_write,
     "intake-admission": intake_admission,
+    "intake-admission-batch": intake_admission_batch,
     "intake-quarantine": intake_quarantine,
     "intake-quarantine-large": intake_quarantine_large,
     "intake-advance": intake_advance,
@@ -489,7 +537,13 @@ def _intake_publish_no_folder_fsync() -> None:
 
 
 def _intake_commit_folder_not_durable() -> None:
-    _patch("tenure.intake.commit", "make_dirs_durable", lambda folder: os.makedirs(folder, exist_ok=True))
+    """Admission creates the new case folders without syncing their parents."""
+
+    def create_dirs(folder: Any) -> list[Any]:
+        os.makedirs(folder, exist_ok=True)
+        return []
+
+    _patch("tenure.intake.inbox", "_create_dirs", create_dirs)
 
 
 def _intake_cache_no_fsync() -> None:

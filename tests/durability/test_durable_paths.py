@@ -26,6 +26,7 @@ EXPECTED = {
     "gc-delete": {"unlink": 4},
     "atomic-write": {"rename into scope": 2, "fsync": 4},
     "intake-admission": {"link into scope": 2, "rename into scope": 4, "fsync": 8, "unlink": 2},
+    "intake-admission-batch": {"link into scope": 6, "rename into scope": 8, "unlink": 6},
     "intake-quarantine": {"link into scope": 2, "rename into scope": 2, "fsync": 5, "mkdir": 1},
     "intake-quarantine-large": {"rename into scope": 2, "fsync": 4, "mkdir": 1},
     "intake-advance": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
@@ -33,6 +34,7 @@ EXPECTED = {
 #: intake scenario → what its operation reported
 INTAKE = {
     "intake-admission": {"results": [["ACCEPTED", None]]},
+    "intake-admission-batch": {"results": [["ACCEPTED", None]] * 3},
     "intake-quarantine": {"results": [["QUARANTINED", "not-a-zip"]]},
     "intake-quarantine-large": {"results": [["QUARANTINED", "archive-too-large"]], "cached": []},
     "intake-advance": {"admitted": [["ACCEPTED", None]], "generation": 2, "state": "BUILDING_CASE"},
@@ -125,6 +127,28 @@ def test_intake_admission_stores_everything_before_it_removes_the_input(recorder
     assert any(e.kind == FSYNC and e.path == inbox for e in run.events[removal : marks["ack"]])
     links = [e.path2 for e in run.events[marks["begin"] :] if e.kind == LINK]
     assert sum(os.path.basename(p or "") == "g00000001.zip" for p in links) == 1
+
+
+def test_intake_group_commit_syncs_every_generation_before_it_removes_any_input(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ADR 0109: three inputs, one batch. Every generation and the case folder entry naming it are durable
+    (fsynced, or covered by a syncfs) before the first input leaves the inbox; each input is removed
+    exactly once, and the inbox is synced once after the last removal."""
+    run = run_scenario("intake-admission-batch", recorder, str(tmp_path))
+    _assert_clean(run, "intake-admission-batch")
+    marks = {e.label: i for i, e in enumerate(run.events) if e.kind == MARK}
+    after = run.events[marks["begin"] :]
+    removals = [i for i, e in enumerate(after) if e.kind == UNLINK and ".tenure-ack-" in (e.path or "")]
+    links = [i for i, e in enumerate(after) if e.kind == LINK and (e.path2 or "").endswith("g00000001.zip")]
+    assert len(removals) == 3 and len(links) == 3
+    assert max(links) < min(removals)
+    for i in links:
+        folder = os.path.dirname(after[i].path2 or "")
+        assert any((e.kind == FSYNC and e.path == folder) or e.kind == SYNCFS for e in after[i : min(removals)]), (
+            f"{folder} not synced before the first input was removed"
+        )
+    inbox = os.path.dirname(after[removals[0]].path or "")
+    inbox_syncs = [i for i, e in enumerate(after) if e.kind == FSYNC and e.path == inbox]
+    assert len(inbox_syncs) == 1 and inbox_syncs[0] > max(removals)
 
 
 def test_intake_quarantine_syncs_its_folders_before_the_input_leaves_the_inbox(recorder: str, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -15,18 +15,21 @@ from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, State, Wo
 from tenure.intake.commit import CRASH_POINTS
 from tests.intake.intake_support import ADVANCE, POLL, put, run_python, to_building
 
+#: admission is a group commit (ADR 0109), here a batch of one
 BEFORE_PUBLISH = [
     "intake.admit.cached",
-    "intake.commit.validated",
-    "intake.commit.runtime-written",
-    "intake.commit.generation-written",
+    "intake.batch.staged",
+    "intake.batch.runtime-written",
+    "intake.batch.synced",
 ]
 AFTER_PUBLISH = [
-    "intake.commit.published",
-    "intake.commit.index-written",
-    "intake.commit.runtime-cleared",
+    "intake.batch.generation-named",
+    "intake.batch.durable",
+    "intake.batch.runtime-cleared",
     "intake.admit.before-ack",
 ]
+#: the batch's points tested with several inputs in tests/intake/test_group_commit.py
+BATCH_ONLY = ["intake.batch.acknowledged"]
 
 
 def test_every_intake_crash_point_has_a_crash_test() -> None:
@@ -35,6 +38,8 @@ def test_every_intake_crash_point_has_a_crash_test() -> None:
     covered = (
         set(BEFORE_PUBLISH)
         | set(AFTER_PUBLISH)
+        | set(BATCH_ONLY)
+        | set(CRASH_POINTS)
         | {"intake.quarantine.copied", "intake.quarantine.reported", "intake.admit.ack-renamed"}
     )
     assert {p for p in POINTS if p.startswith("intake.")} == covered
@@ -65,7 +70,7 @@ def test_i92_i93_crash_during_admission(ws: Workspace, point: str) -> None:
     published = point in AFTER_PUBLISH
     assert generation_files(ws) == (["g00000001.zip"] if published else [])
     assert inbox_file.exists(), "never acknowledged before publication"
-    if point in ("intake.commit.runtime-written", "intake.commit.generation-written", "intake.commit.published"):
+    if point in ("intake.batch.runtime-written", "intake.batch.synced", "intake.batch.generation-named"):
         assert ws.read_runtime()["case_id"] == "case-A"
 
     results = InboxProcessor(ws).poll()

@@ -93,3 +93,16 @@ class IntakeConfig:
     phases: tuple[str, ...] = DEFAULT_PHASES
     #: deflate level used for new generations (1 = fast, 9 = small)
     compresslevel: int = 6
+    #: group commit of admission (ADR 0109): at most this many inputs share one set of syncs
+    batch_packages: int = 64
+    #: ... and at most this many bytes (cached inputs plus new generations) wait for them
+    batch_bytes: int = 64 * MiB
+    #: a sync barrier of this many files and folders or more is one ``syncfs`` of the file
+    #: system instead of one ``fsync`` each; 0 = always one fsync per path
+    syncfs_from: int = 8
+
+    def __post_init__(self) -> None:
+        if self.batch_packages < 1 or self.batch_bytes < 1:
+            raise ValueError("batch_packages and batch_bytes must be positive")
+        if self.syncfs_from < 0:
+            raise ValueError("syncfs_from must be 0 (never) or positive")

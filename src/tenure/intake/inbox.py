@@ -19,6 +19,7 @@ once each; the others are reported DEFERRED.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import uuid
@@ -29,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from tenure.faults import crash_point, register
+from tenure.fsio import sync_filesystem
 
 from .admission import Admission, classify
 from .canonical import parse_aware, to_utc_text, utc_now
 from .commit import commit
 from .errors import LifecycleError, PackageRejectedError, RequestRejectedError, TransitionRefusedError
 from .fsio import (
+    FileLock,
     atomic_write_json,
     fsync_dir,
     fsync_file,
@@ -46,8 +49,9 @@ from .machine import intake_machine
 from .package import Package, read_package
 from .plan import Plan, make_request, plan_advance
 from .results import PollResult, ResultKind
-from .storage import CaseStorage, index_record
+from .storage import CaseStorage, Staged, index_record
 from .workspace import Workspace
+from .writer import PackageWriter
 
 __all__ = ["InboxProcessor", "PollResult", "ResultKind", "Observer"]
 
@@ -60,6 +64,25 @@ BEFORE_ACK = register(
 ACK_RENAMED = register(
     "intake.admit.ack-renamed", "the original holds its private acknowledgement name; not yet compared or removed"
 )
+# group commit (ADR 0109): the steps of one batch of admissions
+BATCH_STAGED = register(
+    "intake.batch.staged",
+    "a batch is staged: cache copies, generations and index files under temporary names, unsynced",
+)
+BATCH_RUNTIME = register("intake.batch.runtime-written", "the batch's runtime summary written; nothing synced or named")
+BATCH_SYNCED = register(
+    "intake.batch.synced", "every temporary file and new folder of the batch is durable; none named"
+)
+BATCH_DURABLE = register(
+    "intake.batch.durable",
+    "every generation of the batch and the folder entries naming it are durable; none acknowledged",
+)
+BATCH_RUNTIME_CLEARED = register(
+    "intake.batch.runtime-cleared", "the batch is stored and its runtime cleared; no input acknowledged"
+)
+BATCH_ACKNOWLEDGED = register(
+    "intake.batch.acknowledged", "every input of the batch removed; the inbox folder not yet synced"
+)
 
 #: ``observer(event, inbox_path)`` is told ``"cached"`` and ``"published"``.
 Observer = Callable[[str, Path], None]
@@ -70,6 +93,8 @@ ACK_PREFIX = ".tenure-ack-"
 #: ``runtime/failed.json``: inputs that ended ERROR, polled after the others
 _FAILED = "failed.json"
 _COUNTED = (ResultKind.ACCEPTED, ResultKind.DUPLICATE, ResultKind.QUARANTINED)
+#: what ``_process`` returns for an input that joined the batch (its result comes with the batch)
+_STAGED = object()
 
 
 @dataclass
@@ -78,6 +103,36 @@ class _Input:
     cache: Path | None = None
     sha256: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: the unsynced cache copy of a group commit, named ``cache/<sha256>.zip`` once the batch is durable
+    cache_tmp: Path | None = None
+    size: int = 0
+
+
+@dataclass
+class _Job:
+    """One input of a group commit, valid and decided, waiting for the batch's syncs."""
+
+    item: _Input
+    slot: int
+    lock: FileLock
+    admission: Admission
+    #: the stored package (DUPLICATE) or the validated temporary generation
+    package: Package
+    folder: Path
+    index_tmp: Path | None = None
+
+
+@dataclass
+class _Batch:
+    jobs: list[_Job] = field(default_factory=list)
+    size: int = 0
+    #: files and folders whose data or entries the first barrier makes durable
+    files: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+
+    @property
+    def case_ids(self) -> set[str]:
+        return {job.package.case_id for job in self.jobs}
 
 
 class InboxProcessor:
@@ -108,25 +163,37 @@ class InboxProcessor:
         try:
             self.workspace.clear_stale_runtime()
             self._recover()
-            failed = self._read_failed()
-            results: list[PollResult] = []
+            self._failed = self._read_failed()
+            self._results: list[PollResult | None] = []
+            self._batch = _Batch()
             used = retried = 0
             # inputs that failed before go last, and at most max_jobs of them are tried again per pass
-            entries = sorted(self.workspace.inbox.iterdir(), key=lambda e: (_key(e) in failed, e.name))
-            for entry in entries:
-                if used >= max_jobs:
-                    break
-                if _key(entry) in failed:
-                    if retried >= max_jobs:
+            entries = sorted(self.workspace.inbox.iterdir(), key=lambda e: (_key(e) in self._failed, e.name))
+            try:
+                for entry in entries:
+                    if used >= max_jobs:
                         break
-                    retried += 1
-                result = self._guarded(entry)
-                if result is None:
-                    continue
-                results.append(result)
-                used += result.kind in _COUNTED
-                self._note_outcome(failed, entry, result)
-            self._write_failed(failed)
+                    if _key(entry) in self._failed:
+                        if retried >= max_jobs:
+                            break
+                        retried += 1
+                    slot = len(self._results)
+                    self._results.append(None)
+                    result = self._guarded(entry, slot)
+                    if result is None:
+                        self._results.pop()
+                        continue
+                    if not isinstance(result, PollResult):  # staged: ACCEPTED or DUPLICATE once the batch is stored
+                        used += 1
+                        if self._batch_full():
+                            self._flush()
+                        continue
+                    self._settle(slot, entry, result)
+                    used += result.kind in _COUNTED
+            finally:
+                self._flush()
+            results = [r for r in self._results if r is not None]
+            self._write_failed(self._failed)
             results.extend(self._blocked_pass(max_jobs - used))
             return results
         finally:
@@ -174,12 +241,16 @@ class InboxProcessor:
 
     # ------------------------------------------------------------------ one input
 
-    def _guarded(self, entry: Path) -> PollResult | None:
+    def _settle(self, slot: int, entry: Path, result: PollResult) -> None:
+        self._results[slot] = result
+        self._note_outcome(self._failed, entry, result)
+
+    def _guarded(self, entry: Path, slot: int) -> PollResult | None | object:
         if entry.name.startswith("."):
             return None
         item = _Input(entry)
         try:
-            return self._process(item)
+            return self._process(item, slot)
         except LifecycleError as error:
             return self._error(item, error.code, error.message)
         except OSError as error:
@@ -188,9 +259,11 @@ class InboxProcessor:
             return self._error(item, "internal-error", f"{type(error).__name__}: {error}")
 
     def _error(self, item: _Input, code: str, message: str) -> PollResult:
+        if item.cache_tmp is not None:
+            item.cache_tmp.unlink(missing_ok=True)
         return PollResult(ResultKind.ERROR, input_path=item.entry, code=code, message=message, paths=item.extra)
 
-    def _process(self, item: _Input) -> PollResult | None:
+    def _process(self, item: _Input, slot: int) -> PollResult | None | object:
         st = os.lstat(item.entry)
         if stat.S_ISLNK(st.st_mode):
             return self._reject_symlink(item)
@@ -211,10 +284,16 @@ class InboxProcessor:
             raise  # the cached copy could not be read: an infrastructure fault
         except Exception as error:  # noqa: BLE001 - whatever the bytes make the reader do is the input's fault
             return self._quarantine(item, _unreadable(error))
-        return self._admit(item, incoming)
+        return self._admit(item, incoming, slot)
 
     def _cache(self, item: _Input, limit: int) -> bool:
-        """Copy the input to cache/<sha256>.zip; False if it exceeds ``limit``."""
+        """Copy the input to a temporary file in cache/; False if it exceeds ``limit``.
+
+        The copy is not synced here: an input admitted in a batch has its copy
+        synced with the batch and named ``cache/<sha256>.zip`` then
+        (:meth:`_flush`); any other outcome names it at once
+        (:meth:`_settle_cache`).
+        """
         cache = self.workspace.cache
         tmp = cache / tmp_name(".zip")
         digest = hashlib.sha256()
@@ -227,26 +306,41 @@ class InboxProcessor:
                     break
                 digest.update(chunk)
                 dst.write(chunk)
-            dst.flush()
-            fsync_file(dst.fileno())
         if total > limit:
             tmp.unlink()
             return False
         final = cache / f"{digest.hexdigest()}.zip"
+        item.cache = item.cache_tmp = tmp
+        item.sha256, item.size = digest.hexdigest(), total
+        item.extra["cache"] = str(final)
+        return True
+
+    def _settle_cache(self, item: _Input) -> None:
+        """Sync the input's cache copy and name it ``cache/<sha256>.zip`` (an outcome outside a batch)."""
+        tmp = item.cache_tmp
+        if tmp is None:
+            return
+        _fsync_path(tmp)
+        self._name_cache(item)
+        fsync_dir(self.workspace.cache)
+
+    def _name_cache(self, item: _Input) -> None:
+        tmp, final = item.cache_tmp, Path(item.extra["cache"])
+        assert tmp is not None
         try:
             os.link(tmp, final)
         except FileExistsError:
             pass
         finally:
             tmp.unlink()
-        fsync_dir(cache)
-        item.cache, item.sha256 = final, digest.hexdigest()
-        item.extra["cache"] = str(final)
-        return True
+        item.cache, item.cache_tmp = final, None
 
-    def _admit(self, item: _Input, incoming: Package) -> PollResult:
+    def _admit(self, item: _Input, incoming: Package, slot: int) -> PollResult | object:
+        if incoming.case_id in self._batch.case_ids:
+            self._flush()  # one generation per case and batch: the case lock is held until it is stored
         lock = self.workspace.case_lock(incoming.case_id)
         if not lock.acquire():
+            self._settle_cache(item)
             return PollResult(
                 ResultKind.BUSY,
                 input_path=item.entry,
@@ -256,40 +350,188 @@ class InboxProcessor:
                 case_id=incoming.case_id,
                 package_id=incoming.package_id,
             )
+        staged = False
         try:
             current = self.storage.load_current(incoming.case_id, incoming.package_id, repair=True)
             try:
                 admission = classify(incoming, current, self.storage)
-                stored = current if admission is Admission.DUPLICATE else self._store(incoming, admission, item)
+                folder = self.workspace.case_dir(incoming.case_id, incoming.package_id)
+                job = _Job(item, slot, lock, admission, current if current is not None else incoming, folder)
+                if admission is not Admission.DUPLICATE:
+                    self._stage(job, incoming)
             except (PackageRejectedError, RequestRejectedError, TransitionRefusedError) as error:
                 # the input is valid on its own but cannot be stored: a conflict, or a generation past a limit
                 return self._quarantine(item, error)
-            assert stored is not None
-            self._notify("published", item.entry)
-            kind = ResultKind.DUPLICATE if admission is Admission.DUPLICATE else ResultKind.ACCEPTED
-            return self._finish(item, kind, stored)
+            assert item.cache_tmp is not None
+            self._batch.jobs.append(job)
+            self._batch.files.append(item.cache_tmp)
+            self._batch.size += item.size
+            staged = True
+            return _STAGED
         finally:
-            lock.release()
+            if not staged:
+                lock.release()
 
-    def _store(self, incoming: Package, admission: Admission, item: _Input) -> Package:
+    def _stage(self, job: _Job, incoming: Package) -> None:
+        """Write the input's next generation and its index under temporary names, unsynced."""
         now = self._clock()
-        folder = self.workspace.case_dir(incoming.case_id, incoming.package_id)
-        if admission is Admission.FRESH:
+        if job.admission is Admission.FRESH:
             request = make_request(
                 self.machine,
                 self.config,
                 "VALIDATED",
                 step_id=f"admission:{incoming.fingerprint}",
-                details={"raw_sha256": item.sha256},
+                details={"raw_sha256": job.item.sha256},
             )
             plan = plan_advance(incoming, request, self.machine, now, self.config.limits)
         else:
             plan = Plan(manifest=dict(incoming.manifest), additions={}, checkpoint={})
-        return commit(self.workspace, incoming, plan, folder, now)
+        self._batch.folders.extend(_create_dirs(job.folder))
+        remove_abandoned_temp(job.folder)  # the case lock is held: a temporary file here is a dead writer's
+        written = PackageWriter(self.config).write(
+            job.folder, plan.manifest, base=incoming, additions=plan.additions, stored=True, sync=False
+        )
+        index_tmp = job.folder / tmp_name(".json")
+        try:
+            with open(index_tmp, "xb") as fh:
+                fh.write(_json_bytes(index_record(written)))
+        except BaseException:
+            written.path.unlink(missing_ok=True)
+            index_tmp.unlink(missing_ok=True)
+            raise
+        job.package, job.index_tmp = written, index_tmp
+        self._batch.files.extend([written.path, index_tmp])
+        self._batch.size += written.path.stat().st_size
 
-    def _finish(self, item: _Input, kind: ResultKind, stored: Package) -> PollResult:
+    def _batch_full(self) -> bool:
+        batch = self._batch
+        return len(batch.jobs) >= self.config.batch_packages or batch.size >= self.config.batch_bytes
+
+    # ------------------------------------------------------------------ group commit
+
+    def _flush(self) -> None:
+        """Store the batch with one set of syncs, then acknowledge each input.
+
+        1. write the runtime summary naming the batch;
+        2. first barrier: every temporary file (cache copies, generations,
+           index files) and every new folder's parent is made durable;
+        3. name each cache copy and each generation (its index first), then
+           the second barrier: the cache folder and every case folder;
+        4. clear the runtime summary; release the case locks;
+        5. acknowledge each input (private name, byte check, unlink), then
+           sync the inbox folder once.
+
+        No input is acknowledged before its generation, and the folder entry
+        naming it, are durable. A crash anywhere leaves each input stored and
+        acknowledged, stored and still in the inbox (a DUPLICATE next pass),
+        or not stored at all (its temporary files are abandoned and removed).
+        """
+        batch, self._batch = self._batch, _Batch()
+        if not batch.jobs:
+            return
+        crash_point(BATCH_STAGED)
+        stored: list[tuple[_Job, Package]] = []
+        try:
+            first = batch.jobs[0]
+            summary = Workspace.job_summary(
+                first.package.case_id,
+                first.package.package_id,
+                input_generation=0 if first.admission is Admission.FRESH else first.package.generation,
+                analysis_revision=first.package.analysis_revision,
+                target=first.package.state.value,
+                started_at=self._clock(),
+                last_checkpoint_at=None,
+            )
+            summary["batch"] = [
+                {"case_id": j.package.case_id, "package_id": j.package.package_id, "folder": str(j.folder)}
+                for j in batch.jobs
+            ]
+            self.workspace.write_runtime(summary)
+            crash_point(BATCH_RUNTIME)
+            try:
+                self._sync(batch.files, batch.folders)
+                crash_point(BATCH_SYNCED)
+                for job in batch.jobs:
+                    self._name_cache(job.item)
+                writes = [j for j in batch.jobs if j.admission is not Admission.DUPLICATE]
+                staged: list[Staged] = [(j.package, j.folder, j.index_tmp) for j in writes if j.index_tmp]
+                named = dict(
+                    zip(map(id, writes), self.storage.publish_many(staged, also=self._also(batch)), strict=True)
+                )
+            except BaseException:
+                self.workspace.write_runtime(None)  # nothing acknowledged; the job is over
+                raise
+            crash_point(BATCH_DURABLE)
+            self.workspace.write_runtime(None)
+            crash_point(BATCH_RUNTIME_CLEARED)
+        except Exception as error:  # noqa: BLE001 - the batch's inputs stay pending, each with the reason
+            code = (
+                error.code
+                if isinstance(error, LifecycleError)
+                else "io-error"
+                if isinstance(error, OSError)
+                else "internal-error"
+            )
+            for job in batch.jobs:
+                self._abandon(job)
+                self._settle(job.slot, job.item.entry, self._error(job.item, code, str(error)))
+            return
+        finally:
+            for job in batch.jobs:
+                job.lock.release()
+        for job in batch.jobs:
+            outcome = named.get(id(job), job.package)
+            if isinstance(outcome, OSError):
+                self._abandon(job)
+                self._settle(job.slot, job.item.entry, self._error(job.item, "io-error", str(outcome)))
+            else:
+                stored.append((job, outcome))
+        for job, _package in stored:
+            self._notify("published", job.item.entry)
+        removed = False
+        for job, package in stored:
+            kind = ResultKind.DUPLICATE if job.admission is Admission.DUPLICATE else ResultKind.ACCEPTED
+            try:
+                result = self._finish(job.item, kind, package, sync=False)
+                removed = True
+            except OSError as error:
+                result = self._error(job.item, "io-error", str(error))
+            self._settle(job.slot, job.item.entry, result)
+        crash_point(BATCH_ACKNOWLEDGED)
+        if removed:
+            fsync_dir(self.workspace.inbox)
+
+    def _also(self, batch: _Batch) -> list[Path]:
+        """Folders the second barrier syncs besides the new generations': cache/ and the duplicates' case folders."""
+        return [self.workspace.cache, *(j.folder for j in batch.jobs if j.admission is Admission.DUPLICATE)]
+
+    def _abandon(self, job: _Job) -> None:
+        """Remove what a job that will not be stored wrote (its input stays pending)."""
+        paths = [job.item.cache_tmp, job.index_tmp]
+        if job.admission is not Admission.DUPLICATE:
+            paths.append(job.package.path if job.package.path.name.startswith(".tmp-") else None)
+        for path in paths:
+            if path is not None:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        job.item.cache_tmp = None
+
+    def _sync(self, files: list[Path], folders: list[Path]) -> None:
+        """The first barrier: file data and folder entries durable, one fsync each or one ``syncfs``."""
+        unique = list(dict.fromkeys(folders))
+        if self.config.syncfs_from and len(files) + len(unique) >= self.config.syncfs_from:
+            sync_filesystem(self.workspace.root)
+            return
+        for path in files:
+            _fsync_path(path)
+        for folder in unique:
+            fsync_dir(folder)
+
+    def _finish(self, item: _Input, kind: ResultKind, stored: Package, *, sync: bool = True) -> PollResult:
         paths = {**item.extra, "generation": str(stored.path)}
-        acknowledged = self._acknowledge(item)
+        acknowledged = self._acknowledge(item, sync=sync)
         return PollResult(
             kind,
             input_path=item.entry,
@@ -302,13 +544,14 @@ class InboxProcessor:
             message=None if acknowledged else "the inbox file changed during processing; it was left in the inbox",
         )
 
-    def _acknowledge(self, item: _Input) -> bool:
+    def _acknowledge(self, item: _Input, *, sync: bool = True) -> bool:
         """Remove the original if its bytes still equal the cached snapshot.
 
         The original is first renamed to a private name: a producer that
         publishes a new file under the same name meanwhile publishes a new
         input, never the one removed here. A file that turns out not to be
-        the snapshot goes back into the inbox.
+        the snapshot goes back into the inbox. ``sync=False``: the caller
+        syncs the inbox once for a whole batch.
         """
         crash_point(BEFORE_ACK)
         inbox = item.entry.parent
@@ -320,14 +563,16 @@ class InboxProcessor:
         crash_point(ACK_RENAMED)
         if _sha256_of(private) == item.sha256:
             os.unlink(private)
-            fsync_dir(inbox)
+            if sync:
+                fsync_dir(inbox)
             return True
         try:
             os.link(private, item.entry, follow_symlinks=False)
         except FileExistsError:  # a newer upload took the name meanwhile: keep this one under its own
             os.link(private, inbox / f"{item.entry.name}.{uuid.uuid4().hex[:8]}", follow_symlinks=False)
         os.unlink(private)
-        fsync_dir(inbox)
+        if sync:
+            fsync_dir(inbox)
         return False
 
     # ------------------------------------------------------------------ quarantine
@@ -340,6 +585,8 @@ class InboxProcessor:
         return folder
 
     def _quarantine(self, item: _Input, error: LifecycleError, *, move: bool = False) -> PollResult:
+        if not move:
+            self._settle_cache(item)
         folder = self._new_quarantine()
         target = folder / "package.zip"
         if move:
@@ -488,6 +735,35 @@ class InboxProcessor:
     def _notify(self, event: str, entry: Path) -> None:
         if self._observer is not None:
             self._observer(event, entry)
+
+
+def _create_dirs(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents, unsynced; return the parents whose entries must be synced."""
+    missing: list[Path] = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir()
+        except FileExistsError:
+            pass
+    return [created.parent for created in reversed(missing)]
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    try:
+        fsync_file(fd)
+    finally:
+        os.close(fd)
+
+
+def _json_bytes(value: Any) -> bytes:
+    """JSON as :func:`atomic_write_json` writes it."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _key(entry: Path) -> str:

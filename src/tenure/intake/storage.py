@@ -18,8 +18,12 @@ import json
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from tenure.faults import crash_point, register
+from tenure.fsio import sync_filesystem
 
 from .canonical import id_hash, to_utc_text, utc_now
 from .config import IntakeConfig
@@ -28,7 +32,14 @@ from .fsio import atomic_write_json, fsync_dir
 from .package import Package, read_package
 from .workspace import Workspace
 
-__all__ = ["CaseStorage", "generation_name", "INDEX"]
+__all__ = ["CaseStorage", "generation_name", "INDEX", "Staged", "sync_folders"]
+
+GENERATION_NAMED = register(
+    "intake.batch.generation-named",
+    "group commit: one more generation of the batch named (and its index); the folders not yet synced",
+)
+#: a generation of a group commit: (validated temporary package, its folder, its temporary index file)
+Staged = tuple[Package, Path, Path]
 
 INDEX = "current.json"
 _GENERATION = re.compile(r"^g(\d{8})\.zip$")
@@ -165,6 +176,49 @@ class CaseStorage:
         published = dataclasses.replace(package, path=final)
         _remember(_cache_key(final, self.config), published)
         return published
+
+    def publish_many(self, staged: Sequence[Staged], also: Iterable[Path] = ()) -> list[Package | OSError]:
+        """Name every staged generation of a group commit, then make their folders durable.
+
+        The temporary generations and index files are already synced (the
+        caller's first barrier). For each one the index is renamed into place
+        first — an index naming a generation that is not there yet is stale
+        and ignored — then the generation is linked to its final name (no
+        clobber). Then every folder touched, and the folders in ``also``, are
+        synced: one fsync each, or one ``syncfs`` for many. Only then does it
+        return; an entry whose naming failed is returned as its error.
+        """
+        results: list[Package | OSError] = []
+        folders: list[Path] = []
+        for package, folder, index_tmp in staged:
+            final = folder / generation_name(package.generation)
+            try:
+                os.replace(index_tmp, folder / INDEX)
+                try:
+                    os.link(package.path, final)
+                finally:
+                    os.unlink(package.path)
+            except OSError as error:
+                results.append(error)
+                continue
+            folders.append(folder)
+            results.append(dataclasses.replace(package, path=final))
+            crash_point(GENERATION_NAMED)
+        sync_folders([*folders, *also], self.workspace.root, self.config.syncfs_from)
+        for result in results:
+            if isinstance(result, Package):
+                _remember(_cache_key(result.path, self.config), result)
+        return results
+
+
+def sync_folders(folders: Iterable[Path], root: Path, syncfs_from: int) -> None:
+    """Make the entries of ``folders`` durable: one fsync each, or one ``syncfs`` when there are many."""
+    unique = list(dict.fromkeys(folders))
+    if syncfs_from and len(unique) >= syncfs_from:
+        sync_filesystem(root)
+        return
+    for folder in unique:
+        fsync_dir(folder)
 
 
 def index_record(package: Package) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 from .canonical import id_hash, to_utc_text
 from .config import IntakeConfig
 from .errors import BusyError, LifecycleError
-from .fsio import FileLock, atomic_write_json, make_dirs_durable, tmp_name
+from .fsio import FileLock, atomic_write_json, make_dirs_durable, remove_abandoned_temp, tmp_name
 
 __all__ = ["Workspace"]
 
@@ -171,8 +171,19 @@ class Workspace:
         atomic_write_json(self.root / "runtime" / name, value)
 
     def clear_stale_runtime(self) -> None:
-        """Called with the worker lock held: any summary left is from a crash."""
-        if self.read_runtime() is not None or not self.runtime_file.exists():
+        """Called with the worker lock held: any summary left is from a crash.
+
+        A group commit's summary lists the case folders of its batch; the
+        temporary files its writer left there are removed (nobody else
+        writes there while the worker lock is held).
+        """
+        stale = self.read_runtime()
+        if isinstance(stale, dict) and isinstance(stale.get("batch"), list):
+            for job in stale["batch"]:
+                folder = Path(str(job.get("folder", ""))) if isinstance(job, dict) else None
+                if folder is not None and folder.parent.parent == self.cases:
+                    remove_abandoned_temp(folder)
+        if stale is not None or not self.runtime_file.exists():
             self.write_runtime(None)
 
     @staticmethod

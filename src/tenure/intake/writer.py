@@ -61,6 +61,7 @@ class PackageWriter:
         base: Package | None = None,
         additions: Mapping[str, bytes] | None = None,
         stored: bool = False,
+        sync: bool = True,
     ) -> Package:
         """Write ``base``'s files + ``additions`` + ``manifest``; validate; return it.
 
@@ -68,14 +69,16 @@ class PackageWriter:
         under :meth:`Limits.stored`; otherwise it is a package for an inbox,
         validated under the limits themselves. The result lives at
         ``folder/.tmp-<random>.zip``; on any failure the temporary file is
-        removed and the error propagates.
+        removed and the error propagates. ``sync=False`` leaves the fsync to
+        the caller (a group commit syncs a whole batch at once).
         """
         tmp = folder / tmp_name(".zip")
         try:
             with open(tmp, "xb") as fh:
                 self._write_zip(fh, manifest, base, additions or {})
                 fh.flush()
-                fsync_file(fh.fileno())
+                if sync:
+                    fsync_file(fh.fileno())
             return read_package(tmp, self.config, base=base, stored=stored)
         except BaseException:
             tmp.unlink(missing_ok=True)
