@@ -41,8 +41,11 @@ content (different packs), which is correct but is a different root.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +65,7 @@ from tenure.snapshots.errors import (
 )
 from tenure.snapshots.feed import ReadAhead, open_file, read_error
 from tenure.snapshots.ignore import load_ignore
-from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, load_index, save_index
+from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, encode_body, load_index, write_index
 from tenure.snapshots.pipeline import Uploader
 from tenure.snapshots.results import BuildResult
 from tenure.snapshots.scan import DirNode, FileNode, Scan, Scanner, Slot, SymlinkNode
@@ -137,6 +140,20 @@ def build_tree(
     and when the listing is complete (the totals final).
     ``workers`` threads read and as many encode (default: one per core).
     """
+    with gc_paused():
+        return _build_tree(folder, objects, index_path, pin, progress, workers, exclude, leave_out)
+
+
+def _build_tree(
+    folder: str,
+    objects: ObjectStore,
+    index_path: str | None,
+    pin: Pin | None,
+    progress: Progress | None,
+    workers: int | None,
+    exclude: Sequence[str],
+    leave_out: Sequence[str],
+) -> BuildResult:
     root = folder_bytes(folder)
     index = load_index(index_path)
     root_fd = open_folder(root, folder)
@@ -150,8 +167,9 @@ def build_tree(
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
         entries = {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed}
-        if not index.same_as(entries):  # an unchanged index keeps its file (and its racy-clean time)
-            save_index(index_path, entries)
+        body = encode_body(entries)
+        if not index.same_body(body):  # an unchanged index keeps its file (and its racy-clean time)
+            write_index(index_path, body)
         crash_point(AFTER_INDEX_SAVED)
     return BuildResult(
         root=build.root_oid,
@@ -165,6 +183,37 @@ def build_tree(
 
 def _no_pin(_oids: frozenset[str]) -> None:
     pass
+
+
+_gc_lock = threading.Lock()
+_gc_builds = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while builds run (nested and concurrent builds share one pause).
+
+    A build allocates a few objects per file (scan nodes, index rows, tree
+    entries) and keeps most of them alive until it ends, which no cycle
+    collection can free: each pass would only walk the growing heap again
+    (measured: about a quarter of an incremental build's CPU time on 100,000
+    files). Reference counting still frees everything as usual; the
+    collector is enabled again, as it was, when the last running build ends.
+    """
+    global _gc_builds, _gc_was_enabled
+    with _gc_lock:
+        if _gc_builds == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_builds += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_builds -= 1
+            if _gc_builds == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def folder_bytes(folder: str) -> bytes:

@@ -14,19 +14,40 @@ gets a BLAKE3 digest of its content, so when it is read again and found
 unchanged it keeps its old refs (and the tree its old id) instead of being
 packed anew.
 
-File: ``TENURE-INDEX\\n`` version:u8 blake3(body):32 bytes, then the body:
-a zstd frame of :mod:`marshal` data (a dict ``path → tuple``). The index is
-a local cache written by this process only: a missing, damaged or
-unreadable index is an empty one (everything is read again), never an
-error. It is replaced atomically (temp → fsync → rename → fsync folder).
+File: ``TENURE-INDEX\\n`` version:u8 blake3(body):32 bytes, then the body,
+a zstd frame of a **columnar** table (version 2, ADR 0027), all integers
+little-endian::
+
+    body    := count:u64 noids:u64 nrefs:u64 ndigests:u64 paths_len:u64
+               paths                      paths_len bytes: the sorted paths, NUL-separated
+               size:u64{count} mtime_ns:i64{count} ino:u64{count} ctime_ns:i64{count} mode:u64{count}
+               digest_at:i64{count}       index into digests, or -1 (no digest)
+               ref_start:u64{count + 1}   row i's refs are refs[ref_start[i] : ref_start[i + 1]]
+               ref_oid:u32{nrefs} ref_offset:u64{nrefs} ref_length:u64{nrefs}
+               oids:32 raw bytes{noids}   distinct, in order of first use
+               digests:32 bytes{ndigests}
+
+Loading it builds one ``path → row`` dict and keeps the columns as arrays:
+a row's tuple is only made when the build asks about that path, so loading
+costs a decompression and a split, not a Python object per field. The same
+entries always give the same bytes (paths sorted, oids in order of first
+use), so "unchanged" is a comparison of bodies.
+
+The index is a local cache written by this process only: a missing,
+damaged, truncated, foreign (another version) or inconsistent index is an
+empty one (everything is read again), never an error. It is replaced
+atomically (temp → fsync → rename → fsync folder).
 """
 
 from __future__ import annotations
 
-import marshal
 import os
 import stat
+import struct
+import sys
+from array import array
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 import blake3
@@ -38,10 +59,15 @@ from tenure.snapshots.treeformat import Ref
 MAGIC = b"TENURE-INDEX\n"
 RACY_MARGIN_NS = 5_000_000_000
 """Files modified less than this before a build or restore get a content digest."""
-VERSION = 1
-_MARSHAL_VERSION = 4
+VERSION = 2
+_HEAD = struct.Struct("<5Q")
+_DIGEST = 32
+_OID = 32
+_LITTLE = sys.byteorder == "little"
+assert array("q").itemsize == 8 and array("Q").itemsize == 8 and array("I").itemsize == 4
 
 StatKey = tuple[int, int, int, int, int]
+Entries = Mapping[bytes, tuple[object, ...]]
 
 
 class IndexEntry(NamedTuple):
@@ -60,7 +86,7 @@ def stat_key(st: os.stat_result) -> StatKey:
 
 
 class Index:
-    """A loaded index (read-only)."""
+    """A loaded index (read-only), held as a dict ``path → IndexEntry fields``."""
 
     def __init__(self, entries: dict[bytes, tuple[object, ...]], written_ns: int) -> None:
         self._entries = entries
@@ -73,9 +99,12 @@ class Index:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _raw(self, rel: bytes) -> tuple[object, ...] | None:
+        return self._entries.get(rel)
+
     def unchanged(self, rel: bytes, key: StatKey) -> IndexEntry | None:
         """The entry for ``rel`` if the file is unchanged and not racy, else ``None``."""
-        raw = self._entries.get(rel)
+        raw = self._raw(rel)
         if raw is None or raw[:5] != key or key[1] >= self.written_ns:
             return None
         return IndexEntry._make(raw)
@@ -89,16 +118,188 @@ class Index:
 
     def previous(self, rel: bytes) -> IndexEntry | None:
         """The entry for ``rel`` whatever the file looks like now."""
-        raw = self._entries.get(rel)
+        raw = self._raw(rel)
         return None if raw is None else IndexEntry._make(raw)
 
-    def same_as(self, entries: Mapping[bytes, tuple[object, ...]]) -> bool:
+    def body(self) -> bytes:
+        """The encoded body of this index (see :func:`encode_body`)."""
+        return encode_body(self._entries)
+
+    def same_as(self, entries: Entries) -> bool:
         """Whether ``entries`` is exactly what this index holds (then it need not be written again)."""
         return self.written_ns > 0 and entries == self._entries
+
+    def same_body(self, body: bytes) -> bool:
+        """:meth:`same_as`, given the encoded body of the entries."""
+        return self.written_ns > 0 and body == self.body()
 
     def oids(self) -> frozenset[str]:
         """Every object id the index refers to."""
         return frozenset(ref[0] for raw in self._entries.values() for ref in raw[6])  # type: ignore[attr-defined]
+
+
+class _Table(Index):
+    """An index as loaded from its file: columns in arrays, a row's tuple made only when asked for."""
+
+    def __init__(self, body: bytes, written_ns: int) -> None:
+        super().__init__({}, written_ns)
+        count, noids, nrefs, ndigests, paths_len = _HEAD.unpack_from(body, 0)
+        pos = _HEAD.size
+        paths = body[pos : pos + paths_len].split(b"\0") if count else []
+        pos += paths_len
+        columns = []
+        for code, n in (("Q", count), ("q", count), ("Q", count), ("q", count), ("Q", count), ("q", count)):
+            columns.append(_array(code, body, pos, n))
+            pos += 8 * n
+        starts = _array("Q", body, pos, count + 1)
+        pos += 8 * (count + 1)
+        ref_oid = _array("I", body, pos, nrefs)
+        pos += 4 * nrefs
+        ref_offset = _array("Q", body, pos, nrefs)
+        pos += 8 * nrefs
+        ref_length = _array("Q", body, pos, nrefs)
+        pos += 8 * nrefs
+        oids = [body[p : p + _OID].hex() for p in range(pos, pos + _OID * noids, _OID)]
+        pos += _OID * noids
+        digests = body[pos : pos + _DIGEST * ndigests]
+        pos += _DIGEST * ndigests
+        rows = dict(zip(paths, range(count)))
+        digest_at = columns[5]
+        if (
+            pos != len(body)
+            or len(paths) != count
+            or len(rows) != count
+            or any(not p for p in paths)
+            or (count and (starts[0] != 0 or starts[count] != nrefs))
+            or any(starts[i] > starts[i + 1] for i in range(count))
+            or (nrefs and max(ref_oid) >= noids)
+            or (count and (min(digest_at) < -1 or max(digest_at) >= ndigests))
+            or len(set(oids)) != noids
+        ):
+            raise ValueError("inconsistent index")
+        self._rows = rows
+        self._size, self._mtime, self._ino, self._ctime, self._mode, self._digest_at = columns
+        self._starts = starts
+        self._ref_oid, self._ref_offset, self._ref_length = ref_oid, ref_offset, ref_length
+        self._oids = oids
+        self._digests = digests
+        self._body = body
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _raw(self, rel: bytes) -> tuple[object, ...] | None:
+        i = self._rows.get(rel)
+        if i is None:
+            return None
+        return (
+            self._size[i],
+            self._mtime[i],
+            self._ino[i],
+            self._ctime[i],
+            self._mode[i],
+            self._digest_of(i),
+            self._refs_of(i),
+        )
+
+    def _digest_of(self, i: int) -> bytes:
+        at = self._digest_at[i]
+        return b"" if at < 0 else self._digests[at * _DIGEST : (at + 1) * _DIGEST]
+
+    def _refs_of(self, i: int) -> tuple[Ref, ...]:
+        start, end = self._starts[i], self._starts[i + 1]
+        if end == start + 1:
+            return ((self._oids[self._ref_oid[start]], self._ref_offset[start], self._ref_length[start]),)
+        oids, offsets, lengths = self._oids, self._ref_offset, self._ref_length
+        return tuple((oids[self._ref_oid[j]], offsets[j], lengths[j]) for j in range(start, end))
+
+    def content(self, rel: bytes, key: StatKey) -> tuple[bytes, tuple[Ref, ...]] | None:
+        i = self._rows.get(rel)
+        if (
+            i is None
+            or key[1] >= self.written_ns
+            or self._mtime[i] != key[1]
+            or self._size[i] != key[0]
+            or self._ino[i] != key[2]
+            or self._ctime[i] != key[3]
+            or self._mode[i] != key[4]
+        ):
+            return None
+        return self._digest_of(i), self._refs_of(i)
+
+    def body(self) -> bytes:
+        return self._body
+
+    def same_as(self, entries: Entries) -> bool:
+        return self.same_body(encode_body(entries))
+
+    def oids(self) -> frozenset[str]:
+        return frozenset(self._oids)
+
+
+def _array(code: str, body: bytes, pos: int, n: int) -> array[int]:
+    size = array(code).itemsize
+    if pos + size * n > len(body):
+        raise ValueError("truncated index")
+    out = array(code)
+    out.frombytes(body[pos : pos + size * n])
+    if not _LITTLE:
+        out.byteswap()
+    return out
+
+
+def _bytes(values: array[int]) -> bytes:
+    if not _LITTLE:
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def encode_body(entries: Entries) -> bytes:
+    """The uncompressed, canonical body of an index holding ``entries`` (see the module docstring)."""
+    paths = sorted(entries)
+    rows = [entries[p] for p in paths]
+    oid_at: dict[str, int] = {}
+    ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
+    starts = array("Q", [0])
+    digest_at = array("q")
+    digests: list[bytes] = []
+    add_oid, add_offset, add_length, add_start = ref_oid.append, ref_offset.append, ref_length.append, starts.append
+    for raw in rows:
+        digest = raw[5]
+        if digest:
+            if not isinstance(digest, bytes) or len(digest) != _DIGEST:
+                raise ValueError(f"an index digest is {_DIGEST} bytes")
+            digest_at.append(len(digests))
+            digests.append(digest)
+        else:
+            digest_at.append(-1)
+        for oid, offset, length in raw[6]:  # type: ignore[attr-defined]
+            at = oid_at.get(oid)
+            if at is None:
+                at = oid_at[oid] = len(oid_at)
+            add_oid(at)
+            add_offset(offset)
+            add_length(length)
+        add_start(len(ref_oid))
+    if any(not p or b"\0" in p for p in paths):
+        raise ValueError("an index path is empty or holds NUL")
+    joined = b"\0".join(paths)
+    columns = [array(code, map(itemgetter(k), rows)) for k, code in enumerate("QqQqQ")]
+    return b"".join(
+        (
+            _HEAD.pack(len(paths), len(oid_at), len(ref_oid), len(digests), len(joined)),
+            joined,
+            *(_bytes(c) for c in columns),
+            _bytes(digest_at),
+            _bytes(starts),
+            _bytes(ref_oid),
+            _bytes(ref_offset),
+            _bytes(ref_length),
+            b"".join(bytes.fromhex(oid) for oid in oid_at),
+            b"".join(digests),
+        )
+    )
 
 
 def folder_matches(root: str, index: Index) -> bool:
@@ -143,20 +344,24 @@ def load_index(path: str | None) -> Index:
     except OSError:
         return Index.empty()
     head = len(MAGIC) + 1 + 32
-    if data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
+    if len(data) < head or data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
         return Index.empty()
-    body = data[head:]
-    if blake3.blake3(body).digest() != data[len(MAGIC) + 1 : head]:
+    frame = data[head:]
+    if blake3.blake3(frame).digest() != data[len(MAGIC) + 1 : head]:
         return Index.empty()
     try:
-        entries = marshal.loads(zstandard.ZstdDecompressor().decompress(body))
-    except (ValueError, EOFError, TypeError, zstandard.ZstdError):
+        return _Table(zstandard.ZstdDecompressor().decompress(frame), written_ns)
+    except (ValueError, struct.error, OverflowError, zstandard.ZstdError):
         return Index.empty()
-    return Index(entries if isinstance(entries, dict) else {}, written_ns)
 
 
-def save_index(path: str, entries: Mapping[bytes, tuple[object, ...]]) -> None:
+def save_index(path: str, entries: Entries) -> None:
     """Atomically replace the index at ``path`` with ``entries`` (path → ``IndexEntry`` fields, a plain tuple)."""
-    body = zstandard.ZstdCompressor(level=1).compress(marshal.dumps(dict(entries), _MARSHAL_VERSION))
+    write_index(path, encode_body(entries))
+
+
+def write_index(path: str, body: bytes) -> None:
+    """Atomically replace the index at ``path`` with an encoded body (:func:`encode_body`)."""
+    frame = zstandard.ZstdCompressor(level=1).compress(body)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(body).digest() + body, mode=0o600)
+    atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(frame).digest() + frame, mode=0o600)
