@@ -37,12 +37,11 @@ def cluster(tmp_path: Path, pg_url: str) -> Iterator[tuple[Cluster, Store]]:
 
 
 def create(pod: Pod, name: str, *, score: float = 1.0, selector: dict[str, str] | None = None) -> None:
+    """A PERMANENT project with its placement set in the same request (never placed before its selector)."""
+    body = {"tenant": T, "name": name, "lifecycle_type": "PERMANENT", "selector": selector or {}, "score": score}
     with pod.client() as c:
-        r = c.post("/api/v1/projects", json={"tenant": T, "name": name, "lifecycle_type": "PERMANENT"})
+        r = c.post("/api/v1/projects", json=body)
         assert r.status_code == 201, r.text
-        if score != 1.0 or selector:
-            r = c.put(f"/api/v1/projects/{T}/{name}/placement", json={"selector": selector or {}, "score": score})
-            assert r.status_code == 200, r.text
 
 
 def holders(store: Store) -> dict[str, str | None]:

@@ -73,11 +73,19 @@ class ProjectStore:
         kind: Kind = Kind.USER,
         lifecycle_type: LifecycleType = LifecycleType.AUTO,
         group: str = "default",
+        selector: dict[str, str] | None = None,
+        score: float | None = None,
     ) -> Project:
-        """A new INIT project with its (empty) workspace record."""
+        """A new INIT project with its (empty) workspace record.
+
+        ``selector`` and ``score`` set its placement in the same transaction,
+        so a PERMANENT project is never placed before its selector is known.
+        """
         validate_name("tenant", tenant)
         validate_name("project", name)
         validate_name("project group", group)
+        if selector is not None or score is not None:
+            self._check_placement(selector or {}, 1.0 if score is None else score)
         pid = new_id("p-")
         with self.db.transaction() as tx:
             if tx.one("project_id_by_name", {"t": tenant, "n": name}):
@@ -98,6 +106,15 @@ class ProjectStore:
                     **state_params(ProjectStatus.INIT),
                 },
             )
+            if selector is not None or score is not None:
+                tx.execute(
+                    "project_set_placement",
+                    {
+                        "s": json.dumps(selector or {}, sort_keys=True),
+                        "sc": float(1.0 if score is None else score),
+                        "id": pid,
+                    },
+                )
             return self._get(tx, tenant, name)
 
     @staticmethod
@@ -221,12 +238,16 @@ class ProjectStore:
             )
             return self._get(tx, tenant, name)
 
-    def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
+    @staticmethod
+    def _check_placement(selector: dict[str, str], score: float) -> None:
         validate_selector(selector)
         if not (isinstance(score, (int, float)) and math.isfinite(score) and score > 0):
             raise InvalidInputError(
                 f"invalid placement score {score!r}", code="invalid-score", hint="a positive, finite number"
             )
+
+    def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> Project:
+        self._check_placement(selector, score)
         with self.db.transaction() as tx:
             current = self._get(tx, tenant, name)
             tx.execute(

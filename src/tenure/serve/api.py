@@ -320,6 +320,8 @@ class ProjectCreate(BaseModel):
     name: str
     lifecycle_type: LifecycleType = LifecycleType.AUTO
     group: str = "default"
+    selector: dict[str, str] | None = Field(default=None, description="placement selector, set with the project")
+    score: float | None = Field(default=None, description="placement score, set with the project")
 
 
 class BringBody(BaseModel):
@@ -721,7 +723,14 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         """Create an INIT project."""
         if not principal.sees(body.tenant):
             raise ForbiddenError(f"this token may not create projects of tenant {body.tenant}", tenant=body.tenant)
-        project = node.projects.create(body.tenant, body.name, lifecycle_type=body.lifecycle_type, group=body.group)
+        project = node.projects.create(
+            body.tenant,
+            body.name,
+            lifecycle_type=body.lifecycle_type,
+            group=body.group,
+            selector=body.selector,
+            score=body.score,
+        )
         return show(project)
 
     @app.get(PREFIX + "/projects", tags=["projects"])

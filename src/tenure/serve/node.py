@@ -422,16 +422,25 @@ class Node:
         project = self.projects.by_id(project_id)
         closed = project.status is ProjectStatus.CLOSED
         self.lifecycle.deactivate(project)
+        self.metrics.drift.labels(direction="forward").inc()
         mount = self.lifecycle.mounts.current(project)
         verdict = "no-mount-record"
-        if mount is None:
-            self.lifecycle.keep_lost_folder(project, "closed elsewhere" if closed else "the lease was taken over")
-        else:
-            from tenure.serve.reconcile import Reconciler
+        try:
+            if mount is None:
+                self.lifecycle.keep_lost_folder(project, "closed elsewhere" if closed else "the lease was taken over")
+            else:
+                from tenure.serve.reconcile import Reconciler
 
-            verdict = Reconciler(self).settle(mount).value
-            self.metrics.reconcile.labels(verdict=verdict).inc()
-        self.metrics.drift.labels(direction="forward").inc()
+                verdict = Reconciler(self).settle(mount).value
+                self.metrics.reconcile.labels(verdict=verdict).inc()
+        except Exception as exc:  # noqa: BLE001 - the record stays; the next start's reconciliation settles it
+            verdict = "unsettled"
+            self._log(
+                "the lost project's mount was not settled; the next start reconciles it",
+                level=logging.WARNING,
+                project=project.ref,
+                error=str(exc),
+            )
         self._event(project, EventKind.DRIFT_FORWARD, closed=closed, verdict=verdict)
         self._log(
             "lease lost: deactivated",
