@@ -241,7 +241,10 @@ def test_reverse_drift_brings_a_project_held_but_not_running(
     node.check_drift()
     node.beat()
     assert engine.starts == ["p"]
-    assert ProjectStore(store).get(T, "p").status is ProjectStatus.RUNNING
+    project = ProjectStore(store).get(T, "p")
+    assert project.status is ProjectStatus.RUNNING
+    kinds = [e.kind for e in node.lifecycle.timeline.history(project.id)]
+    assert "drift-reverse" in kinds and kinds.index("bring") < kinds.index("drift-reverse"), "newest first"
 
 
 def test_reverse_drift_releases_the_lease_after_the_last_failed_retry(

@@ -417,6 +417,7 @@ class Node:
             if project_id not in self.registry and project_id not in self._inflight and project_id not in self._dark:
                 if project.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
                     self._dark[project_id] = _Dark()
+                    self._event(project, EventKind.DRIFT_REVERSE)
 
     def _lost(self, project_id: str) -> None:
         project = self.projects.by_id(project_id)
