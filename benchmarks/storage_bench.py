@@ -386,12 +386,36 @@ def run_scenario(
     done, result = tenures[-1].checkpoint(modified.root)
     sc.step("tenure checkpoint (incr)", done)
     sc.facts["incremental_checkpoint"] = result
+    sc.step("bare walk", bare_walk(modified.root))
     if restics:
         done, summary = restics[-1].backup(modified.root)
         sc.step("restic backup (incr)", done)
         sc.facts["restic_incremental"] = summary
     sc.facts["tenure_data_bytes"] = _du(tenures[-1].data_dir)
     return sc
+
+
+BARE_WALK = """
+import os, sys
+def walk(fd):
+    with os.scandir(fd) as it:
+        entries = list(it)
+    for e in entries:
+        e.stat(follow_symlinks=False)
+        if e.is_dir(follow_symlinks=False):
+            sub = os.open(e.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                walk(sub)
+            finally:
+                os.close(sub)
+walk(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY))
+"""
+
+
+def bare_walk(src: str) -> Measured:
+    """The floor of any checkpoint without a change journal: ``os.scandir`` and an ``lstat`` of every entry."""
+    warm(src)
+    return run_measured([sys.executable, "-c", BARE_WALK, src])
 
 
 def median_of(sc: Scenario, name: str, repeat: int, attempt: Callable[[], Measured]) -> Measured:
@@ -502,6 +526,17 @@ def rows_for(sc: Scenario, rss_small: dict[str, Measured], small_label: str) -> 
             "< 5%",
             strict=True,
             note=failure(("tenure full", full), ("tenure incremental", incr)),
+        ),
+        Row(
+            name,
+            "incremental checkpoint vs bare walk",
+            "s",
+            seconds_of(incr),
+            seconds_of(s.get("bare walk")),
+            "scandir + lstat of every entry",
+            2.0,
+            "≤ 2×",
+            note=failure(("tenure incremental", incr), ("bare walk", s.get("bare walk"))),
         ),
         _new_bytes_row(sc),
         Row(
