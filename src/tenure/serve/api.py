@@ -867,13 +867,20 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
             raise PayloadTooLargeError(f"the body holds {declared} bytes", limit=MAX_FILE_BYTES)
-        project = await run_in_threadpool(served, request, tenant, name)
+        await run_in_threadpool(served, request, tenant, name)  # redirected before the body is read
         data = bytearray()
         async for chunk in request.stream():
             data += chunk
             if len(data) > MAX_FILE_BYTES:
                 raise PayloadTooLargeError("the body is larger than the limit", limit=MAX_FILE_BYTES)
-        created = await run_in_threadpool(write_file, folder(project), path, bytes(data))
+
+        def guarded() -> bool:
+            """Served here still, and no suspend, hand-over or close under way: then written (the gate)."""
+            project = node.projects.get(tenant, name)
+            with node.gate.writing(project.id, project.ref):
+                return write_file(folder(served(request, tenant, name)), path, bytes(data))
+
+        created = await run_in_threadpool(guarded)
         return SafeJSONResponse(
             {"path": path, "size": len(data), "created": created}, status_code=201 if created else 200
         )
@@ -885,8 +892,9 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         """Delete a file or symlink (the link, not its target), or an empty folder."""
         visible(principal, tenant, name)
         _parts(path)
-        project = served(request, tenant, name)
-        delete_path(folder(project), path)
+        project = node.projects.get(tenant, name)
+        with node.gate.writing(project.id, project.ref):
+            delete_path(folder(served(request, tenant, name)), path)
         return Response(status_code=204)
 
     # ------------------------------------------------------------------ snapshots

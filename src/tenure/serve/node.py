@@ -49,6 +49,7 @@ from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.projects.store import ProjectStore
 from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
+from tenure.serve.gate import WriteGate
 from tenure.serve.metrics import Metrics
 from tenure.states import ProjectStatus
 from tenure.store import Store
@@ -175,6 +176,8 @@ class Node:
         from tenure.serve.master import Master
         from tenure.serve.tokens import cluster_token
 
+        #: the files API's writes against suspend, hand-over and close (tenure.serve.gate)
+        self.gate = WriteGate()
         #: the master role: election in the beat, the distributor tick (ADR 0023)
         self.master = Master(self)
         #: the newest master epoch a placement request came with (older ones are refused)
@@ -583,7 +586,8 @@ class Node:
 
     def suspend(self, tenant: str, name: str) -> Project:
         try:
-            project = self.lifecycle.suspend(tenant, name)
+            with self.gate.closing(self.projects.get(tenant, name).id):
+                project = self.lifecycle.suspend(tenant, name)
         except BaseException as exc:
             self.metrics.suspends.labels(result=getattr(exc, "code", type(exc).__name__)).inc()
             raise
@@ -592,7 +596,8 @@ class Node:
         return project
 
     def close(self, tenant: str, name: str) -> Project:
-        project = self.lifecycle.close(tenant, name)
+        with self.gate.closing(self.projects.get(tenant, name).id):
+            project = self.lifecycle.close(tenant, name)
         self._log("closed", project=project.ref, generation=project.generation)
         return project
 
@@ -684,7 +689,8 @@ class Node:
         for project_id in sorted(self.registry.ids()):
             project = self.projects.by_id(project_id)
             try:
-                self.lifecycle.hand_over(project)
+                with self.gate.closing(project_id):
+                    self.lifecycle.hand_over(project)
                 moved.append(project.ref)
                 self._event(project, EventKind.DRAIN)
                 self._log("handed over", project=project.ref, generation=project.generation)
