@@ -23,8 +23,9 @@ import pytest
 
 from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store
+from tenure.verify.cluster import Proxy
 from tests.serve.test_processes import SRC, Cluster, create, owner_of, wait_for
-from tests.serve.test_reconcile_processes import Proxy, head_files, mounts, reconciled, snapshots_of
+from tests.serve.test_reconcile_processes import head_files, mounts, reconciled, snapshots_of
 
 pytestmark = pytest.mark.postgres
 

@@ -16,14 +16,12 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -32,6 +30,7 @@ from tenure.mounts.store import MountStore
 from tenure.objects.local import LocalObjectStore
 from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store
+from tenure.verify.cluster import Proxy
 from tenure.workspaces import WorkspaceService
 from tests.serve.test_processes import SRC, Cluster, Pod, create, free_port
 
@@ -359,85 +358,6 @@ def test_reconcile_killed_in_the_middle_then_run_again_ends_where_an_uninterrupt
 
 
 # ------------------------------------------------------------------------------------------ store unreachable
-
-
-class Proxy:
-    """A TCP proxy 127.0.0.1:<port> → ``target`` the test can cut (connections refused, open ones dropped) and heal."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = int(self.listener.getsockname()[1])
-        self.cut_off = threading.Event()
-        self.closing = threading.Event()
-        self.open: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._accept, name="pg-proxy", daemon=True)
-        self.thread.start()
-
-    def url(self, url: str) -> str:
-        parts = urlsplit(url)
-        user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
-
-    def cut(self) -> None:
-        self.cut_off.set()
-        with self.lock:
-            for sock in self.open:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            self.open.clear()
-
-    def heal(self) -> None:
-        self.cut_off.clear()
-
-    def close(self) -> None:
-        self.closing.set()
-        self.cut()
-        self.thread.join(5)
-        self.listener.close()
-
-    def _accept(self) -> None:
-        while not self.closing.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if self.cut_off.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self.lock:
-                self.open.update((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-            with self.lock:
-                self.open.discard(src)
-                self.open.discard(dst)
 
 
 def fingerprint(root: str) -> dict[str, tuple[int, int, str]]:
