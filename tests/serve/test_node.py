@@ -381,3 +381,32 @@ def test_a_restart_on_the_same_data_folder_adopts_its_predecessors_projects_at_o
     assert sorted(engine.starts) == ["p", "q"]
     assert Path(new.lifecycle.folder(first), "unsaved.txt").read_text() == "not checkpointed", "the folder adopted"
     assert PodRegistry(store).get(old.pod.pod_id).status == PodStatus.STOPPED.value
+
+
+def test_forward_drift_records_a_folder_that_had_no_mount_record_so_it_is_listed_and_expires(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """A folder with no mount record (written before the host kept them) is still moved aside with a record:
+    `tenure mounts` lists it and the recovery window ends it, instead of an orphan under preserved/."""
+    ProjectStore(store).create(T, "p")
+    a = make_node(store, tmp_path, objects_dir, "a", CountingEngine(), lease_ttl=0.3)
+    b = make_node(store, tmp_path, objects_dir, "b", lease_ttl=0.3)
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "old.txt").write_bytes(b"from before the records")
+    for record in a.lifecycle.mounts.store.list():
+        a.lifecycle.mounts.store.delete(record.id)
+    wait_past(store, 0.4)
+    b.bring(T, "p")
+    a.beat()
+    [kept] = a.lifecycle.mounts.store.list()
+    assert (kept.state.value, kept.verdict, kept.forced_reason) == (
+        "CLOSED",
+        "preserved-delta",
+        "the lease was taken over",
+    )
+    assert Path(kept.preserved_folder or "", "old.txt").read_bytes() == b"from before the records"
+    preserved = tmp_path / "a" / "preserved"
+    assert [str(p) for p in preserved.iterdir()] == [kept.preserved_folder], "no orphan beside it"

@@ -231,7 +231,7 @@ def test_a_close_killed_between_recording_and_moving_its_folder_has_the_move_fin
     # what close.after_delta_recorded leaves, on a closed project
     b = node_on(store, tmp_path, made, "b")
     b.close(T, "p")
-    record = a.lifecycle.mounts.closing(project, folder, a.workspaces.folders.preserve_target(folder))
+    record = a.lifecycle.mounts.preserving(project, folder, a.workspaces.folders.preserve_target(folder), "closed")
     crash(a)
     again = node_on(store, tmp_path, made, "a", recovery_window=3600.0)
     assert record.preserved_folder is not None

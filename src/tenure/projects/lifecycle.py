@@ -286,14 +286,10 @@ class LifecycleService:
 
         Whether another pod took it over (the folder may hold work the new
         owner does not have) or it was closed (its snapshots are gone), the
-        folder is moved under ``preserved/`` for the recovery window.
+        folder is moved under ``preserved/`` for the recovery window, with a
+        record so that ``tenure mounts`` lists it and the window ends it.
         """
-        folder = self.folder(project)
-        if os.path.isdir(folder) and not os.listdir(folder):
-            self.workspaces.discard_folder(folder)
-            return
-        preserved = self.workspaces.preserve_folder(folder)
-        self.mounts.lost(project, reason, preserved)
+        self._preserve(project, reason)
 
     def checkpoint_running(self, project: Project) -> CheckpointResult:
         """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation)."""
@@ -410,7 +406,7 @@ class LifecycleService:
             project = self.ownership.fence(project, self.pod.pod_id, self.pod.node_name)
             crash_point("close.after_fence")
             self.workspaces.dispose(project.workspace_id, project.generation)
-        self._keep_closed_folder(project)
+        self._preserve(project, "closed", point="close.after_delta_recorded")
         crash_point("close.after_dispose")
         project = self.projects.close(tenant, name, closed_group_id, project.generation)
         self.ownership.release_closed(project.id)
@@ -420,22 +416,25 @@ class LifecycleService:
         crash_point("close.after_closed")
         return project
 
-    def _keep_closed_folder(self, project: Project) -> None:
-        """A closed project's folder on this host becomes a preserved delta for the recovery window.
+    def _preserve(self, project: Project, reason: str, *, point: str | None = None) -> None:
+        """The project's folder on this host becomes a preserved delta for the recovery window.
 
-        Close disposes the workspace and its snapshots, so the folder may hold
-        the only copy of its files: it is moved under ``preserved/`` (recorded
-        first, then moved) and deleted only when the recovery window ends. An
-        empty folder is simply discarded.
+        Close disposes the workspace and its snapshots, and a lost lease
+        leaves work the new owner may not have, so the folder may hold the
+        only copy of its files: it is moved under ``preserved/`` — recorded
+        first, then moved (``point`` names the crash point between the two) —
+        and deleted only when the recovery window ends. An empty folder is
+        simply discarded.
         """
         folder = self.folder(project)
         if not os.path.isdir(folder) or not os.listdir(folder):
             self.workspaces.discard_folder(folder)
-            self.mounts.lost(project, "closed", None)
+            self.mounts.lost(project, reason, None)
             return
-        mount = self.mounts.closing(project, folder, self.workspaces.folders.preserve_target(folder))
+        mount = self.mounts.preserving(project, folder, self.workspaces.folders.preserve_target(folder), reason)
         assert mount.preserved_folder is not None
-        crash_point("close.after_delta_recorded")
+        if point is not None:
+            crash_point(point)
         self.workspaces.preserve_folder(folder, mount.preserved_folder)
 
     def _event(self, project: Project, kind: EventKind, **detail: object) -> None:

@@ -14,10 +14,11 @@ the snapshot it came from and any durable operation a crash interrupted:
   checkpoint published and the folder removed → UNMOUNTING → CLOSED;
 * drift (lease lost): forced CLOSED (the takeover path), with the preserved
   folder, if any;
-* close: forced CLOSED with the place the folder is about to be moved to
-  under ``preserved/`` recorded *before* the move, so a crash between the
-  two leaves a record reconciliation (or the next close) finishes: a closed
-  project's files stay recoverable for the recovery window, then go.
+* close (and a lost project's folder that had no record): forced CLOSED with
+  the place the folder is about to be moved to under ``preserved/`` recorded
+  *before* the move, so a crash between the two leaves a record
+  reconciliation (or the next close) finishes: the files stay recoverable
+  for the recovery window, then go.
 
 Recording never decides anything: the store and the fencing generation do.
 """
@@ -119,12 +120,12 @@ class MountLog:
             self.store.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
         self.store.transition(mount.id, M.UNMOUNTING, M.CLOSED)
 
-    def closing(self, project: Project, folder: str, target: str) -> Mount:
-        """Close keeps ``folder`` as a preserved delta at ``target``: recorded before the folder is moved.
+    def preserving(self, project: Project, folder: str, target: str, reason: str) -> Mount:
+        """``folder`` is kept as a preserved delta at ``target``: recorded before the folder is moved.
 
-        The live mount is forced CLOSED (or, with none, a record is opened for
-        the folder); a record an interrupted close left, whose move never
-        happened, is reused instead of a second one.
+        The live mount is forced CLOSED for ``reason`` (or, with none, a record
+        is opened for the folder); a record an interrupted move left, whose
+        move never happened, is reused instead of a second one.
         """
         live = self.current(project)
         if live is None:
@@ -144,7 +145,7 @@ class MountLog:
                     project.workspace_id, folder, project.generation, project_id=project.id, project_ref=project.ref
                 )
         if live.state is not M.CLOSED:
-            live = self.store.force(live.id, M.CLOSED, "closed")
+            live = self.store.force(live.id, M.CLOSED, reason)
         self.store.set_verdict(live.id, "preserved-delta", preserved_folder=target, preserved_at=time.time())
         return self.store.get(live.id)
 
