@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,11 @@ from tenure.projects import LifecycleConfig, LifecycleService, Ownership, PodIde
 from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
 from tenure.projects.timeline import Event, EventKind, Timeline
 from tenure.store import Store
+from tests.serve.test_node import wait_past
 
 T = "acme"
 TTL = 60.0
 SHORT = 0.05  # a lease TTL under which any claim older than a moment has expired
-
-
-def wait_past(store: Store, seconds: float) -> None:
-    """Let the store clock move on by more than ``seconds``."""
-    start = store.workspaces.now()
-    while store.workspaces.now() - start <= seconds:
-        time.sleep(seconds / 4)
 
 
 def kinds(events: list[Event]) -> list[str]:

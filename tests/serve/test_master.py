@@ -9,7 +9,7 @@ Pods are real :class:`Node` objects on one store; placement requests travel betw
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +23,10 @@ from tenure.projects.ownership import Ownership
 from tenure.projects.placement import PodLoad
 from tenure.serve.node import Node, ServeConfig
 from tenure.store import Store
+from tests.serve.test_node import wait_past
+from tests.serve.test_processes import wait_for
 
 T = "acme"
-
-
-def wait_past(store: Store, seconds: float) -> None:
-    start = store.workspaces.now()
-    while store.workspaces.now() - start <= seconds:
-        time.sleep(seconds / 4)
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Pods:
@@ -185,7 +171,7 @@ def test_a_deposed_masters_placement_is_refused_by_the_store_and_by_the_pod(stor
         b.accept_placement(T, "p", old)  # nothing in the store names b at the old epoch
     assert ClusterStore(store).place(b.pod.pod_id, new, project.id, b.pod.pod_id)
     b.accept_placement(T, "p", new)
-    wait_for(lambda: holders(store)["p"] == b.pod.pod_id, what="p brought on b")
+    wait_for(lambda: holders(store)["p"] == b.pod.pod_id, 30, "p brought on b")
     with pytest.raises(StaleEpochError) as refused:
         b.accept_placement(T, "p", old)
     assert refused.value.code == "stale-epoch"
@@ -221,7 +207,7 @@ def test_p89_a_project_goes_only_to_pods_its_selector_matches(store: Store, pods
     b = pods.start("b", labels={"gpu": "yes"})
     a.master.beat()
     a.master.tick()
-    wait_for(lambda: all_placed(store, [f"gpu{i}" for i in range(6)]), what="placed")
+    wait_for(lambda: all_placed(store, [f"gpu{i}" for i in range(6)]), 30, "placed")
     assert set(holders(store).values()) == {b.pod.pod_id}
     project = ProjectStore(store).get(T, "gpu0")
     [placed] = [e for e in a.lifecycle.timeline.history(project.id) if e.kind == "placement"]
@@ -243,7 +229,7 @@ def test_p89_what_fits_nowhere_is_pending_and_demand_until_a_matching_pod_arrive
     assert {p.name: p.pending_since for p in a.master.publish_demand()}["tpu"] == first_since, "waiting since"
     b = pods.start("b", labels={"tpu": "v5"}, capacity=100.0)
     a.master.tick()
-    wait_for(lambda: all_placed(store, ["big", "tpu"]), what="placed once a pod fits")
+    wait_for(lambda: all_placed(store, ["big", "tpu"]), 30, "placed once a pod fits")
     assert set(holders(store).values()) == {b.pod.pod_id}
     assert a.master.publish_demand() == [], "a claim clears the demand"
     assert all(p.pending_since is None for p in ProjectStore(store).list())
@@ -256,14 +242,14 @@ def test_new_work_goes_to_a_pod_that_joins(store: Store, pods: Pods) -> None:
     pods.start("b")
     a.master.beat()
     a.master.tick()
-    wait_for(lambda: all_placed(store, [f"old{i}" for i in range(20)]), what="first wave")
+    wait_for(lambda: all_placed(store, [f"old{i}" for i in range(20)]), 30, "first wave")
     c = pods.start("c")
     for i in range(10):
         create(store, f"new{i}")
     for node in pods.nodes.values():
         node.beat()  # each pod reports what it runs (P-106): the master reads the load from there
     a.master.tick()
-    wait_for(lambda: all_placed(store, [f"new{i}" for i in range(10)]), what="second wave")
+    wait_for(lambda: all_placed(store, [f"new{i}" for i in range(10)]), 30, "second wave")
     held = holders(store)
     assert {held[f"new{i}"] for i in range(10)} == {c.pod.pod_id}, "the least utilized pod takes the new work"
 
