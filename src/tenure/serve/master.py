@@ -112,19 +112,23 @@ class Master:
     def is_master(self) -> bool:
         return self.epoch is not None
 
+    @property
+    def ttl(self) -> float:
+        """The master lease TTL: ``--master-ttl``, else the project lease TTL."""
+        return self.node.config.master_ttl or self.node.config.lease_ttl
+
     def beat(self) -> None:
         """Renew the role, or try to take it (RUNNING pods only)."""
         node = self.node
         if not node.config.master:
             return
-        ttl = node.config.master_ttl or node.config.lease_ttl
         if self.epoch is not None:
-            if self.cluster.renew(node.pod.pod_id, self.epoch, ttl):
+            if self.cluster.renew(node.pod.pod_id, self.epoch, self.ttl):
                 return
             self._deposed("its master lease ran out or another pod took it")
         if node.status is not PodStatus.RUNNING:
             return
-        epoch = self.cluster.take(node.pod.pod_id, ttl)
+        epoch = self.cluster.take(node.pod.pod_id, self.ttl)
         if epoch is not None:
             self.epoch = epoch
             self._in_flight.clear()
@@ -259,7 +263,7 @@ class Master:
         pods = self.eligible_pods()
         skip = 0
         while report.placed < cfg.max_moves:
-            if skip and not self.cluster.renew(node.pod.pod_id, epoch, cfg.master_ttl or cfg.lease_ttl):
+            if skip and not self.cluster.renew(node.pod.pod_id, epoch, self.ttl):
                 self._deposed("its master lease ran out during a long tick")  # a long tick renews per page
                 report.deposed = True
                 break
