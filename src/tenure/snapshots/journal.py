@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import inotify_simple
 
-from tenure.snapshots.fsutil import Beneath
+from tenure.snapshots.fsutil import DIR_FLAGS, Beneath
 
 __all__ = ["ChangeJournal", "Changes"]
 
@@ -146,7 +146,7 @@ class ChangeJournal:
         self._exclude = frozenset(p.strip(b"/") for p in exclude)
         self._lock = threading.Lock()
         self._session: _Session | None = None
-        self._root_fd = -1
+        self._identity = (-1, -1)  # the root folder's (device, inode) when started
         self._closed = False
         self._lost = False
         self._resync = False
@@ -173,7 +173,10 @@ class ChangeJournal:
             raise ValueError("the change journal is closed")
         if self._session is not None:
             return
-        self._root_fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        s = os.stat(self._root)
+        if not stat.S_ISDIR(s.st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", os.fsdecode(self._root))
+        self._identity = (s.st_dev, s.st_ino)
         self._begin()
 
     def take(self) -> Changes | None:
@@ -210,9 +213,6 @@ class ChangeJournal:
                 session.stop()
         if session is not None:
             self._end(session)
-        if self._root_fd >= 0:
-            os.close(self._root_fd)
-            self._root_fd = -1
 
     def __enter__(self) -> ChangeJournal:
         return self
@@ -453,12 +453,25 @@ class _Batch:
             end = next((i for i in ends.get((wd, name), ()) if i > index), -1)
             key = (wd, name, end)
             todo[key] = todo.get(key, False) or created
-        beneath = Beneath(self.j._root_fd)
+        if not todo:
+            return
+        # The root is opened for each batch, never held: an open descriptor would delay its DELETE_SELF.
         try:
+            root_fd = os.open(self.j._root, DIR_FLAGS)
+        except OSError as exc:
+            self.j._fail(f"the watched folder could not be opened: {exc!r}", resync=False)
+            return
+        beneath = Beneath(root_fd)
+        try:
+            s = os.fstat(root_fd)
+            if (s.st_dev, s.st_ino) != self.j._identity:
+                self.j._fail("the watched folder was replaced", resync=False)
+                return
             for (wd, name, end), created in sorted(todo.items(), key=lambda kv: self.s.paths.get(kv[0][0], b"")):
                 self.check(beneath, wd, name, end, created)
         finally:
             beneath.close()
+            os.close(root_fd)
 
     def check(self, beneath: Beneath, wd: int, name: bytes, end: int, created: bool) -> None:
         j = self.j
