@@ -42,6 +42,7 @@ content (different packs), which is correct but is a different root.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import stat
@@ -49,13 +50,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+from uuid import uuid4
 
 import blake3
 
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import Codec, codec_of
+from tenure.snapshots import folders
 from tenure.snapshots.chunking import iter_chunks, new_chunker
 from tenure.snapshots.errors import (
     FolderChangedError,
@@ -64,20 +68,33 @@ from tenure.snapshots.errors import (
     UploadIncompleteError,
 )
 from tenure.snapshots.feed import ReadAhead, open_file, read_error
-from tenure.snapshots.ignore import load_ignore
+from tenure.snapshots.ignore import IgnoreRules, load_ignore
 from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, encode_body, load_index, write_index
 from tenure.snapshots.pipeline import Uploader
 from tenure.snapshots.results import BuildResult
-from tenure.snapshots.scan import DirNode, FileNode, Scan, Scanner, Slot, SymlinkNode
+from tenure.snapshots.scan import (
+    DirNode,
+    FileNode,
+    NeedWalk,
+    PartialScanner,
+    Scan,
+    Scanner,
+    Slot,
+    SymlinkNode,
+    Unit,
+    with_header,
+)
 from tenure.snapshots.treeformat import (
     INLINE_IDS,
     ChunkRef,
+    FileItem,
     Root,
     cut_stream,
     encode_root,
     file_entry,
     folder_entry,
     id_stream,
+    iter_records,
     record,
     symlink_entry,
 )
@@ -115,6 +132,51 @@ class FileProgress(Protocol):
     def files(self, done: int, total: int, bytes_total: int, listed: bool) -> None: ...
 
 
+class ChangeSet(Protocol):
+    """What a change journal saw change in a folder (:class:`tenure.snapshots.journal.Changes`)."""
+
+    @property
+    def folders(self) -> frozenset[bytes]: ...  # folders whose own entries must be listed again
+
+    @property
+    def trees(self) -> frozenset[bytes]: ...  # folders to list with everything below them
+
+
+class Journal(Protocol):
+    def take(self) -> ChangeSet | None: ...
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What changed between two takes of a change journal: ``changes`` since ``since``, up to ``mark``.
+
+    ``changes`` is ``None`` when the journal is in doubt. A build given an
+    interval lists only the folders it names when the folder cache was
+    written by the build that followed the take marked ``since``; else it
+    walks everything. Either way it writes the cache under ``mark``.
+    """
+
+    since: str
+    mark: str
+    changes: ChangeSet | None
+
+
+class JournalCursor:
+    """Numbers the takes of one change journal, so each build knows which interval its changes cover."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._name = uuid4().hex
+        self._taken = 0
+
+    def take(self) -> Interval:
+        """The changes since the previous take (take right before a build lists the folder)."""
+        changes = self.journal.take()
+        since = f"{self._name}:{self._taken}"
+        self._taken += 1
+        return Interval(since, f"{self._name}:{self._taken}", changes)
+
+
 def build_tree(
     folder: str,
     objects: ObjectStore,
@@ -125,6 +187,7 @@ def build_tree(
     workers: int | None = None,
     exclude: Sequence[str] = (),
     leave_out: Sequence[str] = (),
+    interval: Interval | None = None,
 ) -> BuildResult:
     """Store ``folder`` as a tree of objects and return its root id (see the module docstring).
 
@@ -139,9 +202,11 @@ def build_tree(
     is still being listed. A :class:`FileProgress` is also told file counts
     and when the listing is complete (the totals final).
     ``workers`` threads read and as many encode (default: one per core).
+    ``interval`` (with ``index_path``): what a change journal saw change
+    since the last build; only the folders it names are listed (ADR 0030).
     """
     with gc_paused():
-        return _build_tree(folder, objects, index_path, pin, progress, workers, exclude, leave_out)
+        return _build_tree(folder, objects, index_path, pin, progress, workers, exclude, leave_out, interval)
 
 
 def _build_tree(
@@ -153,32 +218,181 @@ def _build_tree(
     workers: int | None,
     exclude: Sequence[str],
     leave_out: Sequence[str],
+    interval: Interval | None,
 ) -> BuildResult:
     root = folder_bytes(folder)
     index = load_index(index_path)
+    journaled = interval is not None and index_path is not None
+    cache = folders.load(index_path) if journaled else None
     root_fd = open_folder(root, folder)
     try:
-        scanner = Scanner(root_fd, load_ignore(root_fd, exclude), _excluded(root, [index_path, *leave_out]))
-        build = _Build(root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin)
-        scan = build.run(scanner)
-        trees = build.settle(scan)
+        ignore = load_ignore(root_fd, exclude)
+        excluded = _excluded(root, [index_path, folders.cache_path(index_path) if index_path else None, *leave_out])
+        rules = _rules(ignore, excluded)
+        new_build = functools.partial(
+            _Build, root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin
+        )
+        layout: _Layout | None = None
+        if interval is not None and interval.changes is not None and cache is not None:
+            if cache.mark == interval.since and cache.rules == rules:
+                layout = _partial(new_build(), root_fd, ignore, excluded, cache, interval.changes)
+        if layout is None:
+            layout = _Whole(new_build(), Scanner(root_fd, ignore, excluded), rows=journaled)
     finally:
         os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
-        entries = {f.rel: f.key + (f.digest, f.refs) for f in scan.files if f.indexed}
-        body = encode_body(entries)
-        if not index.same_body(body):  # an unchanged index keeps its file (and its racy-clean time)
+        body = layout.index_body(index)
+        if body is not None and not index.same_body(body):  # an unchanged index keeps its file (and racy time)
             write_index(index_path, body)
         crash_point(AFTER_INDEX_SAVED)
+        if interval is not None:
+            folders.save(index_path, layout.cache_body(interval.mark, rules))
+        else:
+            folders.drop(index_path)  # the index moved on without it
+    build, scan = layout.build, layout.scan
     return BuildResult(
         root=build.root_oid,
-        files=len(scan.files),
+        files=layout.files,
         bytes_read=build.bytes_read,
         bytes_new=build.bytes_new,
-        objects=frozenset(trees) | _data_oids(scan.files),
+        objects=frozenset(layout.trees) | layout.data,
         skipped=tuple(scan.skipped),
+        folders_listed=len(scan.dirs),
+        walked=isinstance(layout, _Whole),
     )
+
+
+def _partial(
+    build: _Build,
+    root_fd: int,
+    ignore: IgnoreRules,
+    excluded: frozenset[bytes],
+    cache: folders.FolderCache,
+    changes: ChangeSet,
+) -> _Layout | None:
+    """A build that lists only what ``changes`` names, or ``None`` when it has to walk after all."""
+    scanner = PartialScanner(root_fd, ignore, excluded, cache, changes.folders, changes.trees)
+    try:
+        scanner.prepare()
+        return _Partial(build, scanner, cache)
+    except NeedWalk:
+        return None
+
+
+def _rules(ignore: IgnoreRules, excluded: frozenset[bytes]) -> bytes:
+    """A digest of what decides which entries a listing keeps (ignore patterns, left-out paths)."""
+    return blake3.blake3(ignore.source + b"\0\0" + b"\0".join(sorted(excluded))).digest()
+
+
+FolderRow = folders.Row
+
+
+class _Layout:
+    """A finished build: the folders of its tree, in pre-order, and what the index and cache get."""
+
+    build: _Build
+    scan: Scan
+    trees: dict[str, bytes]
+    data: frozenset[str]
+    files: int
+
+    def index_body(self, index: Index) -> bytes | None:
+        """The new index's body, or ``None`` when nothing in it changed."""
+        raise NotImplementedError
+
+    def cache_body(self, mark: str, rules: bytes) -> bytes:
+        raise NotImplementedError
+
+
+class _Whole(_Layout):
+    """A build that listed the whole folder."""
+
+    def __init__(self, build: _Build, scanner: Scanner, *, rows: bool) -> None:
+        self.build = build
+        self.scan = scan = build.run(scanner)
+        self._rows: list[FolderRow] = []
+
+        def layout() -> tuple[list[bytes | memoryview], frozenset[str]]:
+            if rows:
+                self._rows = [_row(d) for d in scan.dirs]
+                return [r[1] for r in self._rows], _union(self._rows)
+            return [_record(d) for d in scan.dirs], _data_oids(scan.files)
+
+        self.trees, self.data = build.settle(layout, lambda lost: build.repair(scan, lost))
+        self.files = len(scan.files)
+
+    def index_body(self, index: Index) -> bytes | None:
+        return encode_body({f.rel: f.key + (f.digest, f.refs) for f in self.scan.files if f.indexed})
+
+    def cache_body(self, mark: str, rules: bytes) -> bytes:
+        return folders.encode(mark, rules, self._rows)
+
+
+class _Partial(_Layout):
+    """A build that listed only the folders a change journal named; the rest came from the folder cache."""
+
+    def __init__(self, build: _Build, scanner: PartialScanner, cache: folders.FolderCache) -> None:
+        self.build = build
+        self.cache = cache
+        self.units: list[Unit] = scanner.units
+        self.scan = build.run(scanner)
+        self._rows = [self._unit_row(u) for u in self.units]
+
+        def layout() -> tuple[list[bytes | memoryview], frozenset[str]]:
+            return [r[1] for r in self._rows], _union(self._rows)
+
+        def repair(_lost: frozenset[str]) -> None:
+            raise NeedWalk("objects the folder cache names are gone")
+
+        self.trees, self.data = build.settle(layout, repair)
+        self.files = sum(r[3] for r in self._rows)
+
+    def _unit_row(self, unit: Unit) -> FolderRow:
+        cache = self.cache
+        if isinstance(unit, DirNode):
+            return _row(unit)
+        record_bytes: bytes | memoryview
+        if isinstance(unit, int):
+            i, record_bytes = unit, cache.record(unit)
+        else:
+            i, record_bytes = unit[0], with_header(cache.record(unit[0]), unit[1])
+        return (cache.paths[i], record_bytes, cache.subs[i], cache.files[i], cache.flags[i], cache.data_oids(i))
+
+    def index_body(self, index: Index) -> bytes | None:
+        """The index as it was, less the files of every folder not taken from the cache, plus those listed."""
+        cache = self.cache
+        kept = {u if isinstance(u, int) else u[0] for u in self.units if not isinstance(u, DirNode)}
+        removed: list[bytes] = []
+        for i in range(len(cache.paths)):
+            if i not in kept:
+                prefix = cache.paths[i] + b"/" if cache.paths[i] else b""
+                for _, tree in iter_records(bytes(cache.record(i)), strict=True):
+                    removed += [prefix + item.name for item in tree.items if type(item) is FileItem]
+        added = {f.rel: f.key + (f.digest, f.refs) for f in self.scan.files if f.indexed}
+        if not removed and not added:
+            return None
+        return index.patched(removed, added)
+
+    def cache_body(self, mark: str, rules: bytes) -> bytes:
+        return folders.encode(mark, rules, self._rows)
+
+
+def _row(d: DirNode) -> FolderRow:
+    files = [c for c in d.children if type(c) is FileNode]
+    flags = folders.LINKED if any(f.inode is not None for f in files) else 0
+    if d.skipped or not all(f.indexed for f in files):
+        flags |= folders.RESCAN
+    oids = sorted({ref[0] for f in files for ref in f.refs})
+    subs = sum(1 for c in d.children if type(c) is DirNode)
+    return (d.rel, _record(d), subs, len(files), flags, oids)
+
+
+def _union(rows: Sequence[FolderRow]) -> frozenset[str]:
+    data: set[str] = set()
+    for r in rows:
+        data.update(r[5])
+    return frozenset(data)
 
 
 def _no_pin(_oids: frozenset[str]) -> None:
@@ -298,7 +512,7 @@ class _Build:
 
     # ----------------------------------------------------------------- reading
 
-    def run(self, scanner: Scanner) -> Scan:
+    def run(self, scanner: Scanner | PartialScanner) -> Scan:
         """List the folder and give every file its refs: from the index, or by reading it."""
         self._first_pass = True
         self._read_all(self._to_read(scanner), trust_index=True)
@@ -306,7 +520,7 @@ class _Build:
         _follow(self._followers)
         return scanner.result()
 
-    def _to_read(self, scanner: Scanner) -> Iterator[FileNode]:
+    def _to_read(self, scanner: Scanner | PartialScanner) -> Iterator[FileNode]:
         """The files to read, in scan order, as the folder is listed (runs on the listing thread).
 
         Hard-linked files wait for the end of the listing, when each group's
@@ -464,12 +678,21 @@ class _Build:
 
     # ----------------------------------------------------------------- trees and closure
 
-    def settle(self, scan: Scan) -> dict[str, bytes]:
-        """Encode the tree, pin and check the closure, repair, store the tree; return its objects."""
+    def settle(
+        self,
+        layout: Callable[[], tuple[list[bytes | memoryview], frozenset[str]]],
+        repair: Callable[[frozenset[str]], None],
+    ) -> tuple[dict[str, bytes], frozenset[str]]:
+        """Encode the tree, pin and check the closure, repair, store the tree; return its objects and data ids.
+
+        ``layout()`` gives the folders' records in pre-order and the data
+        ids their files use (asked again after each repair); ``repair(lost)``
+        reads again the files whose objects are gone.
+        """
         confirmed: set[str] = set()
         for _ in range(_ROUNDS):
-            data = _data_oids(scan.files)
-            self.root_oid, trees = _encode_trees(scan.dirs, data, self.workers, codec_of(self.objects))
+            records, data = layout()
+            self.root_oid, trees = _encode_trees(records, data, self.workers, codec_of(self.objects))
             closure = frozenset(trees) | data
             self.pin(closure)
             ask = closure - self.written - confirmed
@@ -478,13 +701,13 @@ class _Build:
             lost = ask - present - trees.keys()
             if not lost:
                 self._store_trees({oid: p for oid, p in trees.items() if oid not in confirmed})
-                return trees
-            self._repair(scan, lost)
+                return trees, data
+            repair(lost)
         raise UploadIncompleteError(
             f"objects kept vanishing from {self.objects.url} while the tree was stored", folder=os.fsdecode(self.root)
         )
 
-    def _repair(self, scan: Scan, lost: frozenset[str]) -> None:
+    def repair(self, scan: Scan, lost: frozenset[str]) -> None:
         """Read again every file whose stored content is gone, trusting no index.
 
         The files are read one lost object at a time, in the order of their
@@ -534,13 +757,18 @@ def _follow(followers: Sequence[tuple[FileNode, FileNode]]) -> None:
 
 
 def _encode_trees(
-    dirs: Sequence[DirNode], data_oids: frozenset[str], workers: int, codec: Codec
+    records: Sequence[bytes | memoryview], data_oids: frozenset[str], workers: int, codec: Codec
 ) -> tuple[str, dict[str, bytes]]:
-    """Encode the tree stream (folders in pre-order) and the data ids, cut and encode them, then the root.
+    """Join the folders' records (pre-order) into the tree stream, cut and encode it and the data ids, then the root.
 
     Returns the root id and ``id → payload`` of the root and every tree and id chunk.
     """
-    stream, starts = _tree_stream(dirs)
+    starts: list[int] = []
+    position = 0
+    for part in records:
+        starts.append(position)
+        position += len(part)
+    stream = b"".join(records)
     inline = len(data_oids) <= INLINE_IDS
     ids = b"" if inline else id_stream(data_oids)
     tree_cuts, id_cuts = cut_stream(stream, starts), cut_stream(ids, [])
@@ -553,19 +781,6 @@ def _encode_trees(
     root = Root(refs[: len(tree_cuts)], sorted(data_oids) if inline else [], refs[len(tree_cuts) :])
     oid, payload = codec.encode(encode_root(root))
     return oid, {oid: payload, **dict(encoded)}
-
-
-def _tree_stream(dirs: Sequence[DirNode]) -> tuple[bytes, list[int]]:
-    """Every folder's record in pre-order, and where each record starts."""
-    parts: list[bytes] = []
-    starts: list[int] = []
-    position = 0
-    for d in dirs:
-        part = _record(d)
-        starts.append(position)
-        parts.append(part)
-        position += len(part)
-    return b"".join(parts), starts
 
 
 def _record(d: DirNode) -> bytes:

@@ -30,8 +30,10 @@ _IGNORE_FILE_B = os.fsencode(IGNORE_FILE)
 class IgnoreRules:
     """Decides which relative paths the scan leaves out."""
 
-    def __init__(self, spec: pathspec.GitIgnoreSpec | None) -> None:
+    def __init__(self, spec: pathspec.GitIgnoreSpec | None, source: bytes = b"") -> None:
         self._spec = spec
+        self.source = source
+        """The patterns, one per line with where each came from (equal rules, equal bytes)."""
 
     @property
     def active(self) -> bool:
@@ -52,7 +54,9 @@ def load_ignore(root_fd: int, extra: Sequence[str] = ()) -> IgnoreRules:
     lines = _read_ignore_file(root_fd)
     if lines is None and not extra:
         return IgnoreRules(None)
-    return IgnoreRules(_spec([(IGNORE_FILE, line) for line in lines or ()] + [("--exclude", p) for p in extra]))
+    patterns = [(IGNORE_FILE, line) for line in lines or ()] + [("--exclude", p) for p in extra]
+    source = "\n".join(f"{where}\0{pattern}" for where, pattern in patterns)
+    return IgnoreRules(_spec(patterns), source.encode("utf-8", "surrogateescape"))
 
 
 def _spec(patterns: list[tuple[str, str]]) -> pathspec.GitIgnoreSpec:

@@ -46,8 +46,10 @@ import stat
 import struct
 import sys
 from array import array
-from collections.abc import Mapping
-from operator import itemgetter
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from itertools import accumulate
+from operator import itemgetter, sub
 from typing import NamedTuple
 
 import blake3
@@ -133,6 +135,18 @@ class Index:
         """:meth:`same_as`, given the encoded body of the entries."""
         return self.written_ns > 0 and body == self.body()
 
+    def entries(self) -> dict[bytes, tuple[object, ...]]:
+        """A copy of every entry, as :func:`encode_body` takes them."""
+        return dict(self._entries)
+
+    def patched(self, removed: Iterable[bytes], added: Entries) -> bytes:
+        """The body of this index less the ``removed`` paths, with ``added`` put in (new or replacing)."""
+        entries = self.entries()
+        for rel in removed:
+            entries.pop(rel, None)
+        entries.update(added)
+        return encode_body(entries)
+
     def oids(self) -> frozenset[str]:
         """Every object id the index refers to."""
         return frozenset(ref[0] for raw in self._entries.values() for ref in raw[6])  # type: ignore[attr-defined]
@@ -178,6 +192,7 @@ class _Table(Index):
         ):
             raise ValueError("inconsistent index")
         self._rows = rows
+        self._paths = paths
         self._size, self._mtime, self._ino, self._ctime, self._mode, self._digest_at = columns
         self._starts = starts
         self._ref_oid, self._ref_offset, self._ref_length = ref_oid, ref_offset, ref_length
@@ -229,6 +244,94 @@ class _Table(Index):
 
     def body(self) -> bytes:
         return self._body
+
+    def entries(self) -> dict[bytes, tuple[object, ...]]:
+        raw = self._raw
+        return {p: raw(p) for p in self._rows}  # type: ignore[misc]
+
+    def patched(self, removed: Iterable[bytes], added: Entries) -> bytes:
+        """:meth:`Index.patched` without a Python object per row: the columns are copied in slices.
+
+        The result is a valid body, not the canonical one: the object ids and
+        digests of removed rows stay in their tables until those hold twice
+        what the rows use, when the body is encoded afresh.
+        """
+        rows, paths = self._rows, self._paths
+        n = len(paths)
+        drop = {rows[p] for p in removed if p in rows} | {rows[p] for p in added if p in rows}
+        events = sorted([(i, 1, b"") for i in drop] + [(bisect_left(paths, p), 0, p) for p in added])
+        segments: list[tuple[int, int] | bytes] = []
+        at = 0
+        for i, kind, p in events:
+            if i > at:
+                segments.append((at, i))
+                at = i
+            if kind == 0:
+                segments.append(p)
+            else:
+                at = i + 1
+        if at < n:
+            segments.append((at, n))
+        old_columns = (self._size, self._mtime, self._ino, self._ctime, self._mode)
+        columns = [array(c.typecode) for c in old_columns]
+        digest_at, counts = array("q"), array("Q")
+        ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
+        digests = bytearray(self._digests)
+        oids = list(self._oids)
+        oid_number = {oid: k for k, oid in enumerate(oids)}
+        starts = self._starts
+        old_counts = array("Q", map(sub, starts[1:], starts[:-1]))
+        out_paths: list[bytes] = []
+        for segment in segments:
+            if isinstance(segment, tuple):
+                a, b = segment
+                out_paths += paths[a:b]
+                for new, old in zip(columns, old_columns):
+                    new += old[a:b]
+                digest_at += self._digest_at[a:b]
+                counts += old_counts[a:b]
+                ref_oid += self._ref_oid[starts[a] : starts[b]]
+                ref_offset += self._ref_offset[starts[a] : starts[b]]
+                ref_length += self._ref_length[starts[a] : starts[b]]
+                continue
+            raw = added[segment]
+            out_paths.append(segment)
+            for k, column in enumerate(columns):
+                column.append(raw[k])  # type: ignore[arg-type]
+            digest = raw[5]
+            if digest:
+                digest_at.append(len(digests) // _DIGEST)
+                digests += digest  # type: ignore[arg-type]
+            else:
+                digest_at.append(-1)
+            refs = raw[6]
+            counts.append(len(refs))  # type: ignore[arg-type]
+            for oid, offset, length in refs:  # type: ignore[attr-defined]
+                number = oid_number.get(oid)
+                if number is None:
+                    number = oid_number[oid] = len(oids)
+                    oids.append(oid)
+                ref_oid.append(number)
+                ref_offset.append(offset)
+                ref_length.append(length)
+        used_digests = len(digest_at) - digest_at.count(-1)
+        if len(digests) // _DIGEST > 2 * used_digests + 1024 or len(oids) > 2 * len(set(ref_oid)) + 1024:
+            return super().patched(removed, added)  # mostly garbage: encode afresh
+        joined = b"\0".join(out_paths)
+        return b"".join(
+            (
+                _HEAD.pack(len(out_paths), len(oids), len(ref_oid), len(digests) // _DIGEST, len(joined)),
+                joined,
+                *(_bytes(c) for c in columns),
+                _bytes(digest_at),
+                _bytes(array("Q", accumulate(counts, initial=0))),
+                _bytes(ref_oid),
+                _bytes(ref_offset),
+                _bytes(ref_length),
+                b"".join(bytes.fromhex(oid) for oid in oids),
+                bytes(digests),
+            )
+        )
 
     def same_as(self, entries: Entries) -> bool:
         return self.same_body(encode_body(entries))

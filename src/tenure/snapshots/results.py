@@ -15,6 +15,8 @@ class BuildResult:
     bytes_new: int  # compressed bytes this run newly stored
     objects: frozenset[str]  # the closure: every id the root references, root included
     skipped: tuple[tuple[str, str], ...]  # (relative path, "socket" | "fifo" | "device"), not stored
+    folders_listed: int = 0  # folders listed by this run (all of them, unless a change journal named a few)
+    walked: bool = True  # False: only the folders a change journal named were listed (ADR 0030)
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterator
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from tenure.snapshots.errors import FolderChangedError, UnreadableFileError
+from tenure.snapshots.folders import LINKED, RESCAN, FolderCache
 from tenure.snapshots.fsutil import Beneath
 from tenure.snapshots.ignore import IgnoreRules
 from tenure.snapshots.index import StatKey
@@ -270,3 +272,131 @@ def _readlink(fd: int, name: bytes, rel: bytes) -> bytes | None:
         raise UnreadableFileError(
             f"cannot read symlink {os.fsdecode(rel)!r}: {exc.strerror}", path=os.fsdecode(rel), reason=exc.strerror
         ) from None
+
+
+class NeedWalk(Exception):
+    """A build told what changed cannot rely on the folder cache this time: it lists everything instead."""
+
+
+Unit = DirNode | int | tuple[int, DirNode]
+"""One folder of a partial listing, in pre-order: listed again (a :class:`DirNode`), taken from the folder
+cache as it was (its number there), or taken from the cache with its own mode and mtime changed."""
+
+
+class PartialScanner:
+    """Lists only the folders a change journal named; every other folder comes from the folder cache (ADR 0030).
+
+    ``folders`` are listed again (their entries only), ``trees`` with
+    everything below them, and so is every folder the cache does not know
+    (new, or moved in). A folder the cache marks :data:`~tenure.snapshots.folders.RESCAN`
+    is always listed again. The listing happens in :meth:`prepare`, before
+    anything is read: it raises :class:`NeedWalk` when a listed folder holds
+    a file with more than one link, or held one at the last build (a
+    journal sees a change only under the name it was made through), so the
+    caller can fall back to a full walk before any work is done.
+    """
+
+    def __init__(
+        self,
+        root_fd: int,
+        ignore: IgnoreRules,
+        exclude: frozenset[bytes],
+        cache: FolderCache,
+        folders: frozenset[bytes],
+        trees: frozenset[bytes],
+    ) -> None:
+        self.root_fd = root_fd
+        self.ignore = ignore
+        self.exclude = exclude
+        self.cache = cache
+        self.folders = folders
+        self.trees = trees
+        self.units: list[Unit] = []
+        self.listed: list[DirNode] = []
+
+    def prepare(self) -> None:
+        """List what must be listed (pre-order) and decide every other folder's unit."""
+        cache, units, listed = self.cache, self.units, self.listed
+        beneath = Beneath(self.root_fd)
+        try:
+            stack: list[tuple[int, DirNode | None] | DirNode] = [(0, DirNode(b"", b"", os.fstat(self.root_fd)))]
+            while stack:
+                item = stack.pop()
+                if type(item) is DirNode:
+                    self._whole(beneath, item)
+                    continue
+                i, seen = cast(tuple[int, DirNode | None], item)
+                rel = cache.paths[i]
+                if rel in self.folders or cache.flags[i] & RESCAN:
+                    if cache.flags[i] & LINKED:
+                        raise NeedWalk(f"{os.fsdecode(rel or b'.')!r} held a hard-linked file")
+                    fd = _open_folder(beneath, rel)
+                    node = seen if seen is not None else DirNode(rel.rpartition(b"/")[2], rel, os.fstat(fd))
+                    subdirs = _scan_one(fd, node, self.ignore, self.exclude)
+                    _no_links(node)
+                    units.append(node)
+                    listed.append(node)
+                    for sub in reversed(subdirs):
+                        j = cache.position.get(sub.rel)
+                        stack.append(sub if j is None or sub.rel in self.trees else (j, sub))
+                    continue
+                units.append(i if seen is None or _same_header(cache.record(i), seen) else (i, seen))
+                for j in reversed(cache.children[i]):
+                    sub_rel = cache.paths[j]
+                    if sub_rel in self.trees:
+                        stack.append(DirNode(sub_rel.rpartition(b"/")[2], sub_rel, _fstat(beneath, sub_rel)))
+                    else:
+                        stack.append((j, None))
+        finally:
+            beneath.close()
+
+    def _whole(self, beneath: Beneath, top: DirNode) -> None:
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            subdirs = _scan_one(_open_folder(beneath, node.rel), node, self.ignore, self.exclude)
+            _no_links(node)
+            self.units.append(node)
+            self.listed.append(node)
+            stack += reversed(subdirs)
+
+    def walk(self) -> Iterator[DirNode]:
+        """The folders listed again, in pre-order (:meth:`prepare` has run)."""
+        return iter(self.listed)
+
+    def result(self) -> Scan:
+        """The folders listed again and their files (the rest is in the cache)."""
+        files: list[FileNode] = []
+        skipped: list[tuple[str, str]] = []
+        for node in self.listed:
+            skipped += node.skipped
+            files += [c for c in node.children if type(c) is FileNode]
+        root = self.listed[0] if self.listed and not self.listed[0].rel else DirNode(b"", b"", os.fstat(self.root_fd))
+        return Scan(root, self.listed, files, skipped)
+
+
+def _no_links(node: DirNode) -> None:
+    for c in node.children:
+        if type(c) is FileNode and c.inode is not None:
+            raise NeedWalk(f"{os.fsdecode(c.rel)!r} has more than one link")
+
+
+def _fstat(beneath: Beneath, rel: bytes) -> os.stat_result:
+    return os.fstat(_open_folder(beneath, rel))
+
+
+_HEADER = struct.Struct("<BI")
+_MODE_MTIME = struct.Struct("<Iq")
+
+
+def _same_header(record: memoryview, node: DirNode) -> bool:
+    """Whether a cached record's own mode and mtime are those ``node`` was listed with."""
+    _, path_len = _HEADER.unpack_from(record, 0)
+    mode, mtime_ns = _MODE_MTIME.unpack_from(record, _HEADER.size + path_len)
+    return bool(mode == node.mode and mtime_ns == node.mtime_ns)
+
+
+def with_header(record: memoryview, node: DirNode) -> bytes:
+    """A cached record with ``node``'s mode and mtime (its entries unchanged)."""
+    at = _HEADER.size + _HEADER.unpack_from(record, 0)[1]
+    return b"".join((record[:at], _MODE_MTIME.pack(node.mode, node.mtime_ns), record[at + _MODE_MTIME.size :]))
