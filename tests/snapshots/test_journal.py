@@ -324,6 +324,21 @@ def test_a_folder_made_with_files_before_its_watch_is_a_tree_and_then_watched(tr
         assert journal.take() == Changes(frozenset({b"new/deep"}), frozenset())
 
 
+def test_folders_renamed_and_replaced_before_the_reader_saw_them_are_watched_at_their_final_paths(tree: Path) -> None:
+    with started(tree) as journal:
+        with journal._held():
+            (tree / "d" / "sub").mkdir(parents=True)
+            os.rename(tree / "d", tree / "e")
+            (tree / "d").mkdir()
+            os.rename(tree / "a", tree / "d" / "a")
+        changes = journal.take()
+        assert changes is not None and {b"d", b"e"} <= changes.trees
+        (tree / "e" / "sub" / "f").write_bytes(b"f")
+        (tree / "d" / "g").write_bytes(b"g")
+        (tree / "d" / "a" / "b" / "f").write_bytes(b"edited")
+        assert journal.take() == Changes(frozenset({b"e/sub", b"d", b"d/a/b"}), frozenset())
+
+
 def test_excluded_folders_are_never_reported(tree: Path) -> None:
     (tree / ".tenure").mkdir()
     with started(tree, exclude=[b".tenure"]) as journal:
@@ -400,7 +415,8 @@ class _WatchLimit(ChangeJournal):
 
 
 def test_a_watch_that_cannot_be_added_is_a_doubt_until_it_can(tree: Path) -> None:
-    with _WatchLimit(str(tree)) as journal:
+    journal = _WatchLimit(str(tree))
+    with journal:
         journal.start()
         (tree / "full").mkdir()
         assert journal.take() is None

@@ -315,9 +315,6 @@ class ChangeJournal:
                     if exc.errno not in _VANISHED:
                         self._fail(f"a watch on {rel!r} could not be added: {exc!r}", resync=True)
                     continue
-                old = session.paths.get(wd)
-                if old is not None and old != rel:
-                    session.move(old, rel)
                 session.paths[wd] = rel
             try:
                 entries = list(os.scandir(path))
@@ -360,15 +357,16 @@ class _Batch:
         self.s = session
         self.events = events
         self.moved_to = {e.cookie: e for e in events if e.mask & _MOVED_TO}
-        self.moved_from = {e.cookie for e in events if e.mask & _MOVED_FROM}
         self.pending: list[tuple[int, int, bytes, bool]] = []  # (index, wd, name, created)
-        self.out: list[bytes] = []  # folders moved out of the watched folder
+        self.new: list[bytes] = []  # folders created or moved in: watched (again) after the batch, at their final paths
 
     def apply(self) -> None:
         for index, event in enumerate(self.events):
             self.one(index, event)
-        for rel in self.out:
-            self.unwatch(rel)
+        for rel in dict.fromkeys(self.new):
+            # Every folder below is watched again at its current path: add_watch gives a folder already
+            # watched its own descriptor back, and its path is corrected one watch at a time.
+            self.j._watch_tree(self.s, rel, examine=True)
         self.examine()
 
     def one(self, index: int, e: _Event) -> None:
@@ -411,25 +409,19 @@ class _Batch:
         j, s = self.j, self.s
         if e.mask & _MOVED_FROM:
             to = self.moved_to.get(e.cookie)
-            if to is None:
-                self.out.append(child)
-                return
-            parent = s.paths.get(to.wd)
-            if parent is None:
-                self.out.append(child)
+            parent = s.paths.get(to.wd) if to is not None else None
+            if to is None or parent is None:
+                self.unwatch(child)  # moved out: its watches go now, while their paths are right
                 return
             dest = parent + b"/" + to.name if parent else to.name
             if j._excluded(dest):
-                self.out.append(child)
-            else:
-                s.move(child, dest)
-        elif e.mask & _MOVED_TO:
+                self.unwatch(child)
+                return
+            s.move(child, dest)
+            self.new = [dest + p[len(child) :] if p == child or p.startswith(child + b"/") else p for p in self.new]
+        elif e.mask & (_MOVED_TO | _CREATE):
             j._trees.add(child)
-            if e.cookie not in self.moved_from:
-                j._watch_tree(s, child, examine=True)
-        elif e.mask & _CREATE:
-            j._trees.add(child)
-            j._watch_tree(s, child, examine=True)
+            self.new.append(child)
 
     def unwatch(self, rel: bytes) -> None:
         """Folder ``rel`` left the watched folder: drop the watches of its subtree."""
