@@ -410,3 +410,46 @@ def test_forward_drift_records_a_folder_that_had_no_mount_record_so_it_is_listed
     assert Path(kept.preserved_folder or "", "old.txt").read_bytes() == b"from before the records"
     preserved = tmp_path / "a" / "preserved"
     assert [str(p) for p in preserved.iterdir()] == [kept.preserved_folder], "no orphan beside it"
+
+
+def test_checkpoints_of_a_running_project_list_only_what_its_change_journal_names(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """ADR 0030: the first checkpoint walks (the journal starts), the next ones list the folders it names;
+    every journal_walk_every-th walks; a project that stops running here loses its journal."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = make_node(store, tmp_path, objects_dir, "a", journal_walk_every=3)
+    nodes.append(a)
+    a.start()
+    project = a.bring(T, "p")
+    folder = Path(a.lifecycle.folder(project))
+    for sub in ("x", "y", "z"):
+        (folder / sub).mkdir()
+        (folder / sub / "f.txt").write_text(sub)
+    first = a.checkpoint(T, "p")
+    assert first.walked and first.folders_listed == 4
+    (folder / "y" / "f.txt").write_text("edited")
+    second = a.checkpoint(T, "p")
+    assert (second.walked, second.folders_listed) == (False, 1), "only y was named"
+    third = a.checkpoint(T, "p")
+    assert third.walked, "the third checkpoint of the project walks all the same"
+    assert (folder / "y" / "f.txt").read_text() == "edited"
+    assert len(a.journals) == 1
+    a.suspend(T, "p")
+    a.beat()
+    assert len(a.journals) == 0, "suspended: its journal is closed"
+
+
+def test_a_pod_with_change_journals_off_always_walks(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = make_node(store, tmp_path, objects_dir, "a", change_journal=False)
+    nodes.append(a)
+    a.start()
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "f.txt").write_text("x")
+    assert a.checkpoint(T, "p").walked
+    Path(a.lifecycle.folder(project), "f.txt").write_text("y")
+    assert a.checkpoint(T, "p").walked
+    assert len(a.journals) == 0

@@ -55,6 +55,19 @@ def _labels(value: str | None) -> dict[str, str]:
     metavar="DAYS",
     help="Keep ownership timeline events this many days (the newest 100 of each project are always kept).",
 )
+@click.option(
+    "--no-change-journal",
+    is_flag=True,
+    help="Checkpoints walk each running project's whole folder instead of listing what its change journal names.",
+)
+@click.option(
+    "--journal-walk-every",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    metavar="N",
+    help="Every N-th checkpoint of a project walks its whole folder all the same.",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -75,6 +88,8 @@ def serve(
     no_master: bool,
     recovery_window: float,
     history_days: float,
+    no_change_journal: bool,
+    journal_walk_every: int,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -104,6 +119,8 @@ def serve(
         max_moves=max_moves,
         master_ttl=master_ttl,
         master=not no_master,
+        change_journal=not no_change_journal,
+        journal_walk_every=journal_walk_every,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     configure_logging(log_format)

@@ -35,7 +35,7 @@ from tenure.projects.records import Kind, LifecycleType, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
 from tenure.projects.timeline import EventKind, Timeline
 from tenure.states import ProjectStatus, WorkspaceState
-from tenure.workspaces import CheckpointResult, LeaseLostError, LocalFolders, Store, WorkspaceService
+from tenure.workspaces import CheckpointResult, Interval, LeaseLostError, LocalFolders, Store, WorkspaceService
 from tenure.workspaces.expiry import DEFAULT_GRACE_S
 
 for _name, _what in [
@@ -291,8 +291,11 @@ class LifecycleService:
         """
         self._preserve(project, reason)
 
-    def checkpoint_running(self, project: Project) -> CheckpointResult:
-        """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation)."""
+    def checkpoint_running(self, project: Project, *, interval: Interval | None = None) -> CheckpointResult:
+        """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation).
+
+        ``interval``: what the folder's change journal saw change since the last checkpoint (ADR 0030).
+        """
         lease = self.workspaces.lease(project.workspace_id, project.generation)
         if lease is None:
             raise LeaseLostError(
@@ -304,7 +307,9 @@ class LifecycleService:
         mount = self.mounts.checkpointing(project, key)
         crash_point("checkpoint_running.after_recorded")
         try:
-            result = self.workspaces.checkpoint(project.workspace_id, self.folder(project), key=key, lease=lease)
+            result = self.workspaces.checkpoint(
+                project.workspace_id, self.folder(project), key=key, lease=lease, interval=interval
+            )
         except BaseException:
             self.mounts.checkpoint_abandoned(mount)
             raise

@@ -50,6 +50,7 @@ from tenure.projects.records import LifecycleType, PodStatus, Project
 from tenure.projects.store import ProjectStore
 from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
 from tenure.serve.gate import WriteGate
+from tenure.serve.journals import FolderJournals
 from tenure.serve.metrics import Metrics
 from tenure.states import ProjectStatus
 from tenure.store import Store
@@ -104,6 +105,10 @@ class ServeConfig:
     tick: float = 60.0
     #: at most this many placements per tick
     max_moves: int = 100
+    #: keep a change journal of each running project's folder, so checkpoints list only what changed (ADR 0030)
+    change_journal: bool = True
+    #: every this-many checkpoints of a project walk its whole folder all the same (ADR 0028)
+    journal_walk_every: int = 16
 
     @property
     def endpoint(self) -> str:
@@ -157,6 +162,7 @@ class Node:
             registry=self.registry,
         )
         self.workspaces: WorkspaceService = self.lifecycle.workspaces
+        self.journals = FolderJournals(enabled=config.change_journal, walk_every=config.journal_walk_every)
         self.status = PodStatus.STARTING
         self._lock_fd: int | None = None
         #: the pod that held this data folder's lock before: dead, since we hold the lock now (ADR 0020)
@@ -310,6 +316,7 @@ class Node:
         self.master.stop()
         for project_id in list(self.registry.ids()):
             self.registry.remove(project_id)
+        self.journals.close()
         try:
             self.ownership.release_leases(self.pod.pod_id)
             if self.status is not PodStatus.STOPPED:
@@ -354,6 +361,7 @@ class Node:
         """One heartbeat: load, renewal, drift both ways, the periodic pull."""
         started = time.perf_counter()
         running = self.registry.ids()
+        self.journals.keep(running)
         score = self._score(running)
         self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
         renewal = self.ownership.renew_leases(self.pod.pod_id)
@@ -609,7 +617,9 @@ class Node:
                 f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
             )
         started = time.perf_counter()
-        result = self.lifecycle.checkpoint_running(project)
+        self.journals.keep(self.registry.ids())
+        interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
+        result = self.lifecycle.checkpoint_running(project, interval=interval)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result

@@ -5,7 +5,8 @@ targets, hard-link groups, file refs) and data objects: packs of small files
 and content-defined chunks of large ones. The root tree's id names the
 whole folder. See ``docs/snapshots-format.md``.
 
-* :func:`build_tree` — check a folder in (incremental with a local index);
+* :func:`build_tree` — check a folder in (incremental with a local index; given a change journal's
+  :class:`Interval`, listing only the folders it names);
 * :func:`restore_tree` — materialize a tree beside the target, rename into place;
 * :func:`tree_closure` — every object id a root references;
 * :func:`verify_tree` — re-hash objects, report missing, corrupt and lost paths;
@@ -16,7 +17,7 @@ whole folder. See ``docs/snapshots-format.md``.
 This package keeps no records: snapshot records, pins and GC live above it.
 """
 
-from tenure.snapshots.build import build_tree
+from tenure.snapshots.build import Interval, JournalCursor, build_tree
 from tenure.snapshots.errors import (
     FolderChangedError,
     NotAFolderError,
@@ -34,6 +35,8 @@ from tenure.snapshots.walk import TreeEntry, iter_tree, tree_closure
 
 __all__ = [
     "build_tree",
+    "Interval",
+    "JournalCursor",
     "restore_tree",
     "tree_closure",
     "verify_tree",

@@ -5,6 +5,7 @@ name the store they hand to the workspace service without reaching into the
 store package themselves.
 """
 
+from tenure.snapshots import Interval
 from tenure.store import LeaseLostError, Store
 from tenure.workspaces.binding import ObjectStoreMismatchError, bind_object_store
 from tenure.workspaces.folders import LocalFolders, Trash
@@ -13,6 +14,7 @@ from tenure.workspaces.service import CheckpointResult, VerifyReport, WorkspaceS
 __all__ = [
     "WorkspaceService",
     "CheckpointResult",
+    "Interval",
     "LeaseLostError",
     "VerifyReport",
     "LocalFolders",

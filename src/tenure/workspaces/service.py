@@ -26,7 +26,15 @@ from typing import Any
 
 from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError, ObjectStoreError
 from tenure.objects import ObjectStore
-from tenure.snapshots import RestoreResult, Unrepairable, build_tree, repair_tree, restore_tree, verify_tree
+from tenure.snapshots import (
+    Interval,
+    RestoreResult,
+    Unrepairable,
+    build_tree,
+    repair_tree,
+    restore_tree,
+    verify_tree,
+)
 from tenure.snapshots.errors import SnapshotDamagedError
 from tenure.snapshots.gc import GcResult, collect
 from tenure.snapshots.verify import set_aside
@@ -54,6 +62,9 @@ class CheckpointResult:
     unchanged: bool
     resumed: bool = False
     skipped: tuple[tuple[str, str], ...] = ()
+    #: folders listed to find what changed (all of them when ``walked``; a change journal names fewer)
+    folders_listed: int | None = None
+    walked: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +72,8 @@ class CheckpointResult:
             "unchanged": self.unchanged,
             "resumed": self.resumed,
             "skipped": [list(s) for s in self.skipped],
+            "folders_listed": self.folders_listed,
+            "walked": self.walked,
         }
 
 
@@ -241,6 +254,7 @@ class WorkspaceService:
         exclude: Sequence[str] = (),
         wait: bool = False,
         on_wait: Callable[[str], None] | None = None,
+        interval: Interval | None = None,
     ) -> CheckpointResult:
         """Checkpoint ``folder`` as the workspace's new head.
 
@@ -256,11 +270,13 @@ class WorkspaceService:
         ``exclude`` holds gitignore patterns, read after ``.tenureignore``.
         tenure's own data (the data folder, a local object folder, a SQLite
         file) is never part of the tree, even when it lies inside ``folder``.
+        ``interval``: what a change journal of the folder saw change since
+        the last checkpoint; only the folders it names are listed (ADR 0030).
         """
         progress = progress if progress is not None else self.progress
         leave_out = _tenure_paths(self.data_dir, self.store.url, self.objects.url)
         if lease is not None:
-            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress, exclude, leave_out)
+            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress, exclude, leave_out, interval)
         ws_store = self.store.workspaces
         delay, told = 0.05, False
         while True:
@@ -317,6 +333,7 @@ class WorkspaceService:
         progress: Progress | None,
         exclude: Sequence[str] = (),
         leave_out: Sequence[str] = (),
+        interval: Interval | None = None,
     ) -> CheckpointResult:
         ws_store = self.store.workspaces
         if self.object_store_id is None:  # nothing may be stored before the object store is bound
@@ -343,6 +360,7 @@ class WorkspaceService:
                 progress=progress,
                 exclude=exclude,
                 leave_out=leave_out,
+                interval=interval,
             )
             head = self.store.snapshots.get(ticket.parent_id) if ticket.parent_id else None
             # Only a READY head makes a checkpoint "unchanged": a damaged one is repaired by a new snapshot.
@@ -353,14 +371,27 @@ class WorkspaceService:
                 and not ticket.resumed
             ):
                 ws_store.abandon_checkpoint(lease, ticket, error=None)
-                return CheckpointResult(head, unchanged=True, skipped=built.skipped)
+                return CheckpointResult(
+                    head,
+                    unchanged=True,
+                    skipped=built.skipped,
+                    folders_listed=built.folders_listed,
+                    walked=built.walked,
+                )
             ws_store.mark_uploaded(
                 ticket, built.root, built.files, built.bytes_read, built.bytes_new, list(built.skipped)
             )
             self._verify_closure(ticket.snapshot_id, built.objects)
             self.objects.sync()  # objects found already stored may be a crashed writer's, never synced
             snap = ws_store.publish(lease, ticket)
-            return CheckpointResult(snap, unchanged=False, resumed=ticket.resumed, skipped=built.skipped)
+            return CheckpointResult(
+                snap,
+                unchanged=False,
+                resumed=ticket.resumed,
+                skipped=built.skipped,
+                folders_listed=built.folders_listed,
+                walked=built.walked,
+            )
         except Exception as exc:
             self._abandon_quietly(lease, ticket, exc)
             raise

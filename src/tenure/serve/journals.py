@@ -1,0 +1,79 @@
+"""The change journals of the projects running on this pod (ADR 0028, ADR 0030).
+
+A project's journal starts at its first checkpoint here (that checkpoint
+walks: nothing is known before the start) and lives while the project runs
+here under the same generation. Each checkpoint takes one interval, so it
+lists only the folders the journal names. Every ``walk_every``-th checkpoint
+of a project walks anyway: a hard link made from outside the folder and
+written through that outside name is invisible to a journal, and a walk
+bounds how long such a change can go unstored. A journal that cannot start
+(no inotify, the watch limit) leaves the checkpoints walking, as without one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tenure.snapshots.build import Interval, JournalCursor
+from tenure.snapshots.journal import ChangeJournal
+
+
+@dataclass
+class _Entry:
+    generation: int
+    folder: str
+    journal: ChangeJournal
+    cursor: JournalCursor
+    taken: int = 0
+
+
+class FolderJournals:
+    """One change journal per project running here (thread-safe)."""
+
+    def __init__(self, *, enabled: bool = True, walk_every: int = 16) -> None:
+        self.enabled = enabled
+        self.walk_every = max(1, walk_every)
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def interval(self, project_id: str, generation: int, folder: str) -> Interval | None:
+        """The interval for a checkpoint of the project's ``folder`` now (``None``: journals are off)."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            entry = self._entries.get(project_id)
+            if entry is not None and (entry.generation != generation or entry.folder != folder):
+                self._entries.pop(project_id)
+                entry.journal.close()
+                entry = None
+            if entry is None:
+                journal = ChangeJournal(folder)
+                try:
+                    journal.start()
+                except OSError:
+                    journal.close()
+                    return None
+                entry = self._entries[project_id] = _Entry(generation, folder, journal, JournalCursor(journal))
+            entry.taken += 1
+            interval = entry.cursor.take()
+        if entry.taken % self.walk_every == 0:
+            return Interval(interval.since, interval.mark, None)  # the periodic walk
+        return interval
+
+    def keep(self, project_ids: Iterable[str]) -> None:
+        """Close the journals of projects that no longer run here."""
+        keep = set(project_ids)
+        with self._lock:
+            gone = [pid for pid in self._entries if pid not in keep]
+            closing = [self._entries.pop(pid).journal for pid in gone]
+        for journal in closing:
+            journal.close()
+
+    def close(self) -> None:
+        self.keep(())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
