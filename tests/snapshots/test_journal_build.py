@@ -335,3 +335,67 @@ def test_the_cache_round_trips(count: int) -> None:
     assert cache.children[0] == ([1] if count else [])
     assert bytes(cache.record(len(rows) - 1)) == rows[-1][1]
     assert cache.data_oids(0) == ["ab" * 32]
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(rounds=st.lists(st.lists(OPS, min_size=1, max_size=6), min_size=1, max_size=3), link=st.booleans())
+def test_with_a_real_change_journal_random_edits_store_what_a_full_walk_stores(  # type: ignore[no-untyped-def]
+    tmp_path_factory, rounds: list[list[Op]], link: bool
+) -> None:
+    """The journal (inotify) and the partial build together: every round's root equals a full walk's."""
+    from tenure.snapshots.journal import ChangeJournal
+
+    tmp_path = tmp_path_factory.mktemp("real")
+    src = str(tmp_path / "src")
+    seed_tree(src)
+    store = LocalObjectStore(str(tmp_path / "objects"))
+    index = str(tmp_path / "index")
+    with ChangeJournal(src) as journal:
+        journal.start()
+        cursor = JournalCursor(journal)
+        build_tree(src, store, index_path=index, interval=cursor.take())
+        for n, ops in enumerate(rounds):
+            for op in ops:
+                apply(src, op)
+            if (
+                link
+                and n == 0
+                and os.path.isdir(os.path.join(src, "d"))
+                and os.path.isfile(os.path.join(src, "f0.txt"))
+            ):
+                os.link(os.path.join(src, "f0.txt"), os.path.join(src, "d", "second-name"))
+            journaled, walked = both_ways(tmp_path, src, store, index, cursor.take())
+            assert journaled.root == walked.root
+            assert journaled.files == walked.files
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    old=st.dictionaries(st.sampled_from([b"a", b"a/b", b"b", b"c/d", b"c/e", b"z"]), st.integers(0, 3), max_size=6),
+    removed=st.sets(st.sampled_from([b"a", b"b", b"c/d", b"q"]), max_size=3),
+    added=st.dictionaries(st.sampled_from([b"a", b"a/c", b"b", b"c/d", b"y", b"zz"]), st.integers(0, 3), max_size=4),
+)
+def test_a_patched_index_holds_what_the_same_edit_of_its_entries_holds(old, removed, added) -> None:  # type: ignore[no-untyped-def]
+    """Index.patched (column slices) against the plain model: a dict, the removed popped, the added put in."""
+    import tempfile
+
+    from tenure.snapshots.index import encode_body, write_index
+
+    def row(k: int) -> tuple[object, ...]:
+        refs = tuple((f"{k:02x}" * 32, j, 10 + j) for j in range(k))
+        return (k, PAST_NS + k, k + 1, PAST_NS, 0o100644, bytes([k]) * 32 if k % 2 else b"", refs)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "index")
+        write_index(path, encode_body({p: row(k) for p, k in old.items()}))
+        loaded = load_index(path)
+        new_rows = {p: row(k) for p, k in added.items()}
+        body = loaded.patched(removed, new_rows)
+        write_index(path, body)
+        want = {p: row(k) for p, k in old.items() if p not in removed}
+        want.update(new_rows)
+        assert load_index(path).entries() == want
