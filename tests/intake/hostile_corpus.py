@@ -448,9 +448,9 @@ def _advanced_entries(kind: str) -> tuple[tuple[str, bytes], ...]:
         results = [r for r in InboxProcessor(ws).poll() if r.input_path is not None]
         assert [r.kind.value for r in results] == ["ACCEPTED"], results
         store = CheckpointStore(ws)
-        stored = store.advance("hostile-advanced", "pkg", "BUILDING_CASE", step_id="start")
+        store.advance("hostile-advanced", "pkg", "BUILDING_CASE", step_id="start")
         if kind == "blocked":
-            stored = store.advance(
+            store.advance(
                 "hostile-advanced",
                 "pkg",
                 "BLOCKED",
@@ -458,7 +458,8 @@ def _advanced_entries(kind: str) -> tuple[tuple[str, bytes], ...]:
                 reason="waiting for a colleague",
                 retry_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
             )
-        with zipfile.ZipFile(stored.path) as zf:
+        complete = store.export("hostile-advanced", "pkg", Path(folder) / "complete.zip")  # a package, not a generation
+        with zipfile.ZipFile(complete.path) as zf:
             return tuple((info.filename, zf.read(info)) for info in zf.infolist() if not info.is_dir())
 
 

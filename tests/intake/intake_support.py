@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,9 @@ from typing import Any
 from tenure.intake import CheckpointStore, InboxProcessor, Package, ResultKind, Workspace
 from tenure.intake.canonical import id_hash
 from tenure.intake.pack import new_manifest, write_package
+from tenure.intake.package import GENERATION_RECORD
+from tenure.intake.storage import CaseStorage
+from tenure.intake.writer import export_package
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -56,6 +60,24 @@ def future(seconds: float = 3600) -> datetime:
     return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
+def complete_package(generation: Path, out: Path) -> Path:
+    """The complete package (format v1) of a stored generation file, exported to ``out``.
+
+    A stored generation in format v2 holds only its own checkpoints (ADR
+    0110); tests that edit "the package" of a generation edit this.
+    """
+    folder = generation.parent
+    storage = CaseStorage(Workspace(folder.parents[2]))
+    package = storage.load_generation(folder, int(generation.name[1:9]))
+    export_package(package, out)
+    return out
+
+
+def is_stored_v2(path: Path) -> bool:
+    with zipfile.ZipFile(path) as zf:
+        return GENERATION_RECORD in zf.NameToInfo
+
+
 def rewrite_zip(
     source: Path,
     out: Path,
@@ -64,7 +86,14 @@ def rewrite_zip(
     edit: Mapping[str, Callable[[dict[str, Any]], None]] | None = None,
     method: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
-    """Copy a zip with entries replaced/removed/added and JSON entries edited."""
+    """Copy a zip with entries replaced/removed/added and JSON entries edited.
+
+    A stored generation in format v2 is copied as its complete package.
+    """
+    if is_stored_v2(source):
+        with tempfile.TemporaryDirectory(prefix="complete-") as folder:
+            complete = complete_package(source, Path(folder) / "complete.zip")
+            return rewrite_zip(complete, out, changes, manifest, edit, method)
     changes = dict(changes or {})
     edits = dict(edit or {})
     if manifest is not None:

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig, Limits, Package, ResultKind, State, Workspace
-from tests.intake.intake_support import admit, future, past, put, rewrite_zip, to_building
+from tests.intake.intake_support import (
+    admit,
+    complete_package,
+    future,
+    is_stored_v2,
+    past,
+    put,
+    rewrite_zip,
+    to_building,
+)
 
 
 def kinds(results: list[Any]) -> list[ResultKind]:
@@ -33,7 +42,10 @@ def elsewhere(
 
 
 def deliver(ws: Workspace, package: Package | Path, name: str = "returning.zip") -> Any:
+    """Deliver a package; a stored generation (format v2) travels as its complete package (ADR 0110)."""
     path = package.path if isinstance(package, Package) else package
+    if is_stored_v2(path):
+        path = complete_package(path, ws.root.parent / f"{ws.root.name}-{name}")
     shutil.copy(path, ws.inbox / name)
     [result] = [r for r in InboxProcessor(ws).poll() if r.input_path is not None]
     return result
@@ -66,7 +78,8 @@ def test_i68_receipt_travels_with_the_package(ws: Workspace, tmp_path: Path) -> 
     fresh = Workspace(tmp_path / "fresh")
     target = fresh.case_dir("case-A", "pkg-1")
     target.mkdir(parents=True)
-    shutil.copy(ws.case_dir("case-A", "pkg-1") / "g00000002.zip", target)
+    # only generation 2 travels, as a complete package (a v2 generation alone would lack its link)
+    complete_package(ws.case_dir("case-A", "pkg-1") / "g00000002.zip", target / "g00000002.zip")
     (fresh.inbox / "redelivered.zip").write_bytes(raw)
     results = InboxProcessor(fresh).poll()
     assert kinds(results) == [ResultKind.DUPLICATE]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tenure.intake import CheckpointStore, LifecycleError, State, Workspace
+from tenure.intake.package import GENERATION_RECORD
 from tests.intake.intake_support import admit, future, to_building
 
 
@@ -155,7 +156,7 @@ def test_i19_old_artifacts_remain_and_old_files_unchanged(ws: Workspace) -> None
     store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="a", artifacts={"a.txt": b"a"})
     latest = store.advance("case-A", "pkg-1", "INTERPRETING", step_id="b")
     with zipfile.ZipFile(folder / "g00000002.zip") as zf:
-        previous_files = set(zf.namelist()) - {"manifest.json"}
+        previous_files = set(zf.namelist()) - {"manifest.json", GENERATION_RECORD}
     assert previous_files | {"a.txt"} <= set(latest.files)
     assert len(latest.chain) == 4
     assert {n: (folder / n).read_bytes() for n in old} == old

@@ -14,7 +14,7 @@ import pytest
 from tenure.intake import CheckpointStore, IntakeConfig, LifecycleError, Limits, Package, Workspace, read_package
 from tenure.intake.errors import PackageRejectedError
 from tenure.intake.package import checkpoint_path
-from tests.intake.intake_support import admit, rewrite_zip, to_building
+from tests.intake.intake_support import admit, complete_package, rewrite_zip, to_building
 
 
 @pytest.fixture
@@ -44,8 +44,8 @@ def setter(**fields: Any) -> Callable[[dict[str, Any]], None]:
     return lambda document: document.update(fields)
 
 
-def test_valid_chain_reads_back(stored: Package) -> None:
-    package = read_package(stored.path)
+def test_valid_chain_reads_back(stored: Package, tmp_path: Path) -> None:
+    package = read_package(complete_package(stored.path, tmp_path / "complete.zip"))
     assert [c.step_id for c in package.chain] == ["interpret", "progress", "start", package.chain[-1].step_id]
 
 

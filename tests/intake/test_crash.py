@@ -12,6 +12,7 @@ import pytest
 
 from tenure.faults import POINTS
 from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, State, Workspace
+from tenure.intake.collect import CRASH_POINTS as COLLECT_POINTS
 from tenure.intake.commit import CRASH_POINTS
 from tests.intake.intake_support import ADVANCE, POLL, put, run_python, to_building
 
@@ -30,6 +31,8 @@ AFTER_PUBLISH = [
 ]
 #: the batch's points tested with several inputs in tests/intake/test_group_commit.py
 BATCH_ONLY = ["intake.batch.acknowledged"]
+#: the collector's points, tested in tests/intake/test_format_v2.py (test_i132_crash_during_collect_loses_nothing)
+COLLECT_ONLY = list(COLLECT_POINTS)
 
 
 def test_every_intake_crash_point_has_a_crash_test() -> None:
@@ -39,6 +42,7 @@ def test_every_intake_crash_point_has_a_crash_test() -> None:
         set(BEFORE_PUBLISH)
         | set(AFTER_PUBLISH)
         | set(BATCH_ONLY)
+        | set(COLLECT_ONLY)
         | set(CRASH_POINTS)
         | {"intake.quarantine.copied", "intake.quarantine.reported", "intake.admit.ack-renamed"}
     )

@@ -1,5 +1,5 @@
 """``tenure intake``: the intake commands (init, poll, show, advance, block,
-resume, reopen, fail, pack).
+resume, reopen, fail, export, gc, pack).
 
 Output and errors go through :mod:`tenure.cli.output` like every other
 command group: a table for humans, one stable JSON document under ``--json``
@@ -307,6 +307,55 @@ def fail_command(
         case, package, step_id=step_id, details=_details(details)
     )
     _finish(ctx, result)
+
+
+@intake.command("export")
+@dir_argument
+@click.argument("case")
+@click.argument("package")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def export_command(ctx: click.Context, directory: Path, case: str, package: str, out: Path) -> None:
+    """Write CASE/PACKAGE's current generation as one complete package OUT.zip."""
+    exported = CheckpointStore(Workspace(directory, create=False)).export(case, package, out)
+    document = {"path": str(out), "package": exported.summary()}
+    emit(
+        ctx,
+        document,
+        lambda: table(
+            None,
+            ["path", "case", "package", "gen", "checkpoints", "fingerprint"],
+            [
+                [
+                    out,
+                    exported.case_id,
+                    exported.package_id,
+                    exported.generation,
+                    len(exported.history),
+                    exported.fingerprint,
+                ]
+            ],
+        ),
+    )
+
+
+@intake.command("gc")
+@dir_argument
+@json_option
+@click.pass_context
+def gc_command(ctx: click.Context, directory: Path) -> None:
+    """Remove generations no newest generation references, and temporary files of writes that died."""
+    report = CheckpointStore(Workspace(directory, create=False)).collect()
+    emit(
+        ctx,
+        report.to_dict(),
+        lambda: table(
+            None,
+            ["folders", "generations removed", "temporary files removed", "skipped"],
+            [[report.folders, len(report.generations), report.temporary, len(report.skipped)]],
+        ),
+    )
 
 
 @intake.command("pack")

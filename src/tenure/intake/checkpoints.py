@@ -8,11 +8,14 @@ same ``step_id`` with a different request raises ``step-id-reused``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from .canonical import utc_now
+from .collect import Collected, collect
 from .commit import commit
 from .errors import CaseNotFoundError, StepReusedError, TransitionRefusedError
 from .machine import IntakeMachine, intake_machine
@@ -20,6 +23,7 @@ from .package import Checkpoint, Package, checkpoint_path
 from .plan import AdvanceRequest, make_request, plan_advance
 from .storage import CaseStorage
 from .workspace import Workspace
+from .writer import export_package
 
 __all__ = ["CheckpointStore"]
 
@@ -160,7 +164,20 @@ class CheckpointStore:
 
     def checkpoints(self, case_id: str, package_id: str) -> list[Checkpoint]:
         """The checkpoint chain of the current generation, oldest first."""
-        return list(reversed(self.current(case_id, package_id).chain))
+        return list(self.current(case_id, package_id).history)
+
+    def export(self, case_id: str, package_id: str, target: str | os.PathLike[str]) -> Package:
+        """Write the current generation as one complete package (format v1) at ``target``; return it read back.
+
+        Stored generations need not be complete packages (stored format v2,
+        ADR 0110); this is the package a producer or another intake takes:
+        the same files, history and content fingerprint.
+        """
+        return export_package(self.current(case_id, package_id), Path(target), self.workspace.config)
+
+    def collect(self) -> Collected:
+        """Remove unreferenced generations and abandoned temporary files (I-132; :mod:`tenure.intake.collect`)."""
+        return collect(self.workspace)
 
     def packages(self) -> list[Package]:
         """The current generation of every stored package."""

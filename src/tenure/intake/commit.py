@@ -2,7 +2,9 @@
 
 1. (caller) validate input, lineage and the transition under the locks;
 2. write the coarse runtime summary atomically;
-3. publish the fully validated next generation through PackageWriter;
+3. publish the fully validated next generation through PackageWriter
+   (stored format v2: it holds its own checkpoint and links to the one
+   before, ADR 0110);
 4. update the local index, then clear the runtime summary to null;
 5. (admission only, caller) acknowledge the inbox original after checking
    that its bytes still match the cached snapshot.
@@ -65,8 +67,15 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
     try:
         make_dirs_durable(folder)
         remove_abandoned_temp(folder)  # the case lock is held: a temporary file here is a dead writer's
+        layout = storage.layout(base)  # format v2: link to base, or close a span (ADR 0110)
         written = PackageWriter(workspace.config).write(
-            folder, plan.manifest, base=base, additions=plan.additions, stored=True
+            folder,
+            plan.manifest,
+            base=base,
+            additions={**layout.carried, **plan.additions},
+            stored=True,
+            linked=layout.linked,
+            anchor=layout.anchor,
         )
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)

@@ -100,9 +100,16 @@ class IntakeConfig:
     #: a sync barrier of this many files and folders or more is one ``syncfs`` of the file
     #: system instead of one ``fsync`` each; 0 = always one fsync per path
     syncfs_from: int = 8
+    #: stored generation format v2 (ADR 0110): at most this many generations in a row hold one checkpoint
+    #: each and link to the one before; the next one carries their checkpoints and links past them (a
+    #: span), so they are no longer referenced. Bounds the files a cold read walks and the folder's size
+    #: once collected, and the work of the advance that closes a span.
+    chain_span: int = 32
 
     def __post_init__(self) -> None:
         if self.batch_packages < 1 or self.batch_bytes < 1:
             raise ValueError("batch_packages and batch_bytes must be positive")
+        if self.chain_span < 1:
+            raise ValueError("chain_span must be positive")
         if self.syncfs_from < 0:
             raise ValueError("syncfs_from must be 0 (never) or positive")

@@ -103,6 +103,23 @@ CODES: dict[str, tuple[str, str]] = {
     "checkpoint-too-large": ("rejected", "a checkpoint exceeds limits.manifest_bytes"),
     "checkpoint-invalid": ("rejected", "fix the checkpoint to match checkpoint-v1.schema.json"),
     "checkpoint-orphan": ("rejected", "history/checkpoints holds a file the chain does not reach"),
+    "stored-generation": (
+        "rejected",
+        "this is a stored generation file (format v2), not a package; deliver `tenure intake export` output",
+    ),
+    # -- stored generation format v2 (causes of StorageCorruptError; ADR 0110)
+    "generation-link-missing": (
+        "rejected",
+        "a generation's history continues in a generation file that is missing; restore it from a backup",
+    ),
+    "generation-link-mismatch": (
+        "rejected",
+        "a generation's link does not match the generation file it names; restore the named files from a backup",
+    ),
+    "generation-record-invalid": (
+        "rejected",
+        "history/checkpoints/generation.json of a stored generation is damaged; restore the file from a backup",
+    ),
     # -- conflicts with stored generations (PackageConflictError)
     "generation-conflict": (
         "conflict",

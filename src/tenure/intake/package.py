@@ -13,29 +13,67 @@ rules, every file's content (checksums), and the checkpoint chain — paths,
 cycles, state values, generation/revision order, identity, agreement with
 the manifest for a matching generation, and that no checkpoint file is
 unreachable. Checkpoint reads are capped at ``limits.manifest_bytes``.
+
+Stored generations (``stored=True``) may be in stored generation format v2
+(ADR 0110): besides the package's files, the zip holds the generation record
+:data:`GENERATION_RECORD` and only the checkpoints this generation wrote;
+the earlier ones are the history of the generation the record links to
+(file name, generation and fingerprint), passed in as ``linked``. The
+:class:`Package` read is the same logical package either way: its
+``entry_hashes``, ``chain`` and ``fingerprint`` cover the whole history.
+A generation without the record (format v1) is a complete package.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .archive import CHECKPOINT_PREFIX, SafeArchive, check_entry_name, open_archive
-from .canonical import MANIFEST, canonical_json, fingerprint, parse_aware, sha256_hex, step_hash, strict_json_loads
+from .canonical import MANIFEST, canonical_json, parse_aware, sha256_hex, step_hash, strict_json_loads
 from .config import IntakeConfig, Limits
-from .errors import PackageRejectedError
+from .errors import PackageRejectedError, StorageCorruptError
+from .history import History, fingerprint_record
 from .machine import IntakeMachine, intake_machine
 from .schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors
 
-__all__ = ["Package", "Checkpoint", "read_package", "CHECKPOINT_DIR", "checkpoint_path", "validate_manifest"]
+__all__ = [
+    "Package",
+    "Checkpoint",
+    "Link",
+    "read_package",
+    "read_link",
+    "chain_files",
+    "CHECKPOINT_DIR",
+    "GENERATION_RECORD",
+    "STORED_FORMAT",
+    "checkpoint_path",
+    "validate_manifest",
+    "generation_name",
+]
 
 CHECKPOINT_DIR = CHECKPOINT_PREFIX
 _CHECKPOINT_PATH = re.compile(r"^history/checkpoints/([0-9a-f]{64})\.json$")
+#: the stored generation record (format v2): in the namespace reserved to the lifecycle service, so no
+#: producer file can have its name, and a v1 reader refuses a v2 generation (an orphan) instead of misreading it
+GENERATION_RECORD = "history/checkpoints/generation.json"
+#: ``format`` and ``format_version`` of the generation record
+RECORD_FORMAT = "tenure-intake-generation"
+STORED_FORMAT = 2
+_GENERATION_FILE = re.compile(r"^g(\d{8})\.zip$")
+_FINGERPRINT = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def generation_name(generation: int) -> str:
+    """The file name of a stored generation."""
+    return f"g{generation:08d}.zip"
 
 
 def checkpoint_path(step_id: str) -> str:
@@ -49,6 +87,8 @@ class Checkpoint:
 
     path: str
     data: Mapping[str, Any]
+    #: sha256 hex of the checkpoint file's bytes
+    sha256: str = field(default="", compare=False)
 
     @property
     def step_id(self) -> str:
@@ -99,27 +139,86 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Link:
+    """Where a v2 generation's history continues: an earlier generation of the same package folder."""
+
+    file: str
+    generation: int
+    fingerprint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "generation": self.generation, "fingerprint": self.fingerprint}
+
+
+class Files(Mapping[str, str]):
+    """Every file of a package except ``manifest.json`` → sha256 hex: its own files and its history's checkpoints.
+
+    ``payload`` is every file that is not a checkpoint (the producer's files
+    and the artifacts); the checkpoints come from the history, which a v2
+    generation shares with the generation it links to.
+    """
+
+    __slots__ = ("payload", "history")
+
+    def __init__(self, payload: Mapping[str, str], history: History) -> None:
+        self.payload = payload
+        self.history = history
+
+    def __getitem__(self, name: str) -> str:
+        value = self.payload.get(name)
+        if value is not None:
+            return value
+        checkpoint = self.history.get(name)
+        if checkpoint is None:
+            raise KeyError(name)
+        return checkpoint.sha256
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.payload or name in self.history
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.payload
+        for checkpoint in self.history:
+            yield checkpoint.path
+
+    def __len__(self) -> int:
+        return len(self.payload) + len(self.history)
+
+
+@dataclass(frozen=True)
 class Package:
-    """A fully validated package (one generation, or an input archive)."""
+    """A fully validated package (one generation, or an input archive).
+
+    Whatever the stored generation format, it is the whole logical package
+    (package format v1): ``entry_hashes``, ``files``, ``chain`` and
+    ``fingerprint`` include every earlier checkpoint.
+    """
 
     path: Path
     manifest: Mapping[str, Any]
     state: Any
-    #: every file except manifest.json -> sha256 hex of its bytes
-    entry_hashes: Mapping[str, str]
-    #: every file except manifest.json -> (CRC-32, size) as stored in the zip
+    #: every file except manifest.json -> sha256 hex of its bytes (the whole history's checkpoints included)
+    entry_hashes: Files
+    #: the entries of this zip file except manifest.json and the generation record -> (CRC-32, size)
     crcs: Mapping[str, tuple[int, int]]
     fingerprint: str
-    #: the checkpoint chain, latest first
-    chain: tuple[Checkpoint, ...]
+    #: the checkpoint history, oldest first
+    history: History
     #: manifest.json is the last entry and there are no folder entries
     appendable: bool = False
     #: the zip's file entries (central-directory order) as read when validated
     zip_entries: tuple[zipfile.ZipInfo, ...] = field(default=(), repr=False, compare=False)
-    _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    #: stored generation format: 1 (a complete package) or 2 (a generation record; see ADR 0110)
+    stored_format: int = 1
+    #: format v2: the generation this one's history continues in (None: it holds its whole history)
+    link: Link | None = None
+    #: format v2: generations since the last one that starts a span (0: this one does; see ADR 0110)
+    tail: int = 0
 
-    def __post_init__(self) -> None:
-        self._index.update({cp.path: i for i, cp in enumerate(self.chain)})
+    @functools.cached_property
+    def chain(self) -> tuple[Checkpoint, ...]:
+        """The checkpoint chain, latest first."""
+        return self.history.newest_first()
 
     @property
     def case_id(self) -> str:
@@ -170,23 +269,35 @@ class Package:
 
     @property
     def latest(self) -> Checkpoint | None:
-        return self.chain[0] if self.chain else None
+        return self.history.latest
 
     def checkpoint_at(self, path: str) -> Checkpoint | None:
-        index = self._index.get(path)
-        return None if index is None else self.chain[index]
+        return self.history.get(path)
 
     def has_receipt(self, generation: int, content: str) -> bool:
         """Whether a checkpoint records this input generation and fingerprint."""
-        return any(cp.source == (generation, content) for cp in self.chain)
+        return any(cp.source == (generation, content) for cp in self.history)
 
     def receipt_generations(self) -> dict[int, str]:
-        return {cp.source[0]: cp.source[1] for cp in self.chain}
+        return {cp.source[0]: cp.source[1] for cp in self.history}
+
+    def own_checkpoints(self) -> list[str]:
+        """The checkpoint files this zip holds (all of them, unless it is a v2 generation with a link)."""
+        return [name for name in self.crcs if name.startswith(CHECKPOINT_DIR)]
 
     def read(self, name: str) -> bytes:
-        """The bytes of one file of this package."""
-        with zipfile.ZipFile(self.path) as zf:
-            return zf.read(name)
+        """The bytes of one file of this package (a v2 generation reads earlier checkpoints along its links)."""
+        if name == GENERATION_RECORD:
+            raise KeyError(name)
+        if self.link is None or name == MANIFEST or name in self.crcs or name not in self.history:
+            with zipfile.ZipFile(self.path) as zf:
+                return zf.read(name)
+        for path in chain_files(self):
+            if path != self.path:
+                with zipfile.ZipFile(path) as zf:
+                    if name in zf.NameToInfo:
+                        return zf.read(name)
+        raise KeyError(name)
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready description (no detailed progress)."""
@@ -199,50 +310,247 @@ class Package:
             "routing": self.routing,
             "retry_count": self.retry_count,
             "blocked": self.blocked,
-            "checkpoints": len(self.chain),
+            "checkpoints": len(self.history),
             "latest_step": self.latest.step_id if self.latest else None,
             "fingerprint": self.fingerprint,
             "path": str(self.path),
         }
 
 
+def _record_of(zf: zipfile.ZipFile) -> tuple[int, Link | None] | None:
+    """(generation, link) from a stored generation's record, or None for a v1 generation (no record)."""
+    if GENERATION_RECORD not in zf.NameToInfo:
+        return None
+    record = _parse_record(zf.read(GENERATION_RECORD))
+    return record["generation"], _link_of(record)
+
+
+def chain_files(package: Package) -> Iterator[Path]:
+    """The files holding ``package``'s history: its own, then each one its links reach (oldest last)."""
+    yield package.path
+    link, referrer = package.link, package.path
+    while link is not None:
+        target = package.path.parent / link.file
+        try:
+            with zipfile.ZipFile(target) as zf:
+                record = _record_of(zf)
+        except FileNotFoundError:
+            raise StorageCorruptError(
+                f"{referrer} continues in {link.file}, which is missing",
+                path=str(referrer),
+                cause="generation-link-missing",
+                missing=link.file,
+            ) from None
+        yield target
+        link, referrer = (record[1] if record is not None else None), target
+
+
+def read_link(path: Path, config: IntakeConfig | None = None) -> tuple[int, Link | None] | None:
+    """Only the generation record of a stored generation: (its generation, its link), or None for format v1.
+
+    Read through the safe archive reader under the stored limits; the
+    generation is validated in full when it is loaded.
+    """
+    limits = (config or IntakeConfig()).limits.stored()
+    with open_archive(path, limits) as arch:
+        if GENERATION_RECORD not in arch.infos:
+            return None
+        record = _read_record(arch, limits)
+    return record["generation"], _link_of(record)
+
+
+def _link_of(record: Mapping[str, Any]) -> Link | None:
+    base = record["base"]
+    return None if base is None else Link(str(base["file"]), int(base["generation"]), str(base["fingerprint"]))
+
+
 def read_package(
-    path: Path, config: IntakeConfig | None = None, *, base: Package | None = None, stored: bool = False
+    path: Path,
+    config: IntakeConfig | None = None,
+    *,
+    base: Package | None = None,
+    stored: bool = False,
+    linked: Package | None = None,
 ) -> Package:
     """Open and fully validate the package at ``path``, or raise PackageRejectedError.
 
     ``stored``: ``path`` is a generation in managed storage, read under
     :meth:`~tenure.intake.config.Limits.stored` (the limits plus room for the
     intake's own manifest fields and checkpoints); an input is read under
-    the limits as configured.
+    the limits as configured, and an input holding a generation record is
+    refused (``stored-generation``).
 
     ``base`` is a package already validated whose entries were copied into
     this one: entries with the same CRC and size reuse its content hashes,
-    and the chain walk stops where it reaches the base's latest checkpoint.
+    and the chain walk stops where it reaches one of the base's checkpoints.
+
+    ``linked``: for a v2 generation whose record links to an earlier
+    generation, that generation, already validated (the caller resolves the
+    link; ``generation-link-missing`` without it). The record must name it
+    exactly (file, generation, fingerprint), its history is this one's up to
+    this generation's own checkpoints, and every file of it that is not a
+    checkpoint must be here with the same content.
     """
     config = config or IntakeConfig()
     limits = config.limits.stored() if stored else config.limits
     machine = intake_machine(config.phases)
     with open_archive(path, limits) as arch:
         manifest = _read_manifest(arch, limits)
-        state = validate_manifest(manifest, machine, arch.names)
-        crcs = {n: (i.CRC, i.file_size) for n, i in arch.infos.items() if n != MANIFEST}
-        chain = _read_chain(arch, manifest, machine, limits, base, crcs)
+        record = _read_record(arch, limits) if GENERATION_RECORD in arch.infos else None
+        if record is not None and not stored:
+            raise PackageRejectedError(
+                f"{GENERATION_RECORD} marks a stored generation (format v2), which is not a complete package",
+                code="stored-generation",
+            )
+        link = _link_of(record) if record is not None else None
+        joined = _check_link(link, linked, manifest) if link is not None else None
+        own = [n for n in arch.names if n != GENERATION_RECORD]
+        present = _Present(set(own), joined.history if joined is not None else None)
+        state = validate_manifest(manifest, machine, present)
+        crcs = {n: (i.CRC, i.file_size) for n, i in arch.infos.items() if n != MANIFEST and n != GENERATION_RECORD}
         hashes = _entry_hashes(arch, crcs, base)
+        history = _read_chain(arch, manifest, machine, limits, base, crcs, joined, hashes)
         appendable = arch.local_order()[-1] == MANIFEST and not arch.has_folders()
         entries = tuple(arch.infos.values())
-    hashes_with_manifest = {**hashes, MANIFEST: sha256_hex(canonical_json(manifest))}
+    payload = {n: h for n, h in hashes.items() if not n.startswith(CHECKPOINT_DIR)}
+    if joined is not None:
+        _check_kept(joined, payload, path)
+    if len(history) > limits.max_checkpoints:
+        raise PackageRejectedError(
+            f"the history has {len(history)} checkpoints (limit {limits.max_checkpoints})",
+            code="too-many-checkpoints",
+            limit=limits.max_checkpoints,
+        )
+    if record is not None:
+        _check_record(record, manifest)
     return Package(
         path=path,
         manifest=manifest,
         state=state,
-        entry_hashes=hashes,
+        entry_hashes=Files(payload, history),
         crcs=crcs,
-        fingerprint=fingerprint(hashes_with_manifest),
-        chain=tuple(chain),
+        fingerprint=_fingerprint(payload, sha256_hex(canonical_json(manifest)), history),
+        history=history,
         appendable=appendable,
         zip_entries=entries,
+        stored_format=STORED_FORMAT if record is not None else 1,
+        link=link,
+        tail=0 if record is None or record["anchor"] else (joined.tail + 1 if joined is not None else 0),
     )
+
+
+class _Present(Container[str]):
+    """The files a manifest may reference: this zip's, and the checkpoints of the history it continues."""
+
+    __slots__ = ("own", "history")
+
+    def __init__(self, own: set[str], history: History | None) -> None:
+        self.own, self.history = own, history
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.own or (self.history is not None and name in self.history)
+
+
+def _fingerprint(payload: Mapping[str, str], manifest_hash: str, history: History) -> str:
+    """:func:`~tenure.intake.canonical.fingerprint` of payload + manifest + history, without sorting the history.
+
+    Every checkpoint path starts with ``history/checkpoints/`` and no other
+    file's does, so in sorted order the checkpoints are one contiguous run:
+    the other files sort either before or after all of them.
+    """
+    names = sorted([*payload, MANIFEST])
+    digest = hashlib.sha256(b"tenure-package-fingerprint-v1\n")
+    records = [fingerprint_record(n, manifest_hash if n == MANIFEST else payload[n]) for n in names]
+    cut = next((i for i, n in enumerate(names) if n > CHECKPOINT_DIR), len(names))
+    digest.update(b"".join(records[:cut]))
+    digest.update(history.block())
+    digest.update(b"".join(records[cut:]))
+    return "sha256:" + digest.hexdigest()
+
+
+def _bad_link(message: str, code: str = "generation-link-mismatch", **context: Any) -> PackageRejectedError:
+    return PackageRejectedError(message, code=code, **context)
+
+
+def _read_record(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
+    if arch.size(GENERATION_RECORD) > limits.manifest_bytes:
+        raise _bad_link(f"{GENERATION_RECORD} is too large", code="generation-record-invalid")
+    return _parse_record(arch.read(GENERATION_RECORD))
+
+
+def _parse_record(raw: bytes) -> dict[str, Any]:
+    try:
+        record = strict_json_loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _bad_link(f"{GENERATION_RECORD} is not valid JSON: {error}", code="generation-record-invalid") from None
+    base = record.get("base") if isinstance(record, dict) else None
+    valid = (
+        isinstance(record, dict)
+        and set(record) == {"format", "format_version", "generation", "base", "anchor"}
+        and record["format"] == RECORD_FORMAT
+        and record["format_version"] == STORED_FORMAT
+        and type(record["generation"]) is int
+        and type(record["anchor"]) is bool
+        and (
+            base is None
+            or (
+                isinstance(base, dict)
+                and set(base) == {"file", "generation", "fingerprint"}
+                and type(base["generation"]) is int
+                and 1 <= base["generation"] < record["generation"]
+                and base["file"] == generation_name(base["generation"])
+                and isinstance(base["fingerprint"], str)
+                and _FINGERPRINT.match(base["fingerprint"]) is not None
+            )
+        )
+        and (base is not None or record["anchor"])
+    )
+    if not valid:
+        raise _bad_link(
+            f"{GENERATION_RECORD} is not a {RECORD_FORMAT} record of format version {STORED_FORMAT}",
+            code="generation-record-invalid",
+        )
+    return dict(record)
+
+
+def _check_record(record: Mapping[str, Any], manifest: Mapping[str, Any]) -> None:
+    if record["generation"] != manifest["generation"]:
+        raise _bad_link(
+            f"the generation record says generation {record['generation']}, the manifest {manifest['generation']}",
+            code="generation-record-invalid",
+        )
+
+
+def _check_link(link: Link, linked: Package | None, manifest: Mapping[str, Any]) -> Package:
+    """The generation ``link`` names, checked against what the record says of it."""
+    if linked is None:
+        raise _bad_link(
+            f"this generation continues in {link.file}, which was not found",
+            code="generation-link-missing",
+            missing=link.file,
+        )
+    actual = (linked.case_id, linked.package_id, linked.generation, linked.path.name, linked.fingerprint)
+    expected = (manifest["case_id"], manifest["package_id"], link.generation, link.file, link.fingerprint)
+    if actual != expected:
+        raise _bad_link(
+            f"this generation continues in {link.file} (generation {link.generation}, {link.fingerprint}), "
+            f"but that file holds generation {linked.generation} of {linked.case_id}/{linked.package_id} "
+            f"with fingerprint {linked.fingerprint}",
+            linked=link.file,
+        )
+    if linked.latest is None:
+        raise _bad_link(f"{link.file} has no checkpoint for this generation to continue", linked=link.file)
+    return linked
+
+
+def _check_kept(linked: Package, payload: Mapping[str, str], path: Path) -> None:
+    """A linked generation's files (not its checkpoints) are all here, unchanged."""
+    for name, digest in linked.entry_hashes.payload.items():
+        if payload.get(name) != digest:
+            raise _bad_link(
+                f"{path.name} lacks {name} of {linked.path.name}, the generation it continues, or changed it",
+                entry=name,
+            )
 
 
 def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
@@ -275,7 +583,7 @@ def _bad_manifest(message: str, code: str = "invalid-manifest") -> PackageReject
     return PackageRejectedError(message, code=code)
 
 
-def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine, names: list[str]) -> Any:
+def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine, names: Container[str]) -> Any:
     """The rules of a schema-valid manifest; returns its state member."""
     state_name = manifest["state"]
     if state_name not in {s.value for s in machine.states}:
@@ -290,7 +598,7 @@ def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine, names
             raise _bad_manifest("a NEW package has generation 0, revision 0 and no checkpoint")
     elif manifest["generation"] < 1 or pointer is None:
         raise _bad_manifest(f"a {state_name} package has generation >= 1 and a checkpoint")
-    present = set(names)
+    present = names if isinstance(names, (set, frozenset, _Present)) else set(cast(Iterable[str], names))
     for key, target in manifest["artifacts"].items():
         if key == "lifecycle_checkpoint":
             continue
@@ -302,7 +610,7 @@ def validate_manifest(manifest: Mapping[str, Any], machine: IntakeMachine, names
     return state
 
 
-def _check_reference(target: str, present: set[str], where: str) -> None:
+def _check_reference(target: str, present: Container[str], where: str) -> None:
     try:
         check_entry_name(target, Limits())
     except PackageRejectedError:
@@ -335,34 +643,65 @@ def _read_chain(
     limits: Limits,
     base: Package | None,
     crcs: Mapping[str, tuple[int, int]],
-) -> list[Checkpoint]:
-    chain: list[Checkpoint] = []
+    linked: Package | None,
+    hashes: Mapping[str, str],
+) -> History:
+    """Walk the chain from the manifest's pointer; return the whole history.
+
+    The walk reads this zip's checkpoints. It stops at a checkpoint of the
+    copy ``base`` that was copied unchanged (the rest of the chain is the
+    base's), or — in a v2 generation with a link — where it leaves this zip,
+    which must be at the ``linked`` generation's latest checkpoint (the rest
+    is its history). Every checkpoint of this zip must be on the walk.
+    """
+    own: list[Checkpoint] = []  # newest first
     seen: set[str] = set()
     later: Checkpoint | None = None
+    joined: History | None = None
     path: str | None = manifest["artifacts"]["lifecycle_checkpoint"]
     while path is not None:
         if path in seen:
             raise PackageRejectedError(
                 f"checkpoint {path} is reached twice: the chain has a cycle", code="checkpoint-cycle", entry=path
             )
-        reused = base.checkpoint_at(path) if base is not None else None
+        if linked is not None and path not in arch.infos:
+            joint = linked.latest
+            assert joint is not None  # _check_link
+            if path != joint.path:
+                raise _bad_link(
+                    f"the chain leaves this generation at {path}, but {linked.path.name}, the generation it "
+                    f"continues, ends at {joint.path}",
+                    entry=path,
+                )
+            _check_order(joint, manifest, later)
+            joined = linked.history
+            break
+        reused = base.checkpoint_at(path) if base is not None and linked is None else None
         if reused is not None and base is not None and crcs.get(path) == base.crcs.get(path):
             _check_order(reused, manifest, later)
-            rest = base.chain[base.chain.index(reused) :]
-            chain.extend(rest)
-            seen.update(cp.path for cp in rest)
+            joined = base.history.upto(path)
             break
         seen.add(path)
         checkpoint = _load_checkpoint(arch, path, limits)
         _check_checkpoint(checkpoint, manifest, machine)
         _check_order(checkpoint, manifest, later)
-        chain.append(checkpoint)
+        own.append(checkpoint)
         later, path = checkpoint, checkpoint.previous
-    orphans = sorted(n for n in arch.names if n.startswith(CHECKPOINT_DIR) and n not in seen)
+    if linked is not None and joined is None:
+        raise _bad_link(
+            f"the chain ends in this generation, but its record says it continues in {linked.path.name}",
+            linked=linked.path.name,
+        )
+    mine = sorted(n for n in crcs if n.startswith(CHECKPOINT_DIR) and n not in seen)
+    orphans = [n for n in mine if joined is None or n not in joined or linked is not None]
     if orphans:
         code = "checkpoint-orphan" if _CHECKPOINT_PATH.match(orphans[0]) else "checkpoint-path"
         raise PackageRejectedError(f"{orphans[0]} is not part of the checkpoint chain", code=code, entry=orphans[0])
-    return chain
+    for checkpoint in own:
+        if hashes.get(checkpoint.path) != checkpoint.sha256:  # pragma: no cover - one read of the same bytes
+            raise PackageRejectedError(f"checkpoint {checkpoint.path} changed while read", code="corrupt-entry")
+    own.reverse()
+    return joined.extend(own) if joined is not None else History.of(own)
 
 
 def _load_checkpoint(arch: SafeArchive, path: str, limits: Limits) -> Checkpoint:
@@ -379,8 +718,9 @@ def _load_checkpoint(arch: SafeArchive, path: str, limits: Limits) -> Checkpoint
             code="checkpoint-too-large",
             entry=path,
         )
+    raw = arch.read(path)
     try:
-        data = strict_json_loads(arch.read(path))
+        data = strict_json_loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise PackageRejectedError(
             f"checkpoint {path} is not valid JSON: {error}", code="checkpoint-invalid", entry=path
@@ -402,7 +742,7 @@ def _load_checkpoint(arch: SafeArchive, path: str, limits: Limits) -> Checkpoint
         raise PackageRejectedError(
             f"checkpoint {path} is not named after its step id", code="checkpoint-path", entry=path
         )
-    return Checkpoint(path=path, data=data)
+    return Checkpoint(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
 
 
 def _check_checkpoint(cp: Checkpoint, manifest: Mapping[str, Any], machine: IntakeMachine) -> None:

@@ -242,7 +242,7 @@ def plan_advance(
     manifest["history"]["revisions"] = revision
     manifest["artifacts"].update(request.pointers)
     manifest["artifacts"]["lifecycle_checkpoint"] = path
-    _check_pointer_targets(request.pointers, {*current.entry_hashes, *additions})
+    _check_pointer_targets(request.pointers, current.entry_hashes, additions)
     room = limits.stored().manifest_bytes
     if len(canonical_json(manifest)) + 1 > room:
         raise RequestRejectedError(
@@ -267,9 +267,9 @@ def _new_files(current: Package, request: AdvanceRequest) -> dict[str, bytes]:
     return additions
 
 
-def _check_pointer_targets(pointers: Mapping[str, str], files: set[str]) -> None:
+def _check_pointer_targets(pointers: Mapping[str, str], files: Mapping[str, str], added: Mapping[str, bytes]) -> None:
     for name, target in pointers.items():
-        if target not in files:
+        if target not in files and target not in added:
             raise RequestRejectedError(
                 f"pointer {name} names {target!r}, which is not a file of the package",
                 code="artifact-invalid",

@@ -7,6 +7,15 @@ validated in full (its name checked against its manifest) and is the answer,
 or the call fails with ``storage-corrupt``; there is never a fallback to an
 older file. ``current.json`` is a lookup index, rewritten when stale.
 
+A generation in stored format v2 (ADR 0110) continues the history of the
+generation its record links to. Loading it loads that one first, and so on
+down the links (each validated once per process and cached): a missing or
+damaged link is ``storage-corrupt`` with the cause ``generation-link-missing``
+or ``generation-link-mismatch``, never a shorter history. The generations
+reached this way from the newest are the folder's *referenced* generations;
+:meth:`CaseStorage.referenced` lists them and the collector (:mod:`.collect`)
+removes the others.
+
 Publication gives a validated temporary file its final name with a hard
 link, which fails rather than replace an existing generation.
 """
@@ -17,6 +26,7 @@ import dataclasses
 import json
 import os
 import re
+import zipfile
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,10 +39,10 @@ from .canonical import id_hash, to_utc_text, utc_now
 from .config import IntakeConfig
 from .errors import PackageRejectedError, StorageCorruptError
 from .fsio import atomic_write_json, fsync_dir
-from .package import Package, read_package
+from .package import Package, generation_name, read_link, read_package
 from .workspace import Workspace
 
-__all__ = ["CaseStorage", "generation_name", "INDEX", "Staged", "sync_folders"]
+__all__ = ["CaseStorage", "generation_name", "INDEX", "Staged", "sync_folders", "Layout"]
 
 GENERATION_NAMED = register(
     "intake.batch.generation-named",
@@ -43,12 +53,22 @@ Staged = tuple[Package, Path, Path]
 
 INDEX = "current.json"
 _GENERATION = re.compile(r"^g(\d{8})\.zip$")
-_CACHE_SIZE = 64
+_CACHE_SIZE = 256
 _validated: OrderedDict[tuple[Any, ...], Package] = OrderedDict()
 
 
-def generation_name(generation: int) -> str:
-    return f"g{generation:08d}.zip"
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How the next generation on top of a stored one is written (ADR 0110).
+
+    ``linked``: the generation its record links to; ``carried``: checkpoints
+    of the generations it links past (path -> bytes), which it holds from
+    now on; ``anchor``: it starts a span.
+    """
+
+    linked: Package
+    carried: dict[str, bytes]
+    anchor: bool
 
 
 def _cache_key(path: Path, config: IntakeConfig) -> tuple[Any, ...]:
@@ -81,23 +101,100 @@ class CaseStorage:
         return sorted(numbers)
 
     def load_generation(self, folder: Path, generation: int) -> Package:
-        """One stored generation, fully validated against its name and folder."""
-        path = folder / generation_name(generation)
-        try:
-            key = _cache_key(path, self.config)
+        """One stored generation, fully validated against its name and folder, with its whole history.
+
+        A v2 generation's links are followed down to a generation already
+        validated in this process or to one that holds its whole history;
+        then each is validated from the oldest up, with the one it links to.
+        """
+        pending: list[tuple[Path, int, tuple[Any, ...]]] = []
+        linked: Package | None = None
+        path, number = folder / generation_name(generation), generation
+        while True:
+            try:
+                key = _cache_key(path, self.config)
+            except FileNotFoundError:
+                if not pending:
+                    raise StorageCorruptError(f"stored generation {path} disappeared", path=str(path)) from None
+                referrer = pending[-1][0]
+                raise StorageCorruptError(
+                    f"stored generation {referrer} is invalid: its history continues in {path.name}, which is missing",
+                    path=str(referrer),
+                    cause="generation-link-missing",
+                    missing=path.name,
+                ) from None
             cached = _validated.get(key)
             if cached is not None:
-                return cached
-            package = read_package(path, self.config, stored=True)
-        except PackageRejectedError as error:
-            raise StorageCorruptError(
-                f"stored generation {path} is invalid: {error.message}", path=str(path), cause=error.code
-            ) from None
-        except FileNotFoundError:
-            raise StorageCorruptError(f"stored generation {path} disappeared", path=str(path)) from None
-        self._check_place(package, folder, generation)
-        _remember(key, package)
-        return package
+                _validated.move_to_end(key)
+                linked = cached
+                break
+            pending.append((path, number, key))
+            try:
+                record = read_link(path, self.config)
+            except PackageRejectedError as error:
+                raise StorageCorruptError(
+                    f"stored generation {path} is invalid: {error.message}", path=str(path), cause=error.code
+                ) from None
+            if record is None or record[1] is None:
+                break
+            link = record[1]
+            if link.generation >= number:
+                raise StorageCorruptError(
+                    f"stored generation {path} is invalid: it links to {link.file}, not an earlier generation",
+                    path=str(path),
+                    cause="generation-link-mismatch",
+                )
+            path, number = folder / link.file, link.generation
+        for path, number, key in reversed(pending):
+            try:
+                package = read_package(path, self.config, stored=True, linked=linked)
+            except PackageRejectedError as error:
+                raise StorageCorruptError(
+                    f"stored generation {path} is invalid: {error.message}", path=str(path), cause=error.code
+                ) from None
+            except FileNotFoundError:
+                raise StorageCorruptError(f"stored generation {path} disappeared", path=str(path)) from None
+            self._check_place(package, folder, number)
+            _remember(key, package)
+            linked = package
+        assert linked is not None
+        return linked
+
+    def linked(self, package: Package) -> Package | None:
+        """The generation ``package``'s record links to (loaded and validated), or None."""
+        if package.link is None:
+            return None
+        return self.load_generation(package.path.parent, package.link.generation)
+
+    def referenced(self, package: Package) -> list[int]:
+        """The generations ``package`` needs, itself included: the ones its links reach, newest first."""
+        numbers = [package.generation]
+        current: Package | None = package
+        while current is not None and current.link is not None:
+            numbers.append(current.link.generation)
+            current = self.linked(current)
+        return numbers
+
+    def layout(self, current: Package) -> Layout:
+        """Where the next generation on top of ``current`` links, and what it carries.
+
+        It links to ``current`` while fewer than ``chain_span`` generations in
+        a row would hold one checkpoint each; the one that would make it
+        ``chain_span`` instead links to where that run started (the last
+        generation that starts a span, or a v1 generation) and carries the
+        run's checkpoints, so the run is no longer referenced.
+        """
+        if current.stored_format == 1 or current.tail + 1 < self.config.chain_span:
+            return Layout(current, {}, False)
+        carried: dict[str, bytes] = {}
+        run: Package | None = current
+        while run is not None and run.tail > 0:
+            with zipfile.ZipFile(run.path) as zf:
+                for name in run.own_checkpoints():
+                    carried[name] = zf.read(name)
+            run = self.linked(run)
+        assert run is not None
+        return Layout(run, carried, True)
 
     def _check_place(self, package: Package, folder: Path, generation: int) -> None:
         expected = (folder.parent.name, folder.name, generation)
