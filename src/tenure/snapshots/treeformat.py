@@ -320,15 +320,6 @@ def _unpack(layout: struct.Struct, data: bytes, pos: int) -> tuple[Any, ...]:
     return layout.unpack_from(data, pos)
 
 
-def read_record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
-    """One folder record at ``pos`` and the offset after it (for readers that stream).
-
-    Raises :class:`BadTree` (``truncated`` when the record runs past the end
-    of ``data``) or ``struct.error`` (a fixed-size header past the end).
-    """
-    return _record(data, pos)
-
-
 def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
     """One folder record (the hot path of every read: one call per folder, a loop per entry).
 
