@@ -432,6 +432,53 @@ def intake_advance(work: Work) -> Spec:
     )
 
 
+def _intake_spans(work: Work, advances: int) -> Any:
+    """An intake whose case has ``advances`` advances after admission, in spans of 2 (ADR 0110)."""
+    from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig
+
+    ws = _intake_setup(work, IntakeConfig(chain_span=2))
+    _put_package(ws, "in.zip")
+    InboxProcessor(ws).poll()
+    store = CheckpointStore(ws)
+    for i in range(advances):
+        store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id=f"s{i}")
+    _on_disk(ws)
+    return ws, store
+
+
+def intake_advance_span(work: Work) -> Spec:
+    """An advance that closes a span (stored format v2): the new generation carries the run's checkpoints."""
+    ws, store = _intake_spans(work, 1)
+    _mark_publish()
+    work.begin()
+    package = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="closes")
+    mark("ack")
+    cases, runtime, root = str(ws.cases), str(ws.runtime_file), str(ws.root)
+    folder = str(ws.case_dir("case-A", "pkg-1"))
+    finals = (os.path.join(folder, "g00000003.zip"), os.path.join(folder, "current.json"))
+    return Spec(
+        [Scope(cases, root), Scope(runtime, root)],
+        [Ack("published", scopes=(cases,)), Ack("ack")],
+        [Window("begin", "ack", finals)],
+        {"generation": package.generation, "link": package.link.file if package.link else None},
+    )
+
+
+def intake_collect(work: Work) -> Spec:
+    """The collector removes the generations the newest no longer references (I-132)."""
+    ws, store = _intake_spans(work, 5)
+    folder = str(ws.case_dir("case-A", "pkg-1"))
+    work.begin()
+    report = store.collect()
+    mark("ack")
+    return Spec(
+        [Scope(str(ws.cases), str(ws.root))],
+        [Ack("ack")],
+        [Window("begin", "ack", tuple(report.generations))],
+        {"removed": sorted(os.path.basename(p) for p in report.generations), "left": sorted(os.listdir(folder))},
+    )
+
+
 SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "put": put,
     "put-existing": put_existing,
@@ -445,6 +492,8 @@ SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "intake-quarantine": intake_quarantine,
     "intake-quarantine-large": intake_quarantine_large,
     "intake-advance": intake_advance,
+    "intake-advance-span": intake_advance_span,
+    "intake-collect": intake_collect,
 }
 
 
@@ -550,6 +599,10 @@ def _intake_cache_no_fsync() -> None:
     _patch("tenure.intake.inbox", "fsync_file", lambda fd: None)
 
 
+def _intake_collect_no_folder_fsync() -> None:
+    _patch("tenure.intake.collect", "fsync_dir", lambda folder: None)
+
+
 def _intake_writer_no_fsync() -> None:
     _patch("tenure.intake.writer", "fsync_file", lambda fd: None)
 
@@ -572,6 +625,8 @@ MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
     "intake-quarantine-parent-not-synced": ("intake-quarantine", _intake_fsync_dir_skipping("quarantine")),
     "intake-ack-no-inbox-fsync": ("intake-admission", _intake_fsync_dir_skipping("inbox")),
     "intake-writer-no-fsync": ("intake-advance", _intake_writer_no_fsync),
+    "intake-span-writer-no-fsync": ("intake-advance-span", _intake_writer_no_fsync),
+    "intake-collect-no-folder-fsync": ("intake-collect", _intake_collect_no_folder_fsync),
 }
 
 

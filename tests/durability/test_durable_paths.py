@@ -30,6 +30,8 @@ EXPECTED = {
     "intake-quarantine": {"link into scope": 2, "rename into scope": 2, "fsync": 5, "mkdir": 1},
     "intake-quarantine-large": {"rename into scope": 2, "fsync": 4, "mkdir": 1},
     "intake-advance": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
+    "intake-advance-span": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
+    "intake-collect": {"unlink": 2, "fsync": 1},
 }
 #: intake scenario → what its operation reported
 INTAKE = {
@@ -38,6 +40,11 @@ INTAKE = {
     "intake-quarantine": {"results": [["QUARANTINED", "not-a-zip"]]},
     "intake-quarantine-large": {"results": [["QUARANTINED", "archive-too-large"]], "cached": []},
     "intake-advance": {"admitted": [["ACCEPTED", None]], "generation": 2, "state": "BUILDING_CASE"},
+    "intake-advance-span": {"generation": 3, "link": "g00000001.zip"},
+    "intake-collect": {
+        "removed": ["g00000002.zip", "g00000004.zip"],
+        "left": ["current.json", "g00000001.zip", "g00000003.zip", "g00000005.zip", "g00000006.zip"],
+    },
 }
 
 

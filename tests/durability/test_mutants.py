@@ -32,8 +32,19 @@ RULES = {
     "intake-quarantine-parent-not-synced": ("(c)",),  # the new quarantine folder: quarantine/ not synced
     "intake-ack-no-inbox-fsync": ("(d)",),  # the input's removal from the inbox not synced
     "intake-writer-no-fsync": ("(a)",),  # a generation linked into place unsynced
+    "intake-span-writer-no-fsync": ("(a)",),  # a generation that closes a span linked into place unsynced
+    "intake-collect-no-folder-fsync": ("(d)",),  # unreferenced generations removed, the folder not synced
 }
-CRASHES = {"put", "put-existing", "gc-delete", "atomic-write", "intake-quarantine", "intake-advance"}
+CRASHES = {
+    "put",
+    "put-existing",
+    "gc-delete",
+    "atomic-write",
+    "intake-quarantine",
+    "intake-advance",
+    "intake-advance-span",
+    "intake-collect",
+}
 
 
 def test_every_mutant_names_its_rule() -> None:

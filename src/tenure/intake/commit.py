@@ -10,8 +10,8 @@
    that its bytes still match the cached snapshot.
 
 A crash before step 3 leaves at most a ``.tmp-*`` file, never a generation;
-the retry removes it (the case lock proves its writer is gone) and repeats
-the operation. After step 3 the published generation and
+the retry removes it when it loads the case under the case lock
+(:meth:`CaseStorage.load_dir` with ``repair``) and repeats the operation. After step 3 the published generation and
 its embedded receipt prove completion; a retry finds them, repairs the index
 and runtime file, and writes no second generation. Each step boundary is a
 named crash point (:mod:`tenure.faults`).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tenure.faults import crash_point, register
 
-from .fsio import make_dirs_durable, remove_abandoned_temp
+from .fsio import make_dirs_durable
 from .package import Package
 from .plan import Plan
 from .storage import CaseStorage
@@ -65,8 +65,7 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
     )
     crash_point(RUNTIME_WRITTEN)
     try:
-        make_dirs_durable(folder)
-        remove_abandoned_temp(folder)  # the case lock is held: a temporary file here is a dead writer's
+        make_dirs_durable(folder)  # (the temporary files of a dead writer went when the caller loaded base)
         layout = storage.layout(base)  # format v2: link to base, or close a span (ADR 0110)
         written = PackageWriter(workspace.config).write(
             folder,

@@ -38,7 +38,7 @@ from tenure.fsio import sync_filesystem
 from .canonical import id_hash, to_utc_text, utc_now
 from .config import IntakeConfig
 from .errors import PackageRejectedError, StorageCorruptError
-from .fsio import atomic_write_json, fsync_dir
+from .fsio import TMP_PREFIX, atomic_write_json, fsync_dir
 from .package import Package, generation_name, read_link, read_package
 from .workspace import Workspace
 
@@ -209,9 +209,20 @@ class CaseStorage:
     def load_dir(self, folder: Path, *, repair: bool = False) -> Package | None:
         """The current generation of a package folder, or None if it has none.
 
-        ``repair`` (callers holding the case lock) rewrites a stale index.
+        ``repair`` (callers holding the case lock) rewrites a stale index
+        and removes the temporary files a writer that died left (the case
+        lock proves it is gone), from the same listing of the folder.
         """
-        numbers = self.generations(folder)
+        if not folder.is_dir():
+            return None
+        names = os.listdir(folder)
+        numbers = sorted(int(m.group(1)) for m in map(_GENERATION.match, names) if m)
+        if repair:
+            abandoned = [n for n in names if n.startswith(TMP_PREFIX)]
+            for name in abandoned:
+                (folder / name).unlink(missing_ok=True)
+            if abandoned:
+                fsync_dir(folder)
         if not numbers:
             return None
         package = self.load_generation(folder, numbers[-1])
