@@ -39,6 +39,7 @@ import re
 import stat
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from tenure.faults import crash_point, register
@@ -49,7 +50,8 @@ from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.index import save_index
 from tenure.snapshots.materialize import Materializer, ModeFilter, Plan
 from tenure.snapshots.results import RestoreResult
-from tenure.snapshots.walk import Listing, damaged_error, load_listing
+from tenure.snapshots.streaming import Damaged, StreamWriter
+from tenure.snapshots.walk import Listing, TreeChanged, check_tree, damaged_error, load_listing, stream_records
 
 AFTER_MATERIALIZE = register(
     "restore.after_materialize",
@@ -88,6 +90,85 @@ def restore_tree(
     dest = os.path.abspath(dest)
     _check_target(dest)
     workers = workers or os.cpu_count() or 1
+    modes = ModeFilter(keep_special_bits)
+    result = _restore_streaming(root, objects, dest, progress, index_path, workers, durable, modes)
+    if result is None:  # damaged (or found damaged while writing): the listing path reports it file by file
+        result = _restore_listing(root, objects, dest, partial, progress, index_path, workers, durable, modes)
+    crash_point(AFTER_MATERIALIZE)
+    _rename_into_place(result.temp, dest)
+    if durable:
+        fsync_dir(os.path.dirname(dest))
+    crash_point(AFTER_RENAME)
+    return result.result
+
+
+class _Ready(NamedTuple):
+    temp: str  # the complete, durable temporary folder
+    result: RestoreResult
+
+
+def _restore_streaming(
+    root: str,
+    objects: ObjectStore,
+    dest: str,
+    progress: Progress | None,
+    index_path: str | None,
+    workers: int,
+    durable: bool,
+    modes: ModeFilter,
+) -> _Ready | None:
+    """Restore an intact tree record by record (ADR 0029); ``None`` when it is damaged."""
+    temp: str | None = None
+    writer: StreamWriter | None = None
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
+            check = check_tree(root, objects, pool)
+        if check.parsed is None or not check.intact or check.missing:
+            return None
+        temp = _temp_folder(dest)
+        writer = StreamWriter(os.fsencode(temp), objects, workers, progress, index_path is not None, modes)
+        try:
+            writer.records(root, stream_records(root, objects, check.parsed.chunks, writer.pool))
+            writer.finish()
+        finally:
+            writer.close()
+        if index_path is not None:
+            writer.rows.save(index_path)
+        if durable:
+            sync_filesystem(os.path.dirname(temp))  # same file system; temp may have lost its read bit
+    except (Damaged, TreeChanged):
+        if temp is not None:
+            force_rmtree(temp)
+        return None
+    except BaseException:
+        if temp is not None:
+            force_rmtree(temp)
+        raise
+    result = RestoreResult(
+        root=root,
+        dest=dest,
+        files=writer.files,
+        bytes_written=writer.bytes_written,
+        lost_paths=(),
+        missing=frozenset(),
+        corrupt=frozenset(),
+        special_bits_dropped=tuple(writer.dropped_paths()),
+    )
+    return _Ready(temp, result)
+
+
+def _restore_listing(
+    root: str,
+    objects: ObjectStore,
+    dest: str,
+    partial: bool,
+    progress: Progress | None,
+    index_path: str | None,
+    workers: int,
+    durable: bool,
+    modes: ModeFilter,
+) -> _Ready:
+    """Restore from the whole listing: the path for damaged trees, which reports every lost file."""
     listing = load_listing(root, objects, workers)
     if not listing.dirs:
         raise damaged_error(listing)
@@ -95,7 +176,6 @@ def restore_tree(
     missing = plan.data_oids() - objects.has_many(plan.data_oids())
     if (missing or listing.damaged) and not partial:
         raise damaged_error(listing, missing, lost_files=plan.paths_using(missing))
-    modes = ModeFilter(keep_special_bits)
     temp = _temp_folder(dest)
     try:
         done = _materialize(
@@ -108,12 +188,7 @@ def restore_tree(
     except BaseException:
         force_rmtree(temp)
         raise
-    crash_point(AFTER_MATERIALIZE)
-    _rename_into_place(temp, dest)
-    if durable:
-        fsync_dir(os.path.dirname(dest))
-    crash_point(AFTER_RENAME)
-    return RestoreResult(
+    result = RestoreResult(
         root=root,
         dest=dest,
         files=done.files,
@@ -123,6 +198,7 @@ def restore_tree(
         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]),
         special_bits_dropped=tuple(sorted(_dropped(modes, listing, done.lost))),
     )
+    return _Ready(temp, result)
 
 
 class _Done(NamedTuple):

@@ -164,7 +164,7 @@ def _name(item: Item) -> bytes:
     return item.name
 
 
-def cut_stream(stream: bytes, record_starts: Sequence[int]) -> list[tuple[int, int, int]]:
+def cut_stream(stream: bytes | bytearray, record_starts: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(offset, length, first)`` of each tree chunk of ``stream``."""
     chunker = pyfastcdc.FastCDC(avg_size=STREAM_AVG, min_size=STREAM_MIN, max_size=STREAM_MAX)
     cuts = [(c.offset, c.length) for c in chunker.cut_buf(stream)] if stream else []
@@ -318,6 +318,15 @@ def _unpack(layout: struct.Struct, data: bytes, pos: int) -> tuple[Any, ...]:
     if layout.size > len(data) - pos:
         raise _truncated("a header")
     return layout.unpack_from(data, pos)
+
+
+def read_record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
+    """One folder record at ``pos`` and the offset after it (for readers that stream).
+
+    Raises :class:`BadTree` (``truncated`` when the record runs past the end
+    of ``data``) or ``struct.error`` (a fixed-size header past the end).
+    """
+    return _record(data, pos)
 
 
 def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:

@@ -10,10 +10,11 @@ its path ending in ``/`` (the root is ``./``); the rest stays readable.
 from __future__ import annotations
 
 import os
+import struct
 from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import NamedTuple, TypeVar
 
 from tenure.errors import IntegrityError
 from tenure.objects import ObjectMissingError, ObjectStore
@@ -32,7 +33,10 @@ from tenure.snapshots.treeformat import (
     decode_root,
     format_error,
     iter_records,
+    read_record,
 )
+
+_R = TypeVar("_R")
 
 
 class Listing(NamedTuple):
@@ -263,3 +267,114 @@ def iter_tree(root: str, objects: ObjectStore) -> Iterator[TreeEntry]:
         yield TreeEntry(
             os.fsdecode(rel), "file", f.mode, f.mtime_ns, f.size, None, os.fsdecode(f.link) if f.link else None
         )
+
+
+# --------------------------------------------------------------------------- streaming (restore)
+
+
+class TreeCheck(NamedTuple):
+    """What :func:`check_tree` found: the parsed root, whether every tree object verified, data ids not stored."""
+
+    parsed: Root | None
+    intact: bool  # root, tree chunks and id chunks all present and verified
+    missing: frozenset[str]  # data ids the root lists that the store lacks (when intact)
+
+
+class TreeChanged(Exception):
+    """A tree chunk that verified a moment ago could not be read again (restore falls back to a full listing)."""
+
+
+_ID_BATCH = 4096
+
+
+def check_tree(root: str, objects: ObjectStore, pool: Executor) -> TreeCheck:
+    """Verify every tree object of ``root`` and ask which listed data ids are not stored, holding none of them.
+
+    Tree chunks are fetched and hash-checked, then dropped; the id list is
+    read chunk by chunk and checked against the store in batches. Nothing
+    here grows with the number of files.
+    """
+    listing = _empty(root)
+    parsed = _root(objects, listing)
+    if parsed is None:
+        return TreeCheck(None, False, frozenset())
+
+    def intact(c: ChunkRef) -> bool:
+        return _fetch(objects, c.oid, listing, c.length) is not None
+
+    if not all(list(pool.map(intact, parsed.chunks))):
+        return TreeCheck(parsed, False, frozenset())
+    missing: set[str] = set()
+    if not parsed.id_chunks:
+        for start in range(0, len(parsed.ids), _ID_BATCH):
+            batch = parsed.ids[start : start + _ID_BATCH]
+            missing.update(set(batch) - objects.has_many(batch))
+        return TreeCheck(parsed, True, frozenset(missing))
+    carry = b""
+    for part in _ahead(pool, lambda c: _fetch(objects, c.oid, listing, c.length), parsed.id_chunks, 2):
+        if part is None:
+            return TreeCheck(parsed, False, frozenset())
+        carry += part
+        whole = len(carry) - len(carry) % 32
+        batch = decode_ids(carry[:whole])
+        carry = carry[whole:]
+        missing.update(set(batch) - objects.has_many(batch))
+    if carry:
+        raise format_error(root, "has a malformed id list", BadTree("bad-ids", "an id stream is whole 32-byte ids"))
+    return TreeCheck(parsed, True, frozenset(missing))
+
+
+def stream_records(
+    root: str, objects: ObjectStore, chunks: Sequence[ChunkRef], pool: Executor
+) -> Iterator[tuple[bytes, Tree]]:
+    """The folder records of an intact tree, in stream order, holding a few chunks at a time.
+
+    A record split across chunks is parsed again only once the buffered
+    bytes have doubled, so a huge folder record costs linear time. A chunk
+    that fails now raises :class:`TreeChanged`; a malformed record raises
+    :class:`TreeFormatError` as :func:`iter_records` does in strict mode.
+    """
+    listing = _empty(root)
+    buf = b""
+    retry_at = 0
+    parts = _ahead(pool, lambda c: _fetch(objects, c.oid, listing, c.length), chunks, 2)
+    for i, part in enumerate(parts, 1):
+        if part is None:
+            raise TreeChanged(root)
+        buf = buf + part if buf else part
+        if len(buf) < retry_at and i < len(chunks):
+            continue
+        pos = 0
+        while pos < len(buf):
+            try:
+                try:
+                    path, tree, end = read_record(buf, pos)
+                except struct.error:
+                    break
+            except BadTree as exc:
+                if exc.problem == "truncated":
+                    break
+                raise format_error(root, "has a malformed record", exc) from None
+            yield path, tree
+            pos = end
+        buf = buf[pos:]
+        retry_at = 2 * len(buf)
+    if buf:
+        list(iter_records(buf, strict=True, root=root))  # raises "is cut short" (or the record's own problem)
+        raise TreeFormatError(f"tree {root} is cut short", oid=root, problem="truncated")
+
+
+def _ahead(pool: Executor, call: Callable[[ChunkRef], _R], items: Sequence[ChunkRef], depth: int) -> Iterator[_R]:
+    """``call(item)`` for each item on ``pool``, in order, at most ``depth`` results waiting."""
+    futures: deque[Future[_R]] = deque()
+    rest = iter(items)
+    for item in rest:
+        futures.append(pool.submit(call, item))
+        if len(futures) >= depth:
+            break
+    while futures:
+        result = futures.popleft().result()
+        item_next = next(rest, None)
+        if item_next is not None:
+            futures.append(pool.submit(call, item_next))
+        yield result

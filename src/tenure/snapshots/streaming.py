@@ -1,0 +1,442 @@
+"""Restoring an intact tree while its folder records stream in (ADR 0029).
+
+:class:`StreamWriter` takes the folder records of a tree in stream order
+(:func:`~tenure.snapshots.walk.stream_records`) and writes them below the
+temporary folder as they come: a record's sub-folders and symlinks are made
+at once, its files join a **window** of at most ``WINDOW_FILES`` files,
+grouped by data object. A full window fetches each of its objects once (the
+last object of the previous window is kept decoded, so a pack that spans two
+windows is read once) and hands the slices to the thread pool in groups, as
+:class:`~tenure.snapshots.materialize.Materializer` does. Nothing per file
+outlives its window except what must be kept, compactly:
+
+- the rows of the index written after the restore (:class:`IndexRows`:
+  arrays, one path per file, sorted and encoded only at the end);
+- hard-link followers (a few per linked file), linked once all content is
+  written: a follower may come before its leader (the first member by
+  path byte order) in the stream;
+- per folder: its path, mode and mtime, applied deepest first at the end;
+  files of several objects (at least ``CHUNKED_FROM`` bytes each), finished
+  at the end.
+
+Only intact trees come here: :func:`~tenure.snapshots.walk.check_tree`
+verifies every tree object and asks for missing data objects first. If an
+object turns out missing or corrupt while writing (or a tree chunk cannot
+be read again), :class:`Damaged` is raised and the restore starts over on
+the listing path, which reports the damage file by file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from typing import NamedTuple
+
+import blake3
+import zstandard
+
+from tenure.fsio import atomic_write
+from tenure.objects import ObjectStore
+from tenure.snapshots.chunking import CHUNKED_FROM
+from tenure.snapshots.errors import TreeFormatError
+from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, _bytes, stat_key
+from tenure.snapshots.materialize import (
+    _CREATE,
+    GROUP,
+    Materializer,
+    ModeFilter,
+    _create_empty,
+    _fetch,
+    _finish,
+    _lstat,
+    _mkdir,
+    _symlink,
+    _write_all,
+)
+from tenure.snapshots.treeformat import DirItem, FileItem, Ref, SymlinkItem, Tree
+
+WINDOW_FILES = 4096
+WINDOW_BYTES = 64 << 20
+
+
+class Damaged(Exception):
+    """A data object proved missing or corrupt while writing: the caller restores through the listing path."""
+
+
+class _File(NamedTuple):
+    path: bytes
+    mode: int
+    mtime_ns: int
+    size: int
+    row: int  # index row, or -1
+
+
+class _Piece(NamedTuple):
+    file: _File
+    offset: int  # in the object
+    length: int
+    at: int  # in the file
+    whole: bool
+
+
+_Written = tuple[int, list[tuple[int, StatKey, bytes]]]
+
+
+class IndexRows:
+    """Index rows kept as columns; :meth:`body` encodes them as :func:`tenure.snapshots.index.encode_body` does."""
+
+    def __init__(self) -> None:
+        self.paths: list[bytes] = []
+        self.stats = [array("Q"), array("q"), array("Q"), array("q"), array("Q")]
+        self.digests: dict[int, bytes] = {}
+        self.ref_end = array("Q")
+        self.ref_oid, self.ref_offset, self.ref_length = array("I"), array("Q"), array("Q")
+        self.oid_at: dict[str, int] = {}
+
+    def add(self, path: bytes, refs: Iterable[Ref]) -> int:
+        row = len(self.paths)
+        self.paths.append(path)
+        for column in self.stats:
+            column.append(0)
+        for oid, offset, length in refs:
+            at = self.oid_at.get(oid)
+            if at is None:
+                at = self.oid_at[oid] = len(self.oid_at)
+            self.ref_oid.append(at)
+            self.ref_offset.append(offset)
+            self.ref_length.append(length)
+        self.ref_end.append(len(self.ref_oid))
+        return row
+
+    def refs(self, row: int) -> list[Ref]:
+        start = self.ref_end[row - 1] if row else 0
+        oids = list(self.oid_at)
+        return [
+            (oids[self.ref_oid[k]], self.ref_offset[k], self.ref_length[k]) for k in range(start, self.ref_end[row])
+        ]
+
+    def put(self, row: int, key: StatKey, digest: bytes = b"") -> None:
+        for column, value in zip(self.stats, key):
+            column[row] = value
+        if digest:
+            self.digests[row] = digest
+
+    def body(self) -> bytes:
+        """The canonical index body (paths sorted, oids numbered in order of first use)."""
+        return b"".join(self._parts()[1])
+
+    def save(self, path: str) -> None:
+        """Atomically write the index file (as :func:`tenure.snapshots.index.write_index`), compressing part by part."""
+        size, parts = self._parts()
+        compressor = zstandard.ZstdCompressor(level=1).compressobj(size=size)
+        frame = b"".join([*(compressor.compress(part) for part in parts), compressor.flush()])
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        atomic_write(path, b"".join((MAGIC, bytes([VERSION]), blake3.blake3(frame).digest(), frame)), mode=0o600)
+
+    def _parts(self) -> tuple[int, Iterator[bytes]]:
+        """The body's length and its parts, made one at a time (the columns in path order)."""
+        paths = self.paths
+        order = array("I", sorted(range(len(paths)), key=paths.__getitem__))
+        renumber: dict[int, int] = {}
+        ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
+        starts = array("Q", [0])
+        digest_at = array("q")
+        digests: list[bytes] = []
+        end = self.ref_end
+        for row in order:
+            digest = self.digests.get(row)
+            if digest:
+                digest_at.append(len(digests))
+                digests.append(digest)
+            else:
+                digest_at.append(-1)
+            start = end[row - 1] if row else 0
+            for k in range(start, end[row]):
+                old = self.ref_oid[k]
+                new = renumber.get(old)
+                if new is None:
+                    new = renumber[old] = len(renumber)
+                ref_oid.append(new)
+            ref_offset.extend(self.ref_offset[start : end[row]])
+            ref_length.extend(self.ref_length[start : end[row]])
+            starts.append(len(ref_oid))
+        oids = list(self.oid_at)
+        by_number = sorted(renumber, key=renumber.__getitem__)
+        count = len(paths)
+        joined_len = sum(map(len, paths)) + max(count - 1, 0)
+        head = _HEAD.pack(count, len(renumber), len(ref_oid), len(digests), joined_len)
+        size = len(head) + joined_len + 8 * 7 * count + 8 + 20 * len(ref_oid) + 32 * (len(renumber) + len(digests))
+
+        def parts() -> Iterator[bytes]:
+            yield head
+            yield b"\0".join([paths[row] for row in order])
+            for column in self.stats:
+                yield _bytes(array(column.typecode, [column[row] for row in order]))
+            for values in (digest_at, starts, ref_oid, ref_offset, ref_length):
+                yield _bytes(values)
+            yield b"".join(bytes.fromhex(oids[old]) for old in by_number)
+            yield b"".join(digests)
+
+        return size, parts()
+
+    def find(self, wanted: set[bytes]) -> dict[bytes, int]:
+        """Rows of the paths in ``wanted`` (one pass; ``wanted`` is small: hard-link leaders)."""
+        return {path: row for row, path in enumerate(self.paths) if path in wanted}
+
+
+class StreamWriter(Materializer):
+    """Writes an intact tree record by record (see the module docstring)."""
+
+    def __init__(
+        self,
+        temp: bytes,
+        objects: ObjectStore,
+        workers: int,
+        progress: Callable[[int, int], None] | None,
+        want_index: bool,
+        modes: ModeFilter,
+    ) -> None:
+        super().__init__(temp, objects, workers, progress, want_index, modes)
+        self.rows = IndexRows()
+        self.folders: list[tuple[bytes, int, int]] = []
+        self.dropped: list[bytes] = []
+        self._window: dict[str, list[_Piece]] = {}
+        self._window_files = self._window_bytes = 0
+        self._empties: list[_Piece] = []
+        self._multi: list[_File] = []
+        self._followers: list[tuple[bytes, FileItem]] = []
+        self._own_links: set[bytes] = set()
+        self._last: tuple[str, bytes] | None = None
+        self._stream_writes: deque[Future[_Written]] = deque()
+        self._expected: set[bytes] = set()
+        self._seen: set[bytes] = set()
+        self._pending: dict[bytes, Tree] = {}
+
+    # ----------------------------------------------------------------- records
+
+    def records(self, root: str, stream: Iterable[tuple[bytes, Tree]]) -> None:
+        """Write every record of ``stream``; a record out of pre-order waits for the folder that lists it."""
+        for rel, tree in stream:
+            if rel in self._seen:
+                raise TreeFormatError(f"tree {root} lists folder {rel!r} twice", oid=root, problem="duplicate-folder")
+            self._seen.add(rel)
+            if rel in self._expected if rel else not self.folders:
+                self._folder(rel, tree)
+            else:
+                self._pending[rel] = tree
+        if self._expected or self._pending or not self.folders:
+            raise TreeFormatError(
+                f"tree {root}: folder records do not match the folders listed", oid=root, problem="bad-structure"
+            )
+
+    def _folder(self, rel: bytes, tree: Tree) -> None:
+        todo = [(rel, tree)]
+        while todo:
+            rel, tree = todo.pop()
+            self._expected.discard(rel)
+            self.folders.append((rel, tree.mode, tree.mtime_ns))
+            if tree.mode & ~self.modes.dir_bits:
+                self.dropped.append(rel)
+            prefix = rel + b"/" if rel else b""
+            for item in tree.items:
+                path = prefix + item.name
+                if type(item) is FileItem:
+                    self._file(path, item)
+                elif type(item) is DirItem:
+                    self.at(path, _mkdir)
+                    waiting = self._pending.pop(path, None)
+                    if waiting is None:
+                        self._expected.add(path)
+                    else:
+                        todo.append((path, waiting))
+                else:
+                    assert isinstance(item, SymlinkItem)
+                    self.at(path, _symlink, item)
+
+    def _file(self, path: bytes, item: FileItem) -> None:
+        if item.mode & ~self.modes.file_bits:
+            self.dropped.append(path)
+        if item.link and item.link != path:
+            self._followers.append((path, item))
+            return
+        if item.link:
+            self._own_links.add(path)  # its own leader: not a leader for anyone else
+        self._content(path, item)
+
+    def _content(self, path: bytes, item: FileItem) -> None:
+        refs = item.refs
+        row = self.rows.add(path, refs) if self.want_index else -1
+        f = _File(path, item.mode & self.modes.file_bits, item.mtime_ns, item.size, row)
+        self._total += item.size
+        self.files += 1
+        self.bytes_written += item.size
+        if not refs:
+            self._empties.append(_Piece(f, 0, 0, 0, True))
+            if len(self._empties) >= GROUP:
+                self._queue(b"", self._empties)
+                self._empties = []
+            return
+        window = self._window
+        if len(refs) == 1:
+            oid, offset, length = refs[0]
+            piece = _Piece(f, offset, length, 0, True)
+            if oid in window:
+                window[oid].append(piece)
+            else:
+                window[oid] = [piece]
+        else:
+            self.at(path, _create_empty)
+            self._multi.append(f)
+            at = 0
+            for oid, offset, length in refs:
+                window.setdefault(oid, []).append(_Piece(f, offset, length, at, False))
+                at += length
+        self._window_files += 1
+        self._window_bytes += item.size
+        if self._window_files >= WINDOW_FILES or self._window_bytes >= WINDOW_BYTES:
+            self.flush()
+
+    # ----------------------------------------------------------------- objects and writes
+
+    def flush(self) -> None:
+        """Fetch each object of the window once and queue its slices (at most ``workers`` fetches ahead)."""
+        window, self._window = self._window, {}
+        self._window_files = self._window_bytes = 0
+        fetches: deque[tuple[str, list[_Piece], Future[tuple[bytes | None, bool]] | bytes]] = deque()
+        for oid, pieces in window.items():
+            last = self._last
+            fetches.append(
+                (
+                    oid,
+                    pieces,
+                    last[1] if last is not None and last[0] == oid else self.pool.submit(_fetch, self.objects, oid),
+                )
+            )
+            if len(fetches) > self.workers:
+                self._land_object(*fetches.popleft())
+        while fetches:
+            self._land_object(*fetches.popleft())
+        if self._empties:
+            self._queue(b"", self._empties)
+            self._empties = []
+
+    def _land_object(self, oid: str, pieces: list[_Piece], fetched: Future[tuple[bytes | None, bool]] | bytes) -> None:
+        plain = fetched if isinstance(fetched, bytes) else fetched.result()[0]
+        if plain is None or any(p.offset + p.length > len(plain) for p in pieces):
+            raise Damaged(oid)
+        self._last = (oid, plain)
+        for start in range(0, len(pieces), GROUP):
+            self._queue(plain, pieces[start : start + GROUP])
+
+    def _queue(self, plain: bytes, pieces: list[_Piece]) -> None:
+        self._stream_writes.append(self.pool.submit(self._write_pieces, plain, pieces))
+        while len(self._stream_writes) > 2 * self.workers:
+            self._collect_one()
+
+    def _collect_one(self) -> None:
+        written, rows = self._stream_writes.popleft().result()
+        for row, key, digest in rows:
+            self.rows.put(row, key, digest)
+        self._done += written
+        if self.progress is not None:
+            self.progress(self._done, self._total)
+
+    def drain(self) -> None:
+        self.flush()
+        while self._stream_writes:
+            self._collect_one()
+
+    def _write_pieces(self, plain: bytes, pieces: list[_Piece]) -> _Written:
+        view = memoryview(plain)
+        written = 0
+        rows: list[tuple[int, StatKey, bytes]] = []
+        for p in pieces:
+            data = view[p.offset : p.offset + p.length]
+            if p.whole:
+                row = self.at(p.file.path, self._whole, p.file, data)
+                if row is not None:
+                    rows.append(row)
+            else:
+                self.at(p.file.path, _pwrite, data, p.at)
+            written += p.length
+        return written, rows
+
+    def _whole(self, path: bytes, dir_fd: int | None, f: _File, data: memoryview) -> tuple[int, StatKey, bytes] | None:
+        """Create, fill and finish a one-slice file (one call per small file)."""
+        mode = f.mode
+        direct = not mode & self._masked
+        fd = os.open(path, _CREATE, mode if direct else 0o600, dir_fd=dir_fd)
+        try:
+            if data:
+                _write_all(fd, data[os.write(fd, data) :])
+            if not direct:
+                os.fchmod(fd, mode)
+            os.utime(fd, ns=(f.mtime_ns, f.mtime_ns))
+            if f.row < 0:
+                return None
+            key = stat_key(os.fstat(fd))
+        finally:
+            os.close(fd)
+        racy = 0 < f.size < CHUNKED_FROM and f.mtime_ns >= self._racy_from
+        return f.row, key, blake3.blake3(data).digest() if racy else b""
+
+    # ----------------------------------------------------------------- after the content
+
+    def finish(self) -> None:
+        """Write everything queued; finish multi-object files; hard links; folder modes, deepest first."""
+        self.drain()
+        for f in self._multi:
+            self.at(f.path, _finish, f.mode, f.mtime_ns)
+            if f.row >= 0:
+                self.rows.put(f.row, stat_key(self.at(f.path, _lstat)))
+        self._links()
+        bits = self.modes.dir_bits
+        for rel, mode, mtime_ns in reversed(self.folders):
+            self.at(rel, _finish, mode & bits, mtime_ns)
+        self._report()
+
+    def _links(self) -> None:
+        followers = self._followers
+        if not followers:
+            return
+        names = {rel for rel, _ in followers}
+        linked: list[tuple[bytes, bytes]] = []
+        for rel, item in followers:
+            if item.link not in names and item.link not in self._own_links and self._is_file(item.link):
+                linked.append((rel, item.link))
+            else:
+                self._content(rel, item)  # no leader to link to: its own copy, as the listing path does
+        self.drain()
+        for rel, leader in linked:
+            self.at(leader, self._link, rel)
+        self.files += len(linked)
+        if not self.want_index:
+            return
+        leaders = self.rows.find({leader for _, leader in linked})
+        for row in leaders.values():  # a new link changed the leader's ctime
+            self.rows.put(row, stat_key(self.at(self.rows.paths[row], _lstat)), self.rows.digests.get(row, b""))
+        for rel, leader in linked:
+            at = leaders[leader]
+            row = self.rows.add(rel, self.rows.refs(at))
+            self.rows.put(row, stat_key(self.at(rel, _lstat)), self.rows.digests.get(at, b""))
+
+    def _is_file(self, rel: bytes) -> bool:
+        try:
+            return stat.S_ISREG(self.at(rel, _lstat).st_mode)
+        except FileNotFoundError:
+            return False
+
+    def dropped_paths(self) -> list[str]:
+        return sorted(os.fsdecode(rel) for rel in self.dropped)
+
+
+def _pwrite(path: bytes, dir_fd: int | None, data: memoryview, at: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        _write_all(fd, data, at)
+    finally:
+        os.close(fd)
