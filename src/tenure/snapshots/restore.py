@@ -3,9 +3,14 @@
 Sequence of :func:`restore_tree`:
 
 1. Refuse a target that exists and is not an empty folder.
-2. Read the tree objects (:mod:`~tenure.snapshots.walk`) and ask the store,
-   in one ``has_many``, which data objects it lacks. Damage found here fails
-   the restore before anything is written (unless ``partial``).
+2. Verify the tree objects and ask the store which data objects it lacks
+   (:func:`~tenure.snapshots.walk.check_tree`, holding none of them). An
+   intact tree is then written record by record as its chunks stream in
+   (:mod:`~tenure.snapshots.streaming`, ADR 0029), so memory does not grow
+   with the tree beyond the index rows. A damaged one, or one found damaged
+   while writing, goes through the whole listing
+   (:mod:`~tenure.snapshots.walk`), the steps below: damage found there
+   fails the restore before anything is written (unless ``partial``).
 3. In the target's parent, create ``.<name>.tenure-restore-<hex>``; make its
    folders (owner-only for now) and symlinks.
 4. Fetch each data object once, decode it (the codec checks its hash) and
