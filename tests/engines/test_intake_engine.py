@@ -151,3 +151,27 @@ def test_quiet_passes_log_nothing(tmp_path: Path, engines: Any, caplog: pytest.L
     for _ in range(3):
         assert passes.next().results == []
     assert [r for r in caplog.records if "intake pass" in r.getMessage()] == []
+
+
+def test_every_nth_pass_collects_unreferenced_generations(tmp_path: Path, engines: Any) -> None:
+    """I-132: the engine runs the collection (ADR 0110) every ``collect_every``-th pass."""
+    from tenure.intake import IntakeConfig
+
+    folder = str(tmp_path / "project")
+    config = IntakeConfig(chain_span=2)
+    ws = Workspace(Path(folder) / "intake", config)
+    drop(ws.root, tmp_path / "staging")
+    InboxProcessor(ws).poll()
+    store = CheckpointStore(ws)
+    for i in range(4):  # generation 3 closes a span: generation 2 is no longer referenced
+        store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id=f"s{i}")
+    case = ws.case_dir("case-A", "pkg-1")
+    (case / ".tmp-dead.zip").write_bytes(b"left by a writer that died")
+    engine, passes = engines(folder, config=config, collect_every=2)
+    engine.start(START, folder)
+    assert passes.next().collected is None  # pass 1 only polls
+    report = passes.next()
+    assert report.number == 2 and report.collected is not None
+    assert [Path(p).name for p in report.collected.generations] == ["g00000002.zip", "g00000004.zip"]
+    assert report.collected.temporary == 1 and not (case / ".tmp-dead.zip").exists()
+    assert [c.step_id for c in store.checkpoints("case-A", "pkg-1")][1:] == ["s0", "s1", "s2", "s3"]

@@ -7,7 +7,9 @@
 
 On start it opens the intake (creating it if missing) and runs one thread for
 the project that polls it every ``interval`` seconds, one
-:meth:`InboxProcessor.poll` per pass. On stop it asks the thread to finish
+:meth:`InboxProcessor.poll` per pass; every ``collect_every``-th pass also
+collects the generations no case references any more and the temporary
+files of writes that died (:meth:`CheckpointStore.collect`, I-132, ADR 0110). On stop it asks the thread to finish
 and joins it: the pass in progress completes (a poll is crash-safe anyway).
 The intake lives in the workspace, so it is checkpointed on suspend and moves
 with the project; only the pod running the project polls it.
@@ -22,18 +24,29 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tenure.intake import InboxProcessor, IntakeConfig, PollResult, ResultKind, Workspace
+from tenure.intake import (
+    CheckpointStore,
+    InboxProcessor,
+    IntakeConfig,
+    LifecycleError,
+    PollResult,
+    ResultKind,
+    Workspace,
+)
+from tenure.intake.collect import Collected
 from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
 
 from .loader import BadEngineError
 
-__all__ = ["IntakeEngine", "PassReport", "INTERVAL_ENV", "DEFAULT_INTERVAL", "INTAKE_FOLDER"]
+__all__ = ["IntakeEngine", "PassReport", "INTERVAL_ENV", "DEFAULT_INTERVAL", "INTAKE_FOLDER", "DEFAULT_COLLECT_EVERY"]
 
 log = logging.getLogger("tenure.engines.intake")
 
 #: environment variable: seconds between two passes
 INTERVAL_ENV = "TENURE_INTAKE_INTERVAL"
 DEFAULT_INTERVAL = 2.0
+#: passes between two collections (about an hour at the default interval)
+DEFAULT_COLLECT_EVERY = 1800
 #: the intake's folder inside a project's workspace folder
 INTAKE_FOLDER = "intake"
 
@@ -47,6 +60,8 @@ class PassReport:
     number: int  #: 1 for the first pass of this thread
     results: list[PollResult]
     error: BaseException | None = None
+    #: what this pass collected, when it was one that collects (and the collection ran)
+    collected: Collected | None = None
 
 
 class IntakeEngine:
@@ -54,7 +69,8 @@ class IntakeEngine:
 
     ``interval`` defaults to ``TENURE_INTAKE_INTERVAL`` or 2 seconds;
     ``max_jobs`` is handed to each poll; ``on_pass``, if given, is called
-    after every pass (in the polling thread) with a :class:`PassReport`.
+    after every pass (in the polling thread) with a :class:`PassReport`;
+    every ``collect_every``-th pass (0: never) also runs a collection.
     """
 
     def __init__(
@@ -64,8 +80,12 @@ class IntakeEngine:
         max_jobs: int = 100,
         config: IntakeConfig | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
+        collect_every: int = DEFAULT_COLLECT_EVERY,
     ) -> None:
         self.interval = interval_from_env() if interval is None else _positive(interval, "interval")
+        if collect_every < 0:
+            raise ValueError("collect_every must be 0 (never) or positive")
+        self.collect_every = collect_every
         self.max_jobs = max_jobs
         self.config = config
         self.on_pass = on_pass
@@ -152,12 +172,36 @@ class _Poller:
             log.exception("intake pass %d for %s failed; the next pass runs", self.passes, self.project)
         else:
             _log_results(self.project, self.passes, results)
+        collected = (
+            self._collect() if self.engine.collect_every and self.passes % self.engine.collect_every == 0 else None
+        )
         callback = self.engine.on_pass
         if callback is not None:
             try:
-                callback(PassReport(self.project, self.folder, self.passes, results, error))
+                callback(PassReport(self.project, self.folder, self.passes, results, error, collected))
             except Exception:  # noqa: BLE001 - a listener's failure must not end the polling
                 log.exception("intake on_pass callback for %s failed", self.project)
+
+    def _collect(self) -> Collected | None:
+        try:
+            collected = CheckpointStore(self.workspace).collect()
+        except LifecycleError as exc:  # worker-busy: a CLI command holds the intake; the next collection runs
+            log.debug("intake collection for %s skipped: %s", self.project, exc.code)
+            return None
+        except Exception:  # noqa: BLE001 - logged; the polling goes on
+            log.exception("intake collection for %s failed; the next one runs", self.project)
+            return None
+        if collected.generations or collected.temporary or collected.skipped:
+            log.log(
+                logging.WARNING if collected.skipped else logging.INFO,
+                "intake collection for %s: %d generations and %d temporary files removed, %d folders skipped %s",
+                self.project,
+                len(collected.generations),
+                collected.temporary,
+                len(collected.skipped),
+                collected.skipped or "",
+            )
+        return collected
 
 
 def _log_results(project: str, number: int, results: list[PollResult]) -> None:
