@@ -125,7 +125,6 @@ class CaseStorage:
                 ) from None
             cached = _validated.get(key)
             if cached is not None:
-                _validated.move_to_end(key)
                 linked = cached
                 break
             pending.append((path, number, key))
