@@ -48,6 +48,7 @@ import os
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,8 +69,9 @@ from tenure.snapshots.errors import (
     UploadIncompleteError,
 )
 from tenure.snapshots.feed import ReadAhead, open_file, read_error
+from tenure.snapshots.heap import fix_mmap_threshold
 from tenure.snapshots.ignore import IgnoreRules, load_ignore
-from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, encode_body, load_index, write_index
+from tenure.snapshots.index import RACY_MARGIN_NS, Index, IndexEntry, Rows, encode_body, load_index, write_index
 from tenure.snapshots.pipeline import Uploader
 from tenure.snapshots.results import BuildResult
 from tenure.snapshots.scan import (
@@ -205,6 +207,7 @@ def build_tree(
     ``interval`` (with ``index_path``): what a change journal saw change
     since the last build; only the folders it names are listed (ADR 0030).
     """
+    fix_mmap_threshold()
     with gc_paused():
         return _build_tree(folder, objects, index_path, pin, progress, workers, exclude, leave_out, interval)
 
@@ -237,7 +240,10 @@ def _build_tree(
             if cache.mark == interval.since and cache.rules == rules:
                 layout = _partial(new_build(), root_fd, ignore, excluded, cache, interval.changes)
         if layout is None:
-            layout = _Whole(new_build(), Scanner(root_fd, ignore, excluded), rows=journaled)
+            try:
+                layout = _Whole(new_build(stream=True), Scanner(root_fd, ignore, excluded))
+            except _Restart:  # objects it relies on are gone: a build that keeps every file can repair them
+                layout = _Whole(new_build(), Scanner(root_fd, ignore, excluded))
     finally:
         os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
@@ -250,17 +256,21 @@ def _build_tree(
             folders.save(index_path, layout.cache_body(interval.mark, rules))
         else:
             folders.drop(index_path)  # the index moved on without it
-    build, scan = layout.build, layout.scan
+    build = layout.build
     return BuildResult(
         root=build.root_oid,
         files=layout.files,
         bytes_read=build.bytes_read,
         bytes_new=build.bytes_new,
         objects=frozenset(layout.trees) | layout.data,
-        skipped=tuple(scan.skipped),
-        folders_listed=len(scan.dirs),
+        skipped=tuple(layout.skipped),
+        folders_listed=layout.folders_listed,
         walked=isinstance(layout, _Whole),
     )
+
+
+class _Restart(Exception):
+    """A streaming build found objects it relies on gone: the build starts again keeping every file."""
 
 
 def _partial(
@@ -292,10 +302,11 @@ class _Layout:
     """A finished build: the folders of its tree, in pre-order, and what the index and cache get."""
 
     build: _Build
-    scan: Scan
     trees: dict[str, bytes]
     data: frozenset[str]
     files: int
+    folders_listed: int
+    skipped: list[tuple[str, str]]
 
     def index_body(self, index: Index) -> bytes | None:
         """The new index's body, or ``None`` when nothing in it changed."""
@@ -306,27 +317,42 @@ class _Layout:
 
 
 class _Whole(_Layout):
-    """A build that listed the whole folder."""
+    """A build that listed the whole folder: streaming (bounded memory), or keeping every file (to repair)."""
 
-    def __init__(self, build: _Build, scanner: Scanner, *, rows: bool) -> None:
+    def __init__(self, build: _Build, scanner: Scanner) -> None:
         self.build = build
-        self.scan = scan = build.run(scanner)
-        self._rows: list[FolderRow] = []
+        scan = build.run(scanner)
+        rows = build.rows if build.stream else []
 
-        def layout() -> tuple[list[bytes | memoryview], frozenset[str]]:
-            if rows:
-                self._rows = [_row(d) for d in scan.dirs]
-                return [r[1] for r in self._rows], _union(self._rows)
-            return [_record(d) for d in scan.dirs], _data_oids(scan.files)
+        def repair(lost: frozenset[str]) -> None:
+            if build.stream:
+                raise _Restart
+            build.repair(scan, lost)
 
-        self.trees, self.data = build.settle(layout, lambda lost: build.repair(scan, lost))
-        self.files = len(scan.files)
+        def layout() -> tuple[bytes | bytearray, list[int], frozenset[str]]:
+            if build.stream:
+                return build.tree, build.starts, _union(rows)
+            rows[:] = [_row(d) for d in scan.dirs]
+            return (*_joined([r[1] for r in rows]), _union(rows))
+
+        self.trees, self.data = build.settle(layout, repair)
+        self._rows = rows
+        self._scan = scan
+        self.files = build.files if build.stream else len(scan.files)
+        self.folders_listed = len(rows)
+        self.skipped = scan.skipped
 
     def index_body(self, index: Index) -> bytes | None:
-        return encode_body({f.rel: f.key + (f.digest, f.refs) for f in self.scan.files if f.indexed})
+        if self.build.stream:
+            return self.build.index_rows.body()
+        return encode_body({f.rel: f.key + (f.digest, f.refs) for f in self._scan.files if f.indexed})
 
     def cache_body(self, mark: str, rules: bytes) -> bytes:
-        return folders.encode(mark, rules, self._rows)
+        rows = self._rows
+        if self.build.stream:  # the records are in the tree stream, one after another
+            tree, ends = memoryview(self.build.tree), [*self.build.starts[1:], len(self.build.tree)]
+            rows = [(r[0], tree[a:b], *r[2:]) for r, a, b in zip(rows, self.build.starts, ends)]
+        return folders.encode(mark, rules, rows)
 
 
 class _Partial(_Layout):
@@ -339,14 +365,16 @@ class _Partial(_Layout):
         self.scan = build.run(scanner)
         self._rows = [self._unit_row(u) for u in self.units]
 
-        def layout() -> tuple[list[bytes | memoryview], frozenset[str]]:
-            return [r[1] for r in self._rows], _union(self._rows)
+        def layout() -> tuple[bytes | bytearray, list[int], frozenset[str]]:
+            return (*_joined([r[1] for r in self._rows]), _union(self._rows))
 
         def repair(_lost: frozenset[str]) -> None:
             raise NeedWalk("objects the folder cache names are gone")
 
         self.trees, self.data = build.settle(layout, repair)
         self.files = sum(r[3] for r in self._rows)
+        self.folders_listed = len(self.scan.dirs)
+        self.skipped = self.scan.skipped
 
     def _unit_row(self, unit: Unit) -> FolderRow:
         cache = self.cache
@@ -386,6 +414,16 @@ def _row(d: DirNode) -> FolderRow:
     oids = sorted({ref[0] for f in files for ref in f.refs})
     subs = sum(1 for c in d.children if type(c) is DirNode)
     return (d.rel, _record(d), subs, len(files), flags, oids)
+
+
+def _joined(records: Sequence[bytes | memoryview]) -> tuple[bytes, list[int]]:
+    """The tree stream of ``records`` (pre-order) and where each starts in it."""
+    starts: list[int] = []
+    position = 0
+    for part in records:
+        starts.append(position)
+        position += len(part)
+    return b"".join(records), starts
 
 
 def _union(rows: Sequence[FolderRow]) -> frozenset[str]:
@@ -484,10 +522,24 @@ class _Build:
         workers: int,
         progress: Progress | None,
         pin: Pin,
+        *,
+        stream: bool = False,
     ) -> None:
         self.root = root
         self.root_fd = root_fd
         self.pin = pin
+        #: streaming (ADR 0031): each folder is encoded and its files' objects dropped as soon as their
+        #: refs are known, so memory does not grow with the number of files; else every node is kept
+        self.stream = stream
+        self._fifo: deque[DirNode] = deque()  # folders listed, not yet encoded (pre-order)
+        self._unresolved: deque[tuple[Slot, list[FileNode], list[tuple[int, int]]] | FileNode] = deque()
+        self._links_done = False
+        self.rows: list[FolderRow] = []  # streaming: each folder's row, its record only in ``tree``
+        self.tree = bytearray()  # streaming: the tree stream, folder records appended as they are done
+        self.starts: list[int] = []  # streaming: where each folder's record starts in ``tree``
+        self.index_rows = Rows()
+        self.files = 0
+        self.skipped: list[tuple[str, str]] = []
         self.objects = objects
         self.index = index
         self.workers = workers
@@ -513,12 +565,67 @@ class _Build:
     # ----------------------------------------------------------------- reading
 
     def run(self, scanner: Scanner | PartialScanner) -> Scan:
-        """List the folder and give every file its refs: from the index, or by reading it."""
+        """List the folder and give every file its refs: from the index, or by reading it.
+
+        Streaming, every folder is encoded into :attr:`rows` (and its files
+        into :attr:`index_rows`) along the way, and the scan returned holds
+        no folders or files.
+        """
         self._first_pass = True
         self._read_all(self._to_read(scanner), trust_index=True)
         self._first_pass = False
+        if self.stream:
+            self._advance_stream()  # every object is stored: every leader gets its refs
         _follow(self._followers)
-        return scanner.result()
+        if not self.stream:
+            return scanner.result()
+        self._links_done = True
+        self._advance_stream()
+        if self._fifo or self._unresolved:
+            raise AssertionError("a streaming build ended with folders not encoded")
+        return Scan(DirNode(b"", b"", os.fstat(self.root_fd)), [], [], self.skipped)
+
+    def _advance_stream(self) -> None:
+        """Give files the refs now known, then encode every folder at the front whose files all have theirs."""
+        pending = self._unresolved
+        while pending:
+            item = pending[0]
+            if isinstance(item, FileNode):  # a large file: its chunks
+                if any(isinstance(r, Slot) and not r.oid for r, _, _ in item.pending or ()):
+                    break
+                item.resolve()
+                if item.folder is not None:
+                    item.folder.waiting -= 1
+            else:
+                slot, members, slices = item
+                oid = slot.oid
+                if not oid:
+                    break
+                for f, (offset, size) in zip(members, slices):
+                    f.refs = ((oid, offset, size),)
+                    if f.folder is not None:
+                        f.folder.waiting -= 1
+            pending.popleft()
+        fifo = self._fifo
+        while fifo and fifo[0].waiting == 0 and (self._links_done or not fifo[0].linked):
+            self._encode_folder(fifo.popleft())
+
+    def _encode_folder(self, d: DirNode) -> None:
+        """A streaming build's folder whose files all have their refs: its record and index rows; drop its nodes."""
+        path, record_bytes, *rest = _row(d)
+        self.starts.append(len(self.tree))
+        self.tree += record_bytes
+        self.rows.append((path, b"", *rest))  # type: ignore[arg-type]
+        add = self.index_rows.add
+        files = 0
+        for f in d.children:
+            if type(f) is FileNode:
+                files += 1
+                if f.indexed:
+                    add(f.rel, f.key, f.digest, f.refs)
+        self.files += files
+        self.skipped += d.skipped
+        d.children = []
 
     def _to_read(self, scanner: Scanner | PartialScanner) -> Iterator[FileNode]:
         """The files to read, in scan order, as the folder is listed (runs on the listing thread).
@@ -527,17 +634,27 @@ class _Build:
         first path (its leader) is known; only leaders are read.
         """
         linked: list[FileNode] = []
+        stream = self.stream
         for folder in scanner.walk():
+            to_read: list[FileNode] = []
+            linked_here = False
             for f in folder.children:
                 if type(f) is FileNode:
                     self._files_listed += 1
                     if f.inode is not None:
                         linked.append(f)
+                        linked_here = True
                     elif not self._reuse(f):
                         self._bytes_listed += f.size
-                        yield f
+                        to_read.append(f)
                     else:
                         self._files_reused += 1
+            if stream:  # counted before any of them is handed out: the reading thread counts down
+                for f in to_read:
+                    f.folder = folder
+                folder.waiting, folder.linked = len(to_read), linked_here
+                self._fifo.append(folder)
+            yield from to_read
             self._tell_files()
         leaders, self._followers = _link_groups(linked)
         for f in leaders:
@@ -567,12 +684,17 @@ class _Build:
             for group, contents in feed:
                 if contents is None:
                     self._read_large(group[0], uploader, trust_index)
-                    pending.append(group[0])
+                    if self.stream:
+                        self._unresolved.append(group[0])
+                    else:
+                        pending.append(group[0])
                 else:
                     self._take_batch(group, contents, uploader, trust_index)
                     self._advance(sum(f.size for f in group))
                 if self._first_pass:
                     self._files_read += len(group)
+                if self.stream:
+                    self._advance_stream()
             self._flush_pack(uploader)
             uploader.finish()
         finally:
@@ -598,8 +720,12 @@ class _Build:
                 f.size, f.indexed = size, False
             if not size:
                 f.refs, f.digest = (), b""
+                if f.folder is not None:
+                    f.folder.waiting -= 1
                 continue
             if previous is not None and self._same_as_before(f, data, previous(f.rel)):
+                if f.folder is not None:
+                    f.folder.waiting -= 1
                 continue
             f.digest = blake3.blake3(data).digest() if f.mtime_ns >= self._racy_from else b""
             self._members.append(f)
@@ -623,7 +749,10 @@ class _Build:
         if self._pack:
             slot = Slot()
             uploader.add_pack(self._pack, slot)
-            self._packs.append((slot, self._members, self._slices))
+            if self.stream:
+                self._unresolved.append((slot, self._members, self._slices))
+            else:
+                self._packs.append((slot, self._members, self._slices))
             self._pack, self._members, self._slices = bytearray(), [], []
 
     def _resolve_packs(self) -> None:
@@ -680,19 +809,20 @@ class _Build:
 
     def settle(
         self,
-        layout: Callable[[], tuple[list[bytes | memoryview], frozenset[str]]],
+        layout: Callable[[], tuple[bytes | bytearray, list[int], frozenset[str]]],
         repair: Callable[[frozenset[str]], None],
     ) -> tuple[dict[str, bytes], frozenset[str]]:
         """Encode the tree, pin and check the closure, repair, store the tree; return its objects and data ids.
 
-        ``layout()`` gives the folders' records in pre-order and the data
-        ids their files use (asked again after each repair); ``repair(lost)``
+        ``layout()`` gives the tree stream (the folders' records in
+        pre-order), where each record starts, and the data ids the files
+        use (asked again after each repair); ``repair(lost)``
         reads again the files whose objects are gone.
         """
         confirmed: set[str] = set()
         for _ in range(_ROUNDS):
-            records, data = layout()
-            self.root_oid, trees = _encode_trees(records, data, self.workers, codec_of(self.objects))
+            stream, starts, data = layout()
+            self.root_oid, trees = _encode_trees(stream, starts, data, self.workers, codec_of(self.objects))
             closure = frozenset(trees) | data
             self.pin(closure)
             ask = closure - self.written - confirmed
@@ -757,18 +887,13 @@ def _follow(followers: Sequence[tuple[FileNode, FileNode]]) -> None:
 
 
 def _encode_trees(
-    records: Sequence[bytes | memoryview], data_oids: frozenset[str], workers: int, codec: Codec
+    stream: bytes | bytearray, starts: Sequence[int], data_oids: frozenset[str], workers: int, codec: Codec
 ) -> tuple[str, dict[str, bytes]]:
-    """Join the folders' records (pre-order) into the tree stream, cut and encode it and the data ids, then the root.
+    """Cut and encode the tree stream (folder records in pre-order, each starting at ``starts``) and the data
+    ids, then the root.
 
     Returns the root id and ``id → payload`` of the root and every tree and id chunk.
     """
-    starts: list[int] = []
-    position = 0
-    for part in records:
-        starts.append(position)
-        position += len(part)
-    stream = b"".join(records)
     inline = len(data_oids) <= INLINE_IDS
     ids = b"" if inline else id_stream(data_oids)
     tree_cuts, id_cuts = cut_stream(stream, starts), cut_stream(ids, [])

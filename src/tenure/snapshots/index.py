@@ -19,7 +19,7 @@ a zstd frame of a **columnar** table (version 2, ADR 0027), all integers
 little-endian::
 
     body    := count:u64 noids:u64 nrefs:u64 ndigests:u64 paths_len:u64
-               paths                      paths_len bytes: the sorted paths, NUL-separated
+               paths                      paths_len bytes: the paths in tree order, NUL-separated
                size:u64{count} mtime_ns:i64{count} ino:u64{count} ctime_ns:i64{count} mode:u64{count}
                digest_at:i64{count}       index into digests, or -1 (no digest)
                ref_start:u64{count + 1}   row i's refs are refs[ref_start[i] : ref_start[i + 1]]
@@ -30,8 +30,11 @@ little-endian::
 Loading it builds one ``path → row`` dict and keeps the columns as arrays:
 a row's tuple is only made when the build asks about that path, so loading
 costs a decompression and a split, not a Python object per field. The same
-entries always give the same bytes (paths sorted, oids in order of first
-use), so "unchanged" is a comparison of bodies.
+entries always give the same bytes (paths in **tree order** — by folder in
+pre-order, then by name, the order a build meets them, :func:`tree_key` —,
+oids in order of first use), so "unchanged" is a comparison of bodies.
+Loading does not depend on the order: an index written in another order
+(by an earlier version, sorted by path) loads as well.
 
 The index is a local cache written by this process only: a missing,
 damaged, truncated, foreign (another version) or inconsistent index is an
@@ -252,14 +255,17 @@ class _Table(Index):
     def patched(self, removed: Iterable[bytes], added: Entries) -> bytes:
         """:meth:`Index.patched` without a Python object per row: the columns are copied in slices.
 
-        The result is a valid body, not the canonical one: the object ids and
+        Rows keep tree order when this index is in it (any index this version
+        wrote). The result is a valid body, not the canonical one: the object ids and
         digests of removed rows stay in their tables until those hold twice
         what the rows use, when the body is encoded afresh.
         """
         rows, paths = self._rows, self._paths
         n = len(paths)
         drop = {rows[p] for p in removed if p in rows} | {rows[p] for p in added if p in rows}
-        events = sorted([(i, 1, b"") for i in drop] + [(bisect_left(paths, p), 0, p) for p in added])
+        events = sorted(
+            [(i, 1, b"") for i in drop] + [(bisect_left(paths, tree_key(p), key=tree_key), 0, p) for p in added]
+        )
         segments: list[tuple[int, int] | bytes] = []
         at = 0
         for i, kind, p in events:
@@ -358,9 +364,19 @@ def _bytes(values: array[int]) -> bytes:
     return values.tobytes()
 
 
+def tree_key(rel: bytes) -> tuple[bytes, bytes]:
+    """Where a file comes in tree order: its folder (folders in pre-order), then its name.
+
+    Pre-order of folders is the byte order of their paths with ``/`` below
+    every byte a name can hold (names hold no NUL).
+    """
+    folder, _, name = rel.rpartition(b"/")
+    return folder.replace(b"/", b"\0"), name
+
+
 def encode_body(entries: Entries) -> bytes:
     """The uncompressed, canonical body of an index holding ``entries`` (see the module docstring)."""
-    paths = sorted(entries)
+    paths = sorted(entries, key=tree_key)
     rows = [entries[p] for p in paths]
     oid_at: dict[str, int] = {}
     ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
@@ -403,6 +419,110 @@ def encode_body(entries: Entries) -> bytes:
             b"".join(digests),
         )
     )
+
+
+class Rows:
+    """Index rows gathered one file at a time in compact columns, encoded as :func:`encode_body` would.
+
+    A streaming build adds each folder's files as the folder is done and
+    drops the files' objects; what stays per file is its path and a few
+    machine integers. A build adds them in tree order, so :meth:`body` needs
+    no sorting; rows added in another order are sorted there. Either way it
+    gives exactly the bytes ``encode_body`` gives for the same entries.
+    """
+
+    def __init__(self) -> None:
+        self._in_order = True
+        self._last: tuple[bytes, bytes] | None = None
+        self._paths: list[bytes] = []
+        self._columns = [array(code) for code in "QqQqQ"]
+        self._digest_at = array("q")
+        self._digests = bytearray()
+        self._counts = array("Q")
+        self._ref_oid, self._ref_offset, self._ref_length = array("I"), array("Q"), array("Q")
+        self._oids: list[str] = []
+        self._oid_number: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def add(self, rel: bytes, key: StatKey, digest: bytes, refs: tuple[Ref, ...]) -> None:
+        if not rel or b"\0" in rel:
+            raise ValueError("an index path is empty or holds NUL")
+        place = tree_key(rel)
+        if self._last is not None and place <= self._last:
+            self._in_order = False
+        self._last = place
+        self._paths.append(rel)
+        for column, value in zip(self._columns, key):
+            column.append(value)
+        if digest:
+            if len(digest) != _DIGEST:
+                raise ValueError(f"an index digest is {_DIGEST} bytes")
+            self._digest_at.append(len(self._digests) // _DIGEST)
+            self._digests += digest
+        else:
+            self._digest_at.append(-1)
+        self._counts.append(len(refs))
+        numbers = self._oid_number
+        for oid, offset, length in refs:
+            number = numbers.get(oid)
+            if number is None:
+                number = numbers[oid] = len(self._oids)
+                self._oids.append(oid)
+            self._ref_oid.append(number)
+            self._ref_offset.append(offset)
+            self._ref_length.append(length)
+
+    def body(self) -> bytes:
+        """The canonical body of these rows (tree order, ids in order of first use, digests in row order)."""
+        if not self._in_order:
+            return self._sorted().body()
+        first_use = list(dict.fromkeys(self._ref_oid))  # numbers, in order of first use
+        ref_oid = self._ref_oid
+        if first_use != list(range(len(first_use))):  # (they are, unless rows were re-added)
+            renumber = [0] * len(self._oids)
+            for new, old in enumerate(first_use):
+                renumber[old] = new
+            ref_oid = array("I", map(renumber.__getitem__, ref_oid))
+        paths = b"\0".join(self._paths)
+        return b"".join(
+            (
+                _HEAD.pack(len(self._paths), len(first_use), len(ref_oid), len(self._digests) // _DIGEST, len(paths)),
+                paths,
+                *(_bytes(c) for c in self._columns),
+                _bytes(self._digest_at),
+                _bytes(array("Q", accumulate(self._counts, initial=0))),
+                _bytes(ref_oid),
+                _bytes(self._ref_offset),
+                _bytes(self._ref_length),
+                b"".join(bytes.fromhex(self._oids[old]) for old in first_use),
+                bytes(self._digests),
+            )
+        )
+
+    def _sorted(self) -> Rows:
+        """The same rows, added again in tree order."""
+        if len(set(self._paths)) != len(self._paths):
+            raise ValueError("an index path occurs twice")
+        starts = array("Q", accumulate(self._counts, initial=0))
+        out = Rows()
+        for i in sorted(range(len(self._paths)), key=lambda i: tree_key(self._paths[i])):
+            at = self._digest_at[i]
+            digest = b"" if at < 0 else bytes(self._digests[at * _DIGEST : (at + 1) * _DIGEST])
+            refs = tuple(
+                (self._oids[self._ref_oid[j]], self._ref_offset[j], self._ref_length[j])
+                for j in range(starts[i], starts[i + 1])
+            )
+            key = (
+                self._columns[0][i],
+                self._columns[1][i],
+                self._columns[2][i],
+                self._columns[3][i],
+                self._columns[4][i],
+            )
+            out.add(self._paths[i], key, digest, refs)
+        return out
 
 
 def folder_matches(root: str, index: Index) -> bool:

@@ -21,7 +21,7 @@ from tenure.objects.codec import Codec, codec_of
 from tenure.snapshots.scan import Slot
 
 MiB = 1 << 20
-BATCH_BYTES = 8 * MiB
+BATCH_BYTES = 4 * MiB
 BATCH_OBJECTS = 256
 
 Encoded = tuple[str, bytes | None]
@@ -74,7 +74,7 @@ class Uploader:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tenure-store")
         self._pending: deque[tuple[Future[Encoded], Slot, int]] = deque()
         self._pending_bytes = 0
-        self._max_pending = max(16 * MiB, workers * 8 * MiB)
+        self._max_pending = max(8 * MiB, workers * 4 * MiB)
         self._batch: list[tuple[str, bytes]] = []
         self._batch_bytes = 0
         self._queued: set[str] = set()

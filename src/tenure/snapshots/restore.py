@@ -52,6 +52,7 @@ from tenure.fsio import fsync_dir
 from tenure.objects import ObjectStore
 from tenure.snapshots.errors import RestoreTargetNotEmptyError
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
+from tenure.snapshots.heap import fix_mmap_threshold
 from tenure.snapshots.index import save_index
 from tenure.snapshots.materialize import Materializer, ModeFilter, Plan
 from tenure.snapshots.results import RestoreResult
@@ -94,6 +95,7 @@ def restore_tree(
     """
     dest = os.path.abspath(dest)
     _check_target(dest)
+    fix_mmap_threshold()
     workers = workers or os.cpu_count() or 1
     modes = ModeFilter(keep_special_bits)
     result = _restore_streaming(root, objects, dest, progress, index_path, workers, durable, modes)

@@ -64,6 +64,7 @@ class FileNode:
         "digest",
         "link",
         "indexed",
+        "folder",
     )
 
     def __init__(self, name: bytes, rel: bytes, st: os.stat_result) -> None:
@@ -79,6 +80,7 @@ class FileNode:
         self.digest = b""
         self.link = b""
         self.indexed = True
+        self.folder: DirNode | None = None  # a streaming build: the folder waiting for this file's refs
 
     def resolve(self) -> None:
         """Replace refs to chunks still being encoded by their ids (once they are done)."""
@@ -98,7 +100,7 @@ class SymlinkNode:
 
 
 class DirNode:
-    __slots__ = ("name", "rel", "mode", "mtime_ns", "children", "skipped")
+    __slots__ = ("name", "rel", "mode", "mtime_ns", "children", "skipped", "waiting", "linked")
 
     def __init__(self, name: bytes, rel: bytes, st: os.stat_result) -> None:
         self.name = name
@@ -107,6 +109,8 @@ class DirNode:
         self.mtime_ns = st.st_mtime_ns
         self.children: list[FileNode | SymlinkNode | DirNode] = []
         self.skipped: list[tuple[str, str]] = []
+        self.waiting = 0  # a streaming build: files whose refs are not known yet
+        self.linked = False  # a streaming build: holds hard-linked files (done only once the listing is)
 
 
 class Scan(NamedTuple):

@@ -43,7 +43,7 @@ from tenure.fsio import atomic_write
 from tenure.objects import ObjectStore
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.errors import TreeFormatError
-from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, _bytes, stat_key
+from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, _bytes, stat_key, tree_key
 from tenure.snapshots.materialize import (
     _CREATE,
     GROUP,
@@ -126,7 +126,7 @@ class IndexRows:
             self.digests[row] = digest
 
     def body(self) -> bytes:
-        """The canonical index body (paths sorted, oids numbered in order of first use)."""
+        """The canonical index body (paths in tree order, oids numbered in order of first use)."""
         return b"".join(self._parts()[1])
 
     def save(self, path: str) -> None:
@@ -140,7 +140,7 @@ class IndexRows:
     def _parts(self) -> tuple[int, Iterator[bytes]]:
         """The body's length and its parts, made one at a time (the columns in path order)."""
         paths = self.paths
-        order = array("I", sorted(range(len(paths)), key=paths.__getitem__))
+        order = array("I", sorted(range(len(paths)), key=lambda row: tree_key(paths[row])))  # met in tree order
         renumber: dict[int, int] = {}
         ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
         starts = array("Q", [0])
