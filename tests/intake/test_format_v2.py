@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import invariant, rule
 
 from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig, LifecycleError, ResultKind, Workspace
 from tenure.intake.canonical import MANIFEST, canonical_json, fingerprint, sha256_hex
@@ -21,6 +23,7 @@ from tenure.intake.errors import BusyError
 from tenure.intake.package import GENERATION_RECORD, Package, read_package
 from tenure.intake.storage import _validated
 from tests.intake.intake_support import POLL, admit, complete_package, run_python, to_building
+from tests.intake.test_stateful import IntakeModel
 
 V1_CASE = Path(__file__).parent / "data" / "v1-case"
 SPAN = 4
@@ -370,3 +373,36 @@ def test_cli_export_and_gc(ws_span: Workspace, tmp_path: Path) -> None:
     assert report["folders"] == 1 and report["generations"] and report["skipped"] == {}
     code, out, _ = invoke("gc", root)
     assert code == 0 and "generations removed" in out
+
+
+# --------------------------------------------------------------------------- the machine model, in spans of 2
+
+
+class SpannedIntakeModel(IntakeModel):
+    """The intake machine model (tests/intake/test_stateful.py) on stored format v2 with spans of 2 and
+    collections in between: the stored package always matches the model, and a new process reads the same
+    history and fingerprint as the warm one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ws = Workspace(self.ws.root, IntakeConfig(chain_span=2))
+        self.store = CheckpointStore(self.ws, clock=lambda: self.now)
+
+    @rule()
+    def collect(self) -> None:
+        report = self.store.collect()
+        assert report.skipped == {}
+
+    @invariant()
+    def a_cold_read_sees_the_same_package(self) -> None:
+        warm = self.store.current("case-A", "pkg-1")
+        _validated.clear()
+        again = CheckpointStore(Workspace(self.ws.root, self.ws.config)).current("case-A", "pkg-1")
+        assert again.fingerprint == warm.fingerprint == reference_fingerprint(again)
+        assert [c.data for c in again.chain] == [c.data for c in warm.chain]
+
+
+SpannedIntakeModel.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_spanned_intake_machine_model = SpannedIntakeModel.TestCase

@@ -396,12 +396,12 @@ def read_package(
     machine = intake_machine(config.phases)
     with open_archive(path, limits) as arch:
         manifest = _read_manifest(arch, limits)
-        record = _read_record(arch, limits) if GENERATION_RECORD in arch.infos else None
-        if record is not None and not stored:
+        if GENERATION_RECORD in arch.infos and not stored:
             raise PackageRejectedError(
                 f"{GENERATION_RECORD} marks a stored generation (format v2), which is not a complete package",
                 code="stored-generation",
             )
+        record = _read_record(arch, limits) if GENERATION_RECORD in arch.infos else None
         link = _link_of(record) if record is not None else None
         joined = _check_link(link, linked, manifest) if link is not None else None
         own = [n for n in arch.names if n != GENERATION_RECORD]
