@@ -11,7 +11,8 @@ Sequence of :func:`build_tree`:
    sorts first, is read.
 2. **Read** queued files in scan order while listing continues
    (:mod:`~tenure.snapshots.feed`). Files under 1 MiB are packed: their
-   bytes are appended to the current pack, flushed at ``PACK_TARGET`` bytes;
+   bytes are appended to the current pack, flushed at ``PACK_TARGET`` bytes
+   or ``PACK_FILES`` files;
    a file is never split across packs. A packed file read again whose digest
    matches its index entry keeps its old refs. Larger files are chunked
    (:mod:`~tenure.snapshots.chunking`). Encoding and storing run on other
@@ -111,6 +112,7 @@ AFTER_INDEX_SAVED = register(
 
 MiB = 1 << 20
 PACK_TARGET = 4 * MiB
+PACK_FILES = 4096  # a pack of tiny files ends here too: a streaming build holds a pack's files until it is stored
 PROGRESS_STEP = 4 * MiB
 _ROUNDS = 3
 
@@ -248,9 +250,12 @@ def _build_tree(
         os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
-        body = layout.index_body(index)
-        if body is not None and not index.same_body(body):  # an unchanged index keeps its file (and racy time)
-            write_index(index_path, body)
+        if isinstance(layout, _Whole) and layout.build.stream and index.written_ns == 0:
+            layout.build.index_rows.save(index_path)  # no index to compare with: written part by part
+        else:
+            body = layout.index_body(index)
+            if body is not None and not index.same_body(body):  # an unchanged index keeps its file (and racy time)
+                write_index(index_path, body)
         crash_point(AFTER_INDEX_SAVED)
         if interval is not None:
             folders.save(index_path, layout.cache_body(interval.mark, rules))
@@ -731,7 +736,7 @@ class _Build:
             self._members.append(f)
             self._slices.append((len(pack), size))
             pack += data
-            if len(pack) >= PACK_TARGET:
+            if len(pack) >= PACK_TARGET or len(self._slices) >= PACK_FILES:
                 self._flush_pack(uploader)
                 pack = self._pack
 

@@ -50,7 +50,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import accumulate
 from operator import itemgetter, sub
 from typing import NamedTuple
@@ -485,21 +485,44 @@ class Rows:
             for new, old in enumerate(first_use):
                 renumber[old] = new
             ref_oid = array("I", map(renumber.__getitem__, ref_oid))
-        paths = b"\0".join(self._paths)
-        return b"".join(
-            (
-                _HEAD.pack(len(self._paths), len(first_use), len(ref_oid), len(self._digests) // _DIGEST, len(paths)),
-                paths,
-                *(_bytes(c) for c in self._columns),
-                _bytes(self._digest_at),
-                _bytes(array("Q", accumulate(self._counts, initial=0))),
-                _bytes(ref_oid),
-                _bytes(self._ref_offset),
-                _bytes(self._ref_length),
-                b"".join(bytes.fromhex(self._oids[old]) for old in first_use),
-                bytes(self._digests),
-            )
-        )
+        return b"".join(self._parts(first_use, ref_oid))
+
+    def save(self, path: str) -> None:
+        """Write these rows as the index at ``path`` (as :func:`write_index`), compressing part by part.
+
+        The body is never held whole: on a large folder it is the largest
+        thing a build would otherwise make at its end.
+        """
+        if not self._in_order:
+            self._sorted().save(path)
+            return
+        first_use = list(dict.fromkeys(self._ref_oid))
+        ref_oid = self._ref_oid
+        if first_use != list(range(len(first_use))):
+            renumber = [0] * len(self._oids)
+            for new, old in enumerate(first_use):
+                renumber[old] = new
+            ref_oid = array("I", map(renumber.__getitem__, ref_oid))
+        n, nrefs = len(self._paths), len(ref_oid)
+        paths_len = sum(map(len, self._paths)) + max(n - 1, 0)
+        size = _HEAD.size + paths_len + 8 * (7 * n + 1) + 20 * nrefs + _OID * len(first_use) + len(self._digests)
+        compressor = zstandard.ZstdCompressor(level=1).compressobj(size=size)  # the size in the frame: loadable
+        frame = b"".join([*(compressor.compress(part) for part in self._parts(first_use, ref_oid)), compressor.flush()])
+        _write_frame(path, frame)
+
+    def _parts(self, first_use: list[int], ref_oid: array[int]) -> Iterator[bytes]:
+        paths_len = sum(map(len, self._paths)) + max(len(self._paths) - 1, 0)
+        yield _HEAD.pack(len(self._paths), len(first_use), len(ref_oid), len(self._digests) // _DIGEST, paths_len)
+        yield b"\0".join(self._paths)
+        for column in self._columns:
+            yield _bytes(column)
+        yield _bytes(self._digest_at)
+        yield _bytes(array("Q", accumulate(self._counts, initial=0)))
+        yield _bytes(ref_oid)
+        yield _bytes(self._ref_offset)
+        yield _bytes(self._ref_length)
+        yield b"".join(bytes.fromhex(self._oids[old]) for old in first_use)
+        yield bytes(self._digests)
 
     def _sorted(self) -> Rows:
         """The same rows, added again in tree order."""
@@ -585,6 +608,9 @@ def save_index(path: str, entries: Entries) -> None:
 
 def write_index(path: str, body: bytes) -> None:
     """Atomically replace the index at ``path`` with an encoded body (:func:`encode_body`)."""
-    frame = zstandard.ZstdCompressor(level=1).compress(body)
+    _write_frame(path, zstandard.ZstdCompressor(level=1).compress(body))
+
+
+def _write_frame(path: str, frame: bytes) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, MAGIC + bytes([VERSION]) + blake3.blake3(frame).digest() + frame, mode=0o600)
+    atomic_write(path, b"".join((MAGIC, bytes([VERSION]), blake3.blake3(frame).digest(), frame)), mode=0o600)

@@ -7,7 +7,8 @@ the GIL. Finished objects are gathered into batches of about
 concurrent GC spares it), one ``has_many`` (skip what the store already
 holds) and one ``put_many`` (durable) per batch, while the pool keeps
 encoding. Content submitted but not yet collected is capped
-at ``max_pending`` bytes: the reader waits for the oldest object beyond it.
+at ``max_pending`` bytes and ``max_objects`` objects: the reader waits for
+the oldest object beyond either.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class Uploader:
         self._pending: deque[tuple[Future[Encoded], Slot, int]] = deque()
         self._pending_bytes = 0
         self._max_pending = max(8 * MiB, workers * 4 * MiB)
+        #: objects in flight are capped by number too: each holds the files of a pack until it is collected
+        self._max_objects = max(8, workers * 4)
         self._batch: list[tuple[str, bytes]] = []
         self._batch_bytes = 0
         self._queued: set[str] = set()
@@ -100,7 +103,7 @@ class Uploader:
     def _submit(self, future: Future[Encoded], size: int, slot: Slot) -> None:
         self._pending.append((future, slot, size))
         self._pending_bytes += size
-        while self._pending_bytes > self._max_pending:
+        while self._pending_bytes > self._max_pending or len(self._pending) > self._max_objects:
             self._collect_oldest()
 
     def _collect_oldest(self) -> None:
