@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import struct
 import threading
@@ -210,6 +211,16 @@ def test_rows_gathered_one_by_one_encode_and_save_as_encode_body(rows, shuffle) 
         for p in order:
             gathered.add(p, entries[p][:5], entries[p][5], entries[p][6])  # type: ignore[arg-type]
         assert gathered.body() == encode_body(entries)
+        by_folder = Rows()  # a build adds a folder's files at once
+        for _, group in itertools.groupby(order, key=lambda p: p.rpartition(b"/")[0]):
+            ps = list(group)
+            by_folder.add_folder(
+                ps,
+                [entries[p][:5] for p in ps],
+                [entries[p][5] for p in ps],
+                [entries[p][6] for p in ps],  # type: ignore[misc]
+            )
+        assert by_folder.body() == encode_body(entries)
         with tempfile.TemporaryDirectory() as tmp:
             gathered.save(os.path.join(tmp, "index"))
             loaded = load_index(os.path.join(tmp, "index"))

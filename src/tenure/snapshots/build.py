@@ -621,14 +621,12 @@ class _Build:
         self.starts.append(len(self.tree))
         self.tree += record_bytes
         self.rows.append((path, b"", *rest))  # type: ignore[arg-type]
-        add = self.index_rows.add
-        files = 0
-        for f in d.children:
-            if type(f) is FileNode:
-                files += 1
-                if f.indexed:
-                    add(f.rel, f.key, f.digest, f.refs)
-        self.files += files
+        files = [f for f in d.children if type(f) is FileNode]
+        kept = [f for f in files if f.indexed] if not all(f.indexed for f in files) else files
+        self.index_rows.add_folder(
+            [f.rel for f in kept], [f.key for f in kept], [f.digest for f in kept], [f.refs for f in kept]
+        )
+        self.files += len(files)
         self.skipped += d.skipped
         d.children = []
 

@@ -51,7 +51,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import accumulate
+from itertools import accumulate, chain, repeat
 from operator import itemgetter, sub
 from typing import NamedTuple
 
@@ -473,6 +473,48 @@ class Rows:
             self._ref_oid.append(number)
             self._ref_offset.append(offset)
             self._ref_length.append(length)
+
+    def add_folder(
+        self,
+        paths: list[bytes],
+        keys: list[StatKey],
+        digests: list[bytes],
+        refs: list[tuple[Ref, ...]],
+    ) -> None:
+        """:meth:`add` for one folder's files, in name order (a build's hot path: column operations, no loop
+        per field). The paths are trusted to be clean relative paths, as a listing gives them; rows that do not
+        come in tree order are sorted by :meth:`body`, as with :meth:`add`."""
+        if not paths:
+            return
+        place = tree_key(paths[0])
+        if (self._last is not None and place <= self._last) or sorted(paths) != paths or len(set(paths)) != len(paths):
+            self._in_order = False  # (one folder's paths in name order are sorted: checked in native code)
+        self._last = tree_key(paths[-1])
+        self._paths += paths
+        for k, column in enumerate(self._columns):
+            column.extend(map(itemgetter(k), keys))
+        digest_at = self._digest_at
+        if any(digests):
+            for digest in digests:
+                if digest:
+                    if len(digest) != _DIGEST:
+                        raise ValueError(f"an index digest is {_DIGEST} bytes")
+                    digest_at.append(len(self._digests) // _DIGEST)
+                    self._digests += digest
+                else:
+                    digest_at.append(-1)
+        else:
+            digest_at.extend(repeat(-1, len(digests)))
+        self._counts.extend(map(len, refs))
+        flat = list(chain.from_iterable(refs))
+        numbers = self._oid_number
+        for oid in dict.fromkeys(map(itemgetter(0), flat)):
+            if oid not in numbers:
+                numbers[oid] = len(self._oids)
+                self._oids.append(oid)
+        self._ref_oid.extend(map(numbers.__getitem__, map(itemgetter(0), flat)))
+        self._ref_offset.extend(map(itemgetter(1), flat))
+        self._ref_length.extend(map(itemgetter(2), flat))
 
     def body(self) -> bytes:
         """The canonical body of these rows (tree order, ids in order of first use, digests in row order)."""
