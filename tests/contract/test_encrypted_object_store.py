@@ -32,10 +32,16 @@ FAST = 1 << 10  # scrypt N for tests; the default (2**15) is exercised once
 PASS = KeySource(passphrase="correct horse battery staple")
 
 
-@pytest.fixture(params=["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["file", pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("s3", marks=pytest.mark.s3)]
+)
 def url(request, tmp_path) -> str:  # type: ignore[no-untyped-def]
     if request.param == "file":
         return f"file://{tmp_path}/objects"
+    if request.param == "s3":
+        from tests.s3_server import new_s3_url
+
+        return new_s3_url(request.getfixturevalue("s3_endpoint"))
     from tests.conftest import new_pg_schema_url
 
     return new_pg_schema_url()
@@ -141,6 +147,8 @@ def test_rotation_rewraps_only_the_key(url: str, encrypted: ObjectStore, tmp_pat
     if url.startswith("file://"):
         root = url[len("file://") :]
         files = {oid: os.stat(os.path.join(root, oid[:2], oid)) for oid, _ in items}
+    etags = _etags(encrypted)
+    assert len(etags) == (len(items) if url.startswith("s3://") else 0)
     time.sleep(0.01)
 
     keyfile = tmp_path / "new.key"
@@ -159,6 +167,22 @@ def test_rotation_rewraps_only_the_key(url: str, encrypted: ObjectStore, tmp_pat
     for oid, st in files.items():
         now = os.stat(os.path.join(url[len("file://") :], oid[:2], oid))
         assert (now.st_ino, now.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    assert _etags(encrypted) == etags, "no object in the bucket was uploaded again (each seal has a fresh nonce)"
+
+
+def _etags(store: ObjectStore) -> dict[str, str]:
+    """The ETag of every content object of an S3 store (empty for other backends)."""
+    from tenure.objects.s3 import S3ObjectStore
+
+    if not isinstance(store, S3ObjectStore):
+        return {}
+    pages = store.client.get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=store._objects)
+    return {
+        entry["Key"]: entry["ETag"]
+        for page in pages
+        for entry in page.get("Contents", [])
+        if not entry["Key"].rsplit("/", 1)[-1].startswith("key.")
+    }
 
 
 def test_rotation_keeping_the_old_copy_opens_with_either(url: str, encrypted: ObjectStore) -> None:
@@ -210,13 +234,11 @@ def test_bad_key_files_are_refused(tmp_path) -> None:  # type: ignore[no-untyped
     open_object_store(f"file://{tmp_path}/objects", KeySource(key_file=str(raw))).close()
 
 
-def test_gc_never_collects_key_objects(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_gc_never_collects_key_objects(url: str, encrypted: ObjectStore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tenure.snapshots.gc import collect
     from tenure.store import open_store
 
-    url = f"file://{tmp_path}/objects"
-    objects = open_backend(url)
-    codec = init_encryption(objects, PASS, scrypt_n=FAST)
+    objects, codec = encrypted, codec_of(encrypted)
     objects.put_many([codec.encode(b"unreferenced")])
     time.sleep(0.05)
     store = open_store(f"sqlite:///{tmp_path}/tenure.db")
@@ -262,5 +284,66 @@ def test_cli_init_status_rekey(tmp_path, monkeypatch) -> None:  # type: ignore[n
     code, out = run("workspace", "restore", "w", "--to", str(tmp_path / "back"))
     assert code == 2 and out["error"]["code"] == "wrong-key"
     code, out = run("workspace", "restore", "w", "--to", str(tmp_path / "back"), env={"TENURE_PASSPHRASE": "second"})
+    assert code == 0, out
+    assert (tmp_path / "back" / "secret.txt").read_bytes() == (src / "secret.txt").read_bytes()
+
+
+@pytest.mark.s3
+def test_cli_init_status_rekey_on_s3(tmp_path, s3_endpoint: str) -> None:  # type: ignore[no-untyped-def]
+    """The same commands on an s3:// object store: init under a key file, status, a checkpoint whose objects are
+    sealed in the bucket, rotation to a passphrase, and a restore that only the new key opens."""
+    import boto3
+
+    from tenure.cli.main import root
+    from tests.s3_server import REGION, new_s3_url
+
+    objects_url = new_s3_url(s3_endpoint, prefix="sealed")
+    keyfile = tmp_path / "first.key"
+    keyfile.write_bytes(os.urandom(32))
+    base = ["--data", str(tmp_path / "data"), "--objects", objects_url, "--json"]
+    first = {"TENURE_KEY_FILE": str(keyfile), "TENURE_PASSPHRASE": ""}
+
+    def run(*args: str, env: dict[str, str]) -> tuple[int, dict[str, object]]:
+        result = CliRunner().invoke(root, [*base, *args], obj={}, env=env)
+        assert "second passphrase" not in result.output
+        return result.exit_code, json.loads(result.output or "{}")
+
+    nothing = {"TENURE_KEY_FILE": "", "TENURE_PASSPHRASE": ""}
+    code, out = run("objects", "status", env=nothing)
+    assert code == 0 and out["encrypted"] is False and out["key_objects"] == []
+    code, out = run("objects", "init", "--encrypt", env=first)
+    assert code == 0 and out["encrypted"] is True, out
+    code, out = run("objects", "init", "--encrypt", env=first)
+    assert code != 0 and out["error"]["code"] == "objects-not-empty", "encryption is chosen once, at creation"
+    code, out = run("objects", "status", env=nothing)
+    assert code == 0 and out["encrypted"] is True and out["key_objects"] == ["key.0"]
+    assert out["identity"]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "secret.txt").write_bytes(b"top secret contents\n" * 100)
+    assert run("workspace", "create", "w", env=first)[0] == 0
+    code, out = run("workspace", "checkpoint", "w", "--from", str(src), env=first)
+    assert code == 0, out
+
+    bucket, prefix = objects_url[len("s3://") :].split("/", 1)[0], "sealed/objects/"
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION)
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    content = [entry["Key"] for entry in listed if not entry["Key"][len(prefix) :].startswith("key.")]
+    assert content, "the checkpoint stored objects in the bucket"
+    for key in content:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert body.startswith(MAGIC) and b"top secret" not in body
+
+    code, out = run("workspace", "restore", "w", "--to", str(tmp_path / "none"), env=nothing)
+    assert code == 2 and out["error"]["code"] == "key-required"
+    code, out = run("objects", "rekey", env={**first, "TENURE_NEW_PASSPHRASE": "second passphrase"})
+    assert code == 0 and out["key_objects"] == [out["key_object"]] != ["key.0"], out
+    slot = out["key_object"]
+    code, out = run("objects", "status", env=nothing)
+    assert code == 0 and out["encrypted"] is True and out["key_objects"] == [slot], "the old wrapped copy is gone"
+    code, out = run("workspace", "restore", "w", "--to", str(tmp_path / "back"), env=first)
+    assert code == 2 and out["error"]["code"] == "wrong-key"
+    second = {"TENURE_KEY_FILE": "", "TENURE_PASSPHRASE": "second passphrase"}
+    code, out = run("workspace", "restore", "w", "--to", str(tmp_path / "back"), env=second)
     assert code == 0, out
     assert (tmp_path / "back" / "secret.txt").read_bytes() == (src / "secret.txt").read_bytes()
