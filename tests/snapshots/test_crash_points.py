@@ -1,4 +1,10 @@
-"""kill -9 at every named point of build and restore: the next call completes, the target is never half written."""
+"""kill -9 at every named point of build and restore: the next call completes, the target is never half written.
+
+The table runs on four object stores (the ``objects`` fixture): a folder, an S3 bucket (moto's server,
+tests/s3_server.py), and each of them with encryption at rest (under a key file, so no scrypt per case).
+Every build point and every restore point, into a new and into an empty target, runs on each: the whole
+table, no subset (a fraction of a second a case).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,16 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
 import tenure.snapshots  # noqa: F401 - registers the engine's crash points
 from tenure.faults import POINTS
-from tenure.objects.local import LocalObjectStore
+from tenure.objects import ObjectStore, open_object_store
+from tenure.objects.codec import reserved
+from tenure.objects.crypto import KeySource, init_encryption
 from tenure.snapshots import build_tree, clean_restore_leftovers, restore_tree, verify_tree
 from tests.snapshots.helpers import describe, make_sample_tree, write_file
 
@@ -20,8 +30,43 @@ BUILD_POINTS = ["build.after_objects_written", "build.after_index_saved"]
 RESTORE_POINTS = ["restore.after_materialize", "restore.after_rename"]
 
 
-def run_child(point: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TENURE_CRASH_AT": point}
+@dataclass
+class Objects:
+    """An opened object store, the URL a crash worker opens it by, and the environment that unlocks it."""
+
+    store: ObjectStore
+    url: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(
+    params=[
+        "folder",
+        pytest.param("s3", marks=pytest.mark.s3),
+        "encrypted",
+        pytest.param("s3-encrypted", marks=pytest.mark.s3),
+    ]
+)
+def objects(request, tmp_path) -> Iterator[Objects]:  # type: ignore[no-untyped-def]
+    env = {"TENURE_KEY_FILE": "", "TENURE_PASSPHRASE": ""}  # nothing from the host's environment
+    if request.param.startswith("s3"):
+        from tests.s3_server import new_s3_url
+
+        url = new_s3_url(request.getfixturevalue("s3_endpoint"))
+    else:
+        url = f"file://{tmp_path}/objects"
+    store = open_object_store(url)
+    if request.param.endswith("encrypted"):
+        key_file = tmp_path / "objects.key"
+        key_file.write_bytes(os.urandom(32))
+        init_encryption(store, KeySource(key_file=str(key_file)))
+        env["TENURE_KEY_FILE"] = str(key_file)
+    yield Objects(store, url, env)
+    store.close()
+
+
+def run_child(point: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env or {}), "TENURE_CRASH_AT": point}
     return subprocess.run(
         [sys.executable, "-m", "tests.snapshots.crash_worker", *args],
         cwd=ROOT,
@@ -39,19 +84,23 @@ def test_every_engine_crash_point_is_exercised() -> None:
 
 
 @pytest.mark.parametrize("point", BUILD_POINTS)
-def test_crash_during_build_then_the_next_build_completes(tmp_path, point: str) -> None:  # type: ignore[no-untyped-def]
-    src, objects, index = str(tmp_path / "src"), str(tmp_path / "objects"), str(tmp_path / "index")
+def test_crash_during_build_then_the_next_build_completes(tmp_path, point: str, objects: Objects) -> None:  # type: ignore[no-untyped-def]
+    src, index = str(tmp_path / "src"), str(tmp_path / "index")
+    store = objects.store
     make_sample_tree(src)
-    store = LocalObjectStore(objects)
-    build_tree(src, store, index_path=index)
+    first = build_tree(src, store, index_path=index)
     with open(os.path.join(src, "big.bin"), "ab") as fh:
         fh.write(b"second version")
     write_file(os.path.join(src, "new.txt"), b"new file")
 
-    crashed = run_child(point, "build", objects, src, index)
+    crashed = run_child(point, "build", objects.url, src, index, env=objects.env)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    stored = {oid for oid, _ in store.list_ids() if not reserved(oid)} - first.objects
+    assert stored, "the crashed build had stored the new version's objects"
 
     after = build_tree(src, store, index_path=index)
+    assert after.bytes_new == 0, "the objects the crashed build stored are found, not stored again"
+    assert after.objects - first.objects <= stored
     if point == "build.after_index_saved":
         assert after.bytes_read == 0, "the crashed build had saved its index"
     else:
@@ -63,10 +112,12 @@ def test_crash_during_build_then_the_next_build_completes(tmp_path, point: str) 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new-target", "empty-target"])
 @pytest.mark.parametrize("point", RESTORE_POINTS)
-def test_crash_during_restore_never_leaves_a_half_written_target(tmp_path, point: str, existing: bool) -> None:  # type: ignore[no-untyped-def]
-    src, objects = str(tmp_path / "src"), str(tmp_path / "objects")
+def test_crash_during_restore_never_leaves_a_half_written_target(
+    tmp_path, point: str, existing: bool, objects: Objects
+) -> None:  # type: ignore[no-untyped-def]
+    src = str(tmp_path / "src")
+    store = objects.store
     make_sample_tree(src)
-    store = LocalObjectStore(objects)
     root = build_tree(src, store).root
     parent = tmp_path / "restores"
     parent.mkdir()
@@ -74,7 +125,7 @@ def test_crash_during_restore_never_leaves_a_half_written_target(tmp_path, point
     if existing:
         dest.mkdir()
 
-    crashed = run_child(point, "restore", objects, root, str(dest), str(tmp_path / "index"))
+    crashed = run_child(point, "restore", objects.url, root, str(dest), str(tmp_path / "index"), env=objects.env)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
 
     leftovers = [n for n in os.listdir(parent) if n != "dest"]
