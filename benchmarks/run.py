@@ -45,6 +45,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="runs of each full backup and restore; the median is reported (default 3)",
     )
     parser.add_argument("--no-restic", action="store_true", help="skip the restic rows")
+    parser.add_argument(
+        "--no-encryption",
+        action="store_true",
+        help="skip the encrypted full checkpoint and restore (the cost-of-encryption rows)",
+    )
     parser.add_argument("--workdir", help="scratch folder (default: a new temporary folder, removed afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--out", help="JSON output path (default benchmarks/results/storage[-quick][-NAME].json)")
@@ -107,7 +112,9 @@ def environment(restic: str | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- running
 
 
-def bench_tree(name: str, scale: float, workdir: str, restic: str | None, repeat: int) -> dict[str, Any]:
+def bench_tree(
+    name: str, scale: float, workdir: str, restic: str | None, repeat: int, encryption: bool = True
+) -> dict[str, Any]:
     """Generate one tree (and its 1/10 twin), run every measurement, return its JSON section."""
     spec = SPECS[name](scale)
     started = time.perf_counter()
@@ -117,7 +124,7 @@ def bench_tree(name: str, scale: float, workdir: str, restic: str | None, repeat
         f"in {time.perf_counter() - started:.1f} s",
         flush=True,
     )
-    scenario = sb.run_scenario(tree, os.path.join(workdir, name), restic, repeat)
+    scenario = sb.run_scenario(tree, os.path.join(workdir, name), restic, repeat, encryption=encryption)
     small_label, small_rss, small_tree = rss_at_smaller_size(name, scale, workdir)
     rows = sb.rows_for(scenario, small_rss, small_label)
     sb.remove(os.path.join(workdir, name))
@@ -144,7 +151,7 @@ def rss_at_smaller_size(name: str, scale: float, workdir: str) -> tuple[str, dic
     for what, done in measured.items():
         state = "ok" if done.ok else f"FAILED {done.error()}"
         label = f"tenure {what} (1/10 size)"
-        print(f"  {label:<28} {done.seconds:8.2f} s  {done.peak_rss_kib / 1024:7.1f} MiB  {state}", flush=True)
+        print(f"  {label:<35} {done.seconds:8.2f} s  {done.peak_rss_kib / 1024:7.1f} MiB  {state}", flush=True)
     sb.remove(base)
     return f"1/10 tree ({tree.file_count} files)", measured, tree
 
@@ -245,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sections: dict[str, dict[str, Any]] = {}
     try:
         for name in [args.only] if args.only else list(SPECS):
-            sections[name] = bench_tree(name, scale, workdir, restic, max(1, args.repeat))
+            sections[name] = bench_tree(name, scale, workdir, restic, max(1, args.repeat), not args.no_encryption)
     finally:
         if not args.keep and not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -261,6 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "method": {
             "runner": "tenure CLI in a child process, fresh --data folder per tree",
             "cache": "sync, then every input read once before each timed step",
+            "encryption": "off (--no-encryption)"
+            if args.no_encryption
+            else "full checkpoint and restore also run encrypted at rest, under a key file (no scrypt)",
             "peak_rss": sb.rss_method(),
         },
         "tenure_cli_startup_s": round(startup.seconds, 4),

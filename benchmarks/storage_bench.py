@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,15 +161,26 @@ def tenure_command() -> list[str]:
 
 @dataclass
 class Tenure:
-    """The tenure CLI with a fresh data folder (SQLite store, local objects)."""
+    """The tenure CLI with a fresh data folder (SQLite store, local objects).
+
+    With ``key_file`` the object store is encrypted at rest under that key file (``tenure objects init
+    --encrypt``, untimed, before the workspace is created) and every command is given ``--key-file``: a key
+    file, not a passphrase, so no scrypt runs in a timed step.
+    """
 
     data_dir: str
     workspace: str = "bench"
+    key_file: str | None = None
 
     def _argv(self, *args: str) -> list[str]:
-        return [*tenure_command(), "--data", self.data_dir, "--json", *args]
+        key = ["--key-file", self.key_file] if self.key_file else []
+        return [*tenure_command(), "--data", self.data_dir, *key, "--json", *args]
 
     def create(self) -> Measured:
+        if self.key_file:
+            sealed = run_measured(self._argv("objects", "init", "--encrypt"))
+            if not sealed.ok:
+                return sealed
         return run_measured(self._argv("workspace", "create", self.workspace))
 
     def checkpoint(self, src: str) -> tuple[Measured, dict[str, Any]]:
@@ -336,12 +348,17 @@ class Scenario:
     def step(self, name: str, done: Measured) -> Measured:
         self.steps[name] = done
         state = "ok" if done.ok else f"FAILED {done.error()}"
-        print(f"  {name:<28} {done.seconds:8.2f} s  {done.peak_rss_kib / 1024:7.1f} MiB  {state}", flush=True)
+        print(f"  {name:<35} {done.seconds:8.2f} s  {done.peak_rss_kib / 1024:7.1f} MiB  {state}", flush=True)
         return done
 
 
 def run_scenario(
-    tree: trees.Tree, workdir: str, restic_binary: str | None, repeat: int = 1, log: Callable[[str], None] = print
+    tree: trees.Tree,
+    workdir: str,
+    restic_binary: str | None,
+    repeat: int = 1,
+    log: Callable[[str], None] = print,
+    encryption: bool = True,
 ) -> Scenario:
     """Full checkpoint, restore, 1% change, incremental checkpoint — for tenure and the baselines.
 
@@ -351,25 +368,39 @@ def run_scenario(
     left. Nothing is deleted until the scenario is over: on a file system
     mounted with ``discard``, freeing a large tree slows the writes of the
     next step, which would penalize whichever tool runs after a deletion.
+
+    With ``encryption``, tenure's full checkpoint and restore also run with
+    encryption at rest (a fresh encrypted data folder under one key file),
+    each right after its plain counterpart, for the cost-of-encryption rows.
     """
     sc = Scenario(tree, workdir, restic_binary)
     tars: list[TarZstd] = []
     tenures: list[Tenure] = []
+    sealed: list[Tenure] = []
     restics: list[Restic] = []
     source_digest = tree_digest(tree.root)
+    key_file = _new_key_file(sc.path("bench.key")) if encryption else None
 
     log(
         f"[{tree.spec.name}] full backup of {tree.file_count} files, {tree.total_bytes / 1e6:.1f} MB"
         f" (median of {repeat})"
     )
     median_of(sc, "tar|zstd pack", repeat, lambda: _fresh_pack(sc, tars, tree.root))
-    median_of(sc, "tenure checkpoint (full)", repeat, lambda: _fresh_checkpoint(sc, tenures, tree.root))
+    checkpoints = [("tenure checkpoint (full)", lambda: _fresh_checkpoint(sc, tenures, tree.root))]
+    if key_file is not None:  # interleaved with the plain runs, so drifting load hits both alike
+        checkpoints.append(
+            (ENCRYPTED_FULL, lambda: _fresh_checkpoint(sc, sealed, tree.root, key_file, "sealed_checkpoint"))
+        )
+    medians_of(sc, checkpoints, repeat)
     if restic_binary is not None:
         median_of(sc, "restic backup (full)", repeat, lambda: _fresh_backup(sc, restics, restic_binary, tree.root))
 
     log(f"[{tree.spec.name}] restore (median of {repeat}, each checked against the source)")
     _restores(sc, "tar|zstd unpack", tars[-1].unpack, source_digest, repeat)
-    _restores(sc, "tenure restore", tenures[-1].restore, source_digest, repeat)
+    restores = [("tenure restore", _restore_attempt(sc, "tenure restore", tenures[-1].restore, source_digest))]
+    if sealed:
+        restores.append((ENCRYPTED_RESTORE, _restore_attempt(sc, ENCRYPTED_RESTORE, sealed[-1].restore, source_digest)))
+    medians_of(sc, restores, repeat)
     if restics:
         _restores(sc, "restic restore", restics[-1].restore, source_digest, repeat)
 
@@ -420,15 +451,25 @@ def bare_walk(src: str) -> Measured:
 
 def median_of(sc: Scenario, name: str, repeat: int, attempt: Callable[[], Measured]) -> Measured:
     """Run ``attempt`` ``repeat`` times; record every time and keep the median run (or the first failure)."""
-    runs = []
-    for _ in range(repeat):
-        runs.append(attempt())
-        if not runs[-1].ok:
-            break
-    sc.samples[name] = [round(r.seconds, 4) for r in runs]
-    failed = [r for r in runs if not r.ok]
-    chosen = failed[0] if failed else sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
-    return sc.step(name, chosen)
+    return medians_of(sc, [(name, attempt)], repeat)[0]
+
+
+def medians_of(sc: Scenario, attempts: Sequence[tuple[str, Callable[[], Measured]]], repeat: int) -> list[Measured]:
+    """:func:`median_of` for several steps whose runs alternate, in turn forwards and backwards (A B, B A,
+    A B, …): a ratio between them is skewed neither by load drifting during the run nor by which one runs
+    first. A step stops repeating at its first failure."""
+    runs: dict[str, list[Measured]] = {name: [] for name, _ in attempts}
+    for round_ in range(repeat):
+        for name, attempt in attempts if round_ % 2 == 0 else list(reversed(attempts)):
+            if all(r.ok for r in runs[name]):
+                runs[name].append(attempt())
+    chosen = []
+    for name, _ in attempts:
+        done = runs[name]
+        sc.samples[name] = [round(r.seconds, 4) for r in done]
+        failed = [r for r in done if not r.ok]
+        chosen.append(sc.step(name, failed[0] if failed else sorted(done, key=lambda r: r.seconds)[len(done) // 2]))
+    return chosen
 
 
 def _fresh_pack(sc: Scenario, tars: list[TarZstd], src: str) -> Measured:
@@ -436,13 +477,29 @@ def _fresh_pack(sc: Scenario, tars: list[TarZstd], src: str) -> Measured:
     return tars[-1].pack(src)
 
 
-def _fresh_checkpoint(sc: Scenario, tenures: list[Tenure], src: str) -> Measured:
-    tenures.append(Tenure(sc.path(f"tenure-data-{len(tenures)}")))
+ENCRYPTED_FULL = "tenure checkpoint (full, encrypted)"
+ENCRYPTED_RESTORE = "tenure restore (encrypted)"
+
+
+def _new_key_file(path: str) -> str:
+    """A key file of 32 random bytes (the key of the encrypted runs)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(32))
+    os.chmod(path, 0o600)
+    return path
+
+
+def _fresh_checkpoint(
+    sc: Scenario, tenures: list[Tenure], src: str, key_file: str | None = None, fact: str = "full_checkpoint"
+) -> Measured:
+    folder = "tenure-sealed-data" if key_file else "tenure-data"
+    tenures.append(Tenure(sc.path(f"{folder}-{len(tenures)}"), key_file=key_file))
     created = tenures[-1].create()
     if not created.ok:
         return created
     done, result = tenures[-1].checkpoint(src)
-    sc.facts["full_checkpoint"] = result
+    sc.facts[fact] = result
     return done
 
 
@@ -458,7 +515,14 @@ def _fresh_backup(sc: Scenario, restics: list[Restic], binary: str, src: str) ->
 
 
 def _restores(sc: Scenario, name: str, restore: Callable[[str], Measured], expected: str, repeat: int) -> None:
-    base = sc.path(f"restored-{name.split()[0].replace('|', '-')}")
+    median_of(sc, name, repeat, _restore_attempt(sc, name, restore, expected))
+
+
+def _restore_attempt(
+    sc: Scenario, name: str, restore: Callable[[str], Measured], expected: str
+) -> Callable[[], Measured]:
+    """One restore into a new folder per call; the first is checked against the source tree."""
+    base = sc.path("restored-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"))
     count = 0
 
     def attempt() -> Measured:
@@ -473,7 +537,7 @@ def _restores(sc: Scenario, name: str, restore: Callable[[str], Measured], expec
                 print(f"  {name}: restored tree DIFFERS from the source", flush=True)
         return done
 
-    median_of(sc, name, repeat, attempt)
+    return attempt
 
 
 def _du(path: str) -> int:
@@ -551,6 +615,8 @@ def rows_for(sc: Scenario, rss_small: dict[str, Measured], small_label: str) -> 
             note=_restore_note(sc, restore, s.get("tar|zstd unpack")),
         ),
     ]
+    if ENCRYPTED_FULL in s or ENCRYPTED_RESTORE in s:
+        rows += _encryption_rows(sc)
     if sc.restic_binary is not None:
         rows += _restic_rows(sc)
     for what, big in (("checkpoint", full), ("restore", restore)):
@@ -594,6 +660,40 @@ def _restore_note(sc: Scenario, restore: Measured | None, baseline: Measured | N
     if not note and sc.facts.get("tenure restore identical") is False:
         note = "restored tree differs from the source"
     return note
+
+
+def _encryption_rows(sc: Scenario) -> list[Row]:
+    """The cost of encryption at rest: the same full checkpoint and restore, encrypted against plain."""
+    name, s = sc.tree.spec.name, sc.steps
+    full, sealed_full = s.get("tenure checkpoint (full)"), s.get(ENCRYPTED_FULL)
+    restore, sealed_restore = s.get("tenure restore"), s.get(ENCRYPTED_RESTORE)
+    restore_note = failure(("encrypted restore", sealed_restore), ("plain restore", restore))
+    if not restore_note and sc.facts.get(f"{ENCRYPTED_RESTORE} identical") is False:
+        restore_note = "restored tree differs from the source"
+    return [
+        Row(
+            name,
+            "full checkpoint, encrypted vs plain",
+            "s",
+            seconds_of(sealed_full),
+            seconds_of(full),
+            "tenure full checkpoint (plain)",
+            None,
+            "info",
+            note=failure(("encrypted checkpoint", sealed_full), ("plain checkpoint", full)),
+        ),
+        Row(
+            name,
+            "restore, encrypted vs plain",
+            "s",
+            seconds_of(sealed_restore),
+            seconds_of(restore),
+            "tenure restore (plain)",
+            None,
+            "info",
+            note=restore_note,
+        ),
+    ]
 
 
 def _restic_rows(sc: Scenario) -> list[Row]:
