@@ -211,6 +211,8 @@ def test_rows_gathered_one_by_one_encode_and_save_as_encode_body(rows, shuffle) 
         for p in order:
             gathered.add(p, entries[p][:5], entries[p][5], entries[p][6])  # type: ignore[arg-type]
         assert gathered.body() == encode_body(entries)
+        assert gathered.matches(encode_body(entries))
+        assert not gathered.matches(encode_body({**entries, b"zz": (1, 1, 1, 1, 0o100644, b"", ())}))
         by_folder = Rows()  # a build adds a folder's files at once
         for _, group in itertools.groupby(order, key=lambda p: p.rpartition(b"/")[0]):
             ps = list(group)

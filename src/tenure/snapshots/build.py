@@ -112,6 +112,8 @@ AFTER_INDEX_SAVED = register(
 
 MiB = 1 << 20
 PACK_TARGET = 4 * MiB
+TICK_FOLDERS = 32  # a streaming build's listing gives the reading thread a turn this often (in folders)
+PACK_SPAN_FOLDERS = 256  # a streaming build stores a pack whose first file is this many folders behind
 PACK_FILES = 4096  # a pack of tiny files ends here too: a streaming build holds a pack's files until it is stored
 PROGRESS_STEP = 4 * MiB
 _ROUNDS = 3
@@ -250,8 +252,10 @@ def _build_tree(
         os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
-        if isinstance(layout, _Whole) and layout.build.stream and index.written_ns == 0:
-            layout.build.index_rows.save(index_path)  # no index to compare with: written part by part
+        if isinstance(layout, _Whole) and layout.build.stream:  # compared and written part by part
+            rows = layout.build.index_rows
+            if not (index.written_ns > 0 and rows.matches(index.body())):  # unchanged: keep it (and racy time)
+                rows.save(index_path)
         else:
             body = layout.index_body(index)
             if body is not None and not index.same_body(body):  # an unchanged index keeps its file (and racy time)
@@ -539,6 +543,8 @@ class _Build:
         self._fifo: deque[DirNode] = deque()  # folders listed, not yet encoded (pre-order)
         self._unresolved: deque[tuple[Slot, list[FileNode], list[tuple[int, int]]] | FileNode] = deque()
         self._links_done = False
+        self._ticks = 0  # ticks of the listing seen (streaming)
+        self._pack_from = 0  # where in the listing the current pack's first file's folder is (streaming)
         self.rows: list[FolderRow] = []  # streaming: each folder's row, its record only in ``tree``
         self.tree = bytearray()  # streaming: the tree stream, folder records appended as they are done
         self.starts: list[int] = []  # streaming: where each folder's record starts in ``tree``
@@ -615,6 +621,22 @@ class _Build:
         while fifo and fifo[0].waiting == 0 and (self._links_done or not fifo[0].linked):
             self._encode_folder(fifo.popleft())
 
+    def _tick(self, uploader: Uploader) -> None:
+        """The listing has gone ``TICK_FOLDERS`` folders further: encode what is ready.
+
+        A pack whose first file lies ``PACK_SPAN_FOLDERS`` folders or more
+        behind is stored now, although not full: its files' folders, and every
+        folder listed after them, wait for its id (on an incremental build,
+        where few files are read, it would otherwise fill only at the end).
+        Ticks come at fixed places in the listing, so where packs end stays
+        a function of the folder and the index, never of timing.
+        """
+        self._ticks += 1
+        if self._pack and self._ticks * TICK_FOLDERS - self._pack_from >= PACK_SPAN_FOLDERS:
+            self._flush_pack(uploader)
+            uploader.collect()
+        self._advance_stream()
+
     def _encode_folder(self, d: DirNode) -> None:
         """A streaming build's folder whose files all have their refs: its record and index rows; drop its nodes."""
         path, record_bytes, *rest = _row(d)
@@ -630,7 +652,7 @@ class _Build:
         self.skipped += d.skipped
         d.children = []
 
-    def _to_read(self, scanner: Scanner | PartialScanner) -> Iterator[FileNode]:
+    def _to_read(self, scanner: Scanner | PartialScanner) -> Iterator[FileNode | None]:
         """The files to read, in scan order, as the folder is listed (runs on the listing thread).
 
         Hard-linked files wait for the end of the listing, when each group's
@@ -638,6 +660,7 @@ class _Build:
         """
         linked: list[FileNode] = []
         stream = self.stream
+        listed = 0
         for folder in scanner.walk():
             to_read: list[FileNode] = []
             linked_here = False
@@ -655,8 +678,11 @@ class _Build:
             if stream:  # counted before any of them is handed out: the reading thread counts down
                 for f in to_read:
                     f.folder = folder
-                folder.waiting, folder.linked = len(to_read), linked_here
+                folder.waiting, folder.linked, folder.seq = len(to_read), linked_here, listed
                 self._fifo.append(folder)
+                listed += 1
+                if listed % TICK_FOLDERS == 0:
+                    yield None  # the reading thread encodes what is ready, also when little is read
             yield from to_read
             self._tell_files()
         leaders, self._followers = _link_groups(linked)
@@ -677,7 +703,7 @@ class _Build:
         f.digest, f.refs = content
         return True
 
-    def _read_all(self, files: Iterator[FileNode], *, trust_index: bool) -> None:
+    def _read_all(self, files: Iterator[FileNode | None], *, trust_index: bool) -> None:
         """Read ``files`` in order: small ones ahead on reader threads, packed here; large ones chunked here."""
         self._done = self._reported = 0
         uploader = Uploader(self.objects, self.workers, self.index.oids if trust_index else None, self.pin)
@@ -685,6 +711,10 @@ class _Build:
         pending: list[FileNode] = []
         try:
             for group, contents in feed:
+                if not group:  # a tick of the listing (streaming: folders may be ready)
+                    if self.stream:
+                        self._tick(uploader)
+                    continue
                 if contents is None:
                     self._read_large(group[0], uploader, trust_index)
                     if self.stream:
@@ -731,6 +761,8 @@ class _Build:
                     f.folder.waiting -= 1
                 continue
             f.digest = blake3.blake3(data).digest() if f.mtime_ns >= self._racy_from else b""
+            if not self._members:
+                self._pack_from = f.folder.seq if f.folder is not None else self._ticks * TICK_FOLDERS
             self._members.append(f)
             self._slices.append((len(pack), size))
             pack += data

@@ -83,7 +83,7 @@ class ReadAhead:
     ``root_fd`` is the checked-in folder's descriptor, open until :meth:`close` returns.
     """
 
-    def __init__(self, root_fd: int, files: Iterable[FileNode], workers: int) -> None:
+    def __init__(self, root_fd: int, files: Iterable[FileNode | None], workers: int) -> None:
         self.root_fd = root_fd
         #: bytes of all files handed out so far (grows while the folder is listed).
         self.total = 0
@@ -92,7 +92,7 @@ class ReadAhead:
         self._thread = threading.Thread(target=self._produce, args=(files,), name="tenure-list", daemon=True)
         self._thread.start()
 
-    def _produce(self, files: Iterable[FileNode]) -> None:
+    def _produce(self, files: Iterable[FileNode | None]) -> None:
         try:
             for group, small in batches(self._counted(files)):
                 future = self._readers.submit(read_batch, self.root_fd, group) if small else None
@@ -102,9 +102,10 @@ class ReadAhead:
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
             self._channel.put(exc)
 
-    def _counted(self, files: Iterable[FileNode]) -> Iterator[FileNode]:
+    def _counted(self, files: Iterable[FileNode | None]) -> Iterator[FileNode | None]:
         for f in files:
-            self.total += f.size
+            if f is not None:
+                self.total += f.size
             yield f
 
     def __iter__(self) -> Iterator[tuple[list[FileNode], list[bytes] | None]]:
@@ -123,11 +124,22 @@ class ReadAhead:
         self._readers.shutdown(wait=True, cancel_futures=True)
 
 
-def batches(files: Iterable[FileNode]) -> Iterator[tuple[list[FileNode], bool]]:
-    """Consecutive small files in batches (``True``), each large file alone (``False``)."""
+def batches(files: Iterable[FileNode | None]) -> Iterator[tuple[list[FileNode], bool]]:
+    """Consecutive small files in batches (``True``), each large file alone (``False``).
+
+    A ``None`` among the files is a tick: the batch so far is handed on, then
+    an empty group, so the consumer gets a turn although nothing was read
+    (a streaming build encodes the folders listed meanwhile).
+    """
     batch: list[FileNode] = []
     size = 0
     for f in files:
+        if f is None:
+            if batch:
+                yield batch, True
+                batch, size = [], 0
+            yield [], False
+            continue
         if f.size >= CHUNKED_FROM:
             if batch:
                 yield batch, True

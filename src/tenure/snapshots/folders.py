@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import blake3
 import zstandard
 
 from tenure.fsio import atomic_write
+from tenure.snapshots.index import column, column_bytes
 
 MAGIC = b"TENURE-FOLDERS\n"
 VERSION = 1
@@ -50,7 +50,6 @@ LINKED = 1
 RESCAN = 2
 _HEAD = struct.Struct("<6Q32s")
 _OID = 32
-_LITTLE = sys.byteorder == "little"
 
 
 def cache_path(index_path: str) -> str:
@@ -142,12 +141,12 @@ def encode(mark: str, rules: bytes, folders: Sequence[Row]) -> bytes:
             _HEAD.pack(len(folders), len(paths), len(stream), len(oid_at), len(uses), len(mark_b), rules),
             mark_b,
             paths,
-            _bytes(array("Q", (len(f[1]) for f in folders))),
-            _bytes(array("I", (f[2] for f in folders))),
-            _bytes(array("Q", (f[3] for f in folders))),
+            column_bytes(array("Q", (len(f[1]) for f in folders))),
+            column_bytes(array("I", (f[2] for f in folders))),
+            column_bytes(array("Q", (f[3] for f in folders))),
             bytes(f[4] for f in folders),
-            _bytes(use_start),
-            _bytes(uses),
+            column_bytes(use_start),
+            column_bytes(uses),
             b"".join(bytes.fromhex(oid) for oid in oid_at),
             stream,
         )
@@ -162,17 +161,17 @@ def decode(body: bytes) -> FolderCache:
     pos += mark_len
     paths = body[pos : pos + paths_len].split(b"\0")
     pos += paths_len
-    lengths = _array("Q", body, pos, count)
+    lengths = column("Q", body, pos, count)
     pos += 8 * count
-    subs = _array("I", body, pos, count)
+    subs = column("I", body, pos, count)
     pos += 4 * count
-    files = _array("Q", body, pos, count)
+    files = column("Q", body, pos, count)
     pos += 8 * count
     flags = body[pos : pos + count]
     pos += count
-    use_start = _array("Q", body, pos, count + 1)
+    use_start = column("Q", body, pos, count + 1)
     pos += 8 * (count + 1)
-    uses = _array("I", body, pos, nuses)
+    uses = column("I", body, pos, nuses)
     pos += 4 * nuses
     oids = [body[p : p + _OID].hex() for p in range(pos, pos + _OID * noids, _OID)]
     pos += _OID * noids
@@ -229,21 +228,3 @@ def drop(index_path: str | None) -> None:
             os.unlink(cache_path(index_path))
         except FileNotFoundError:
             pass
-
-
-def _array(code: str, body: bytes, pos: int, n: int) -> array[int]:
-    size = array(code).itemsize
-    if pos + size * n > len(body):
-        raise ValueError("truncated folder cache")
-    out = array(code)
-    out.frombytes(body[pos : pos + size * n])
-    if not _LITTLE:
-        out.byteswap()
-    return out
-
-
-def _bytes(values: array[int]) -> bytes:
-    if not _LITTLE:
-        values = array(values.typecode, values)
-        values.byteswap()
-    return values.tobytes()

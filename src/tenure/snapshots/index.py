@@ -166,15 +166,15 @@ class _Table(Index):
         pos += paths_len
         columns = []
         for code, n in (("Q", count), ("q", count), ("Q", count), ("q", count), ("Q", count), ("q", count)):
-            columns.append(_array(code, body, pos, n))
+            columns.append(column(code, body, pos, n))
             pos += 8 * n
-        starts = _array("Q", body, pos, count + 1)
+        starts = column("Q", body, pos, count + 1)
         pos += 8 * (count + 1)
-        ref_oid = _array("I", body, pos, nrefs)
+        ref_oid = column("I", body, pos, nrefs)
         pos += 4 * nrefs
-        ref_offset = _array("Q", body, pos, nrefs)
+        ref_offset = column("Q", body, pos, nrefs)
         pos += 8 * nrefs
-        ref_length = _array("Q", body, pos, nrefs)
+        ref_length = column("Q", body, pos, nrefs)
         pos += 8 * nrefs
         oids = [body[p : p + _OID].hex() for p in range(pos, pos + _OID * noids, _OID)]
         pos += _OID * noids
@@ -328,12 +328,12 @@ class _Table(Index):
             (
                 _HEAD.pack(len(out_paths), len(oids), len(ref_oid), len(digests) // _DIGEST, len(joined)),
                 joined,
-                *(_bytes(c) for c in columns),
-                _bytes(digest_at),
-                _bytes(array("Q", accumulate(counts, initial=0))),
-                _bytes(ref_oid),
-                _bytes(ref_offset),
-                _bytes(ref_length),
+                *(column_bytes(c) for c in columns),
+                column_bytes(digest_at),
+                column_bytes(array("Q", accumulate(counts, initial=0))),
+                column_bytes(ref_oid),
+                column_bytes(ref_offset),
+                column_bytes(ref_length),
                 b"".join(bytes.fromhex(oid) for oid in oids),
                 bytes(digests),
             )
@@ -346,10 +346,11 @@ class _Table(Index):
         return frozenset(self._oids)
 
 
-def _array(code: str, body: bytes, pos: int, n: int) -> array[int]:
+def column(code: str, body: bytes, pos: int, n: int) -> array[int]:
+    """``n`` little-endian items of type ``code`` at ``pos`` of ``body`` (``ValueError`` past its end)."""
     size = array(code).itemsize
     if pos + size * n > len(body):
-        raise ValueError("truncated index")
+        raise ValueError("truncated table")
     out = array(code)
     out.frombytes(body[pos : pos + size * n])
     if not _LITTLE:
@@ -357,7 +358,8 @@ def _array(code: str, body: bytes, pos: int, n: int) -> array[int]:
     return out
 
 
-def _bytes(values: array[int]) -> bytes:
+def column_bytes(values: array[int]) -> bytes:
+    """The little-endian bytes of ``values``."""
     if not _LITTLE:
         values = array(values.typecode, values)
         values.byteswap()
@@ -409,12 +411,12 @@ def encode_body(entries: Entries) -> bytes:
         (
             _HEAD.pack(len(paths), len(oid_at), len(ref_oid), len(digests), len(joined)),
             joined,
-            *(_bytes(c) for c in columns),
-            _bytes(digest_at),
-            _bytes(starts),
-            _bytes(ref_oid),
-            _bytes(ref_offset),
-            _bytes(ref_length),
+            *(column_bytes(c) for c in columns),
+            column_bytes(digest_at),
+            column_bytes(starts),
+            column_bytes(ref_oid),
+            column_bytes(ref_offset),
+            column_bytes(ref_length),
             b"".join(bytes.fromhex(oid) for oid in oid_at),
             b"".join(digests),
         )
@@ -520,14 +522,18 @@ class Rows:
         """The canonical body of these rows (tree order, ids in order of first use, digests in row order)."""
         if not self._in_order:
             return self._sorted().body()
-        first_use = list(dict.fromkeys(self._ref_oid))  # numbers, in order of first use
-        ref_oid = self._ref_oid
-        if first_use != list(range(len(first_use))):  # (they are, unless rows were re-added)
-            renumber = [0] * len(self._oids)
-            for new, old in enumerate(first_use):
-                renumber[old] = new
-            ref_oid = array("I", map(renumber.__getitem__, ref_oid))
-        return b"".join(self._parts(first_use, ref_oid))
+        return b"".join(self._parts(*self._numbering()))
+
+    def matches(self, body: bytes) -> bool:
+        """Whether these rows encode to exactly ``body``, compared part by part (never encoded whole)."""
+        if not self._in_order:
+            return self._sorted().matches(body)
+        view, at = memoryview(body), 0
+        for part in self._parts(*self._numbering()):
+            if view[at : at + len(part)] != part:
+                return False
+            at += len(part)
+        return at == len(body)
 
     def save(self, path: str) -> None:
         """Write these rows as the index at ``path`` (as :func:`write_index`), compressing part by part.
@@ -538,13 +544,7 @@ class Rows:
         if not self._in_order:
             self._sorted().save(path)
             return
-        first_use = list(dict.fromkeys(self._ref_oid))
-        ref_oid = self._ref_oid
-        if first_use != list(range(len(first_use))):
-            renumber = [0] * len(self._oids)
-            for new, old in enumerate(first_use):
-                renumber[old] = new
-            ref_oid = array("I", map(renumber.__getitem__, ref_oid))
+        first_use, ref_oid = self._numbering()
         n, nrefs = len(self._paths), len(ref_oid)
         paths_len = sum(map(len, self._paths)) + max(n - 1, 0)
         size = _HEAD.size + paths_len + 8 * (7 * n + 1) + 20 * nrefs + _OID * len(first_use) + len(self._digests)
@@ -552,17 +552,28 @@ class Rows:
         frame = b"".join([*(compressor.compress(part) for part in self._parts(first_use, ref_oid)), compressor.flush()])
         _write_frame(path, frame)
 
+    def _numbering(self) -> tuple[list[int], array[int]]:
+        """The object numbers in order of first use, and the refs' numbers in that numbering."""
+        first_use = list(dict.fromkeys(self._ref_oid))
+        ref_oid = self._ref_oid
+        if first_use != list(range(len(first_use))):  # (they are, unless rows came out of order)
+            renumber = [0] * len(self._oids)
+            for new, old in enumerate(first_use):
+                renumber[old] = new
+            ref_oid = array("I", map(renumber.__getitem__, ref_oid))
+        return first_use, ref_oid
+
     def _parts(self, first_use: list[int], ref_oid: array[int]) -> Iterator[bytes]:
         paths_len = sum(map(len, self._paths)) + max(len(self._paths) - 1, 0)
         yield _HEAD.pack(len(self._paths), len(first_use), len(ref_oid), len(self._digests) // _DIGEST, paths_len)
         yield b"\0".join(self._paths)
         for column in self._columns:
-            yield _bytes(column)
-        yield _bytes(self._digest_at)
-        yield _bytes(array("Q", accumulate(self._counts, initial=0)))
-        yield _bytes(ref_oid)
-        yield _bytes(self._ref_offset)
-        yield _bytes(self._ref_length)
+            yield column_bytes(column)
+        yield column_bytes(self._digest_at)
+        yield column_bytes(array("Q", accumulate(self._counts, initial=0)))
+        yield column_bytes(ref_oid)
+        yield column_bytes(self._ref_offset)
+        yield column_bytes(self._ref_length)
         yield b"".join(bytes.fromhex(self._oids[old]) for old in first_use)
         yield bytes(self._digests)
 

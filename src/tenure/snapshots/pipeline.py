@@ -132,6 +132,11 @@ class Uploader:
             self.written.update(stored)
             self.bytes_new += size
 
+    def collect(self) -> None:
+        """Wait until everything submitted is encoded, so every slot has its id (storing goes on)."""
+        while self._pending:
+            self._collect_oldest()
+
     def finish(self) -> None:
         """Wait until everything submitted is encoded and durably stored."""
         while self._pending:

@@ -100,7 +100,7 @@ class SymlinkNode:
 
 
 class DirNode:
-    __slots__ = ("name", "rel", "mode", "mtime_ns", "children", "skipped", "waiting", "linked")
+    __slots__ = ("name", "rel", "mode", "mtime_ns", "children", "skipped", "waiting", "linked", "seq")
 
     def __init__(self, name: bytes, rel: bytes, st: os.stat_result) -> None:
         self.name = name
@@ -111,6 +111,7 @@ class DirNode:
         self.skipped: list[tuple[str, str]] = []
         self.waiting = 0  # a streaming build: files whose refs are not known yet
         self.linked = False  # a streaming build: holds hard-linked files (done only once the listing is)
+        self.seq = 0  # a streaming build: its place in the listing (pre-order)
 
 
 class Scan(NamedTuple):

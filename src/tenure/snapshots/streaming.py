@@ -43,7 +43,8 @@ from tenure.fsio import atomic_write
 from tenure.objects import ObjectStore
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.errors import TreeFormatError
-from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, _bytes, stat_key, tree_key
+from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, stat_key, tree_key
+from tenure.snapshots.index import column_bytes as _bytes
 from tenure.snapshots.materialize import (
     _CREATE,
     GROUP,
