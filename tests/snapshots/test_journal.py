@@ -376,6 +376,23 @@ def test_a_created_file_moved_on_inside_the_folder_is_no_doubt(tree: Path) -> No
         assert journal.take() == Changes(frozenset({b"a", b"a/b"}), frozenset())
 
 
+def test_a_link_moved_into_a_folder_that_has_left_is_a_doubt(tree: Path, tmp_path: Path) -> None:
+    """The MOVED_TO lands on the last events of a folder moved out: the link left, it did not move on inside."""
+    (tree / "x").mkdir()
+    with started(tree) as journal:
+        before = walk(str(tree))
+        with journal._held():  # one batch: the folder's watch is dropped before its MOVED_TO is read
+            os.rename(tree / "x", tmp_path / "x")
+            os.link(tree / "a" / "b" / "f", tree / "a" / "second")
+            with open(tree / "a" / "second", "ab") as fh:
+                fh.write(b" through the second name")
+            os.rename(tree / "a" / "second", tmp_path / "x" / "second")
+        changes = journal.take()
+        assert b"a/b/f" in uncovered(before, walk(str(tree)), Changes(frozenset({b"", b"a"}), frozenset()))
+        assert changes is None
+        assert journal.reason is not None and "created and is gone" in journal.reason
+
+
 def test_a_link_from_outside_written_through_the_outside_name_is_not_seen(tree: Path, tmp_path: Path) -> None:
     """The documented limit: why the caller must still walk from time to time."""
     with started(tree) as journal:

@@ -358,6 +358,9 @@ class _Batch:
         self.events = events
         self.moved_to = {e.cookie: e for e in events if e.mask & _MOVED_TO}
         self.pending: list[tuple[int, int, bytes, bool]] = []  # (index, wd, name, created)
+        # Cookies of entries moved to a folder still watched: their destination is examined. A MOVED_TO on the
+        # watch of a folder that has left (its last events) or of an excluded path does not count: it moved out.
+        self.landed: set[int] = set()
         self.new: list[bytes] = []  # folders created or moved in: watched (again) after the batch, at their final paths
 
     def apply(self) -> None:
@@ -403,6 +406,8 @@ class _Batch:
             self.folder(e, child)
         elif e.mask & _EXAMINE:
             self.pending.append((index, e.wd, e.name, bool(e.mask & (_CREATE | _MOVED_TO))))
+            if e.mask & _MOVED_TO:
+                self.landed.add(e.cookie)
 
     def folder(self, e: _Event, child: bytes) -> None:
         """An event on a folder entry ``child``."""
@@ -469,7 +474,7 @@ class _Batch:
         j = self.j
         if end >= 0:  # the entry was deleted, moved or replaced later in this batch
             e = self.events[end]
-            moved_on = e.mask & _MOVED_FROM and e.cookie in self.moved_to
+            moved_on = e.mask & _MOVED_FROM and e.cookie in self.landed
             if created and not moved_on:
                 j._fail(f"{name!r} was created and is gone (it may have been a second link)", resync=False)
             return
