@@ -1,7 +1,7 @@
-"""The compiled schema check (tenure.intake.schema): it accepts only what jsonschema accepts.
+"""The fast schema check (jsonschema-rs, tenure.intake.schema): it accepts only what jsonschema accepts.
 
-``schema_errors`` answers from the compiled check when it accepts a
-document and from ``jsonschema`` otherwise; these tests compare both with
+``schema_errors`` answers from the fast check when it accepts a document
+and from ``jsonschema`` otherwise; these tests compare both with
 ``jsonschema`` alone on valid documents and on mutations of them (every
 field swapped for values where Python and JSON Schema types disagree:
 booleans for integers, floats, strings with a trailing newline, ...).
@@ -115,7 +115,7 @@ def _mutate(document: dict[str, Any], edits: list[tuple[int, int, int]]) -> Any:
 @pytest.mark.parametrize("name", SCHEMAS)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200), st.integers(0, 20)), min_size=1, max_size=3))
-def test_compiled_check_accepts_only_what_jsonschema_accepts(
+def test_fast_check_accepts_only_what_jsonschema_accepts(
     name: str, documents: dict[str, dict[str, Any]], edits: list[tuple[int, int, int]]
 ) -> None:
     document = _mutate(documents[name], edits)
