@@ -50,7 +50,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, repeat
 from operator import itemgetter, sub
 from typing import NamedTuple
@@ -441,6 +441,7 @@ class Rows:
         self._digest_at = array("q")
         self._digests = bytearray()
         self._counts = array("Q")
+        self._first_ref = array("Q")  # where each row's refs start (only for refs())
         self._ref_oid, self._ref_offset, self._ref_length = array("I"), array("Q"), array("Q")
         self._oids: list[str] = []
         self._oid_number: dict[str, int] = {}
@@ -448,7 +449,8 @@ class Rows:
     def __len__(self) -> int:
         return len(self._paths)
 
-    def add(self, rel: bytes, key: StatKey, digest: bytes, refs: tuple[Ref, ...]) -> None:
+    def add(self, rel: bytes, key: StatKey, digest: bytes, refs: Sequence[Ref]) -> int:
+        """Add a row; its number (for :meth:`put`, when the stat is known only later)."""
         if not rel or b"\0" in rel:
             raise ValueError("an index path is empty or holds NUL")
         place = tree_key(rel)
@@ -465,6 +467,7 @@ class Rows:
             self._digests += digest
         else:
             self._digest_at.append(-1)
+        self._first_ref.append(len(self._ref_oid))
         self._counts.append(len(refs))
         numbers = self._oid_number
         for oid, offset, length in refs:
@@ -475,6 +478,39 @@ class Rows:
             self._ref_oid.append(number)
             self._ref_offset.append(offset)
             self._ref_length.append(length)
+        return len(self._paths) - 1
+
+    def put(self, row: int, key: StatKey, digest: bytes = b"") -> None:
+        """Set row ``row``'s stat fields, and its digest when one is given."""
+        for column, value in zip(self._columns, key):
+            column[row] = value
+        if digest:
+            if len(digest) != _DIGEST:
+                raise ValueError(f"an index digest is {_DIGEST} bytes")
+            at = self._digest_at[row]
+            if at < 0:
+                self._digest_at[row] = len(self._digests) // _DIGEST
+                self._digests += digest
+            else:
+                self._digests[at * _DIGEST : (at + 1) * _DIGEST] = digest
+
+    def path(self, row: int) -> bytes:
+        return self._paths[row]
+
+    def digest(self, row: int) -> bytes:
+        at = self._digest_at[row]
+        return b"" if at < 0 else bytes(self._digests[at * _DIGEST : (at + 1) * _DIGEST])
+
+    def refs(self, row: int) -> tuple[Ref, ...]:
+        start = self._first_ref[row]
+        return tuple(
+            (self._oids[self._ref_oid[j]], self._ref_offset[j], self._ref_length[j])
+            for j in range(start, start + self._counts[row])
+        )
+
+    def find(self, wanted: set[bytes]) -> dict[bytes, int]:
+        """The rows of the paths in ``wanted`` (one pass: ``wanted`` is small, e.g. hard-link leaders)."""
+        return {path: row for row, path in enumerate(self._paths) if path in wanted}
 
     def add_folder(
         self,
@@ -507,7 +543,9 @@ class Rows:
                     digest_at.append(-1)
         else:
             digest_at.extend(repeat(-1, len(digests)))
-        self._counts.extend(map(len, refs))
+        counts = list(map(len, refs))
+        self._first_ref.extend(accumulate(counts[:-1], initial=len(self._ref_oid)))
+        self._counts.extend(counts)
         flat = list(chain.from_iterable(refs))
         numbers = self._oid_number
         for oid in dict.fromkeys(map(itemgetter(0), flat)):
@@ -578,26 +616,30 @@ class Rows:
         yield bytes(self._digests)
 
     def _sorted(self) -> Rows:
-        """The same rows, added again in tree order."""
-        if len(set(self._paths)) != len(self._paths):
+        """The same rows in tree order (columns permuted as arrays; a loop per row only for refs and digests)."""
+        paths = self._paths
+        if len(set(paths)) != len(paths):
             raise ValueError("an index path occurs twice")
+        order = sorted(range(len(paths)), key=lambda i: tree_key(paths[i]))
         starts = array("Q", accumulate(self._counts, initial=0))
         out = Rows()
-        for i in sorted(range(len(self._paths)), key=lambda i: tree_key(self._paths[i])):
+        out._paths = [paths[i] for i in order]
+        out._columns = [array(c.typecode, map(c.__getitem__, order)) for c in self._columns]
+        out._counts = array("Q", map(self._counts.__getitem__, order))
+        out._first_ref = array("Q", accumulate(out._counts[:-1], initial=0)) if order else array("Q")
+        out._oids, out._oid_number = list(self._oids), dict(self._oid_number)
+        for i in order:
+            a, b = starts[i], starts[i + 1]
+            out._ref_oid += self._ref_oid[a:b]
+            out._ref_offset += self._ref_offset[a:b]
+            out._ref_length += self._ref_length[a:b]
             at = self._digest_at[i]
-            digest = b"" if at < 0 else bytes(self._digests[at * _DIGEST : (at + 1) * _DIGEST])
-            refs = tuple(
-                (self._oids[self._ref_oid[j]], self._ref_offset[j], self._ref_length[j])
-                for j in range(starts[i], starts[i + 1])
-            )
-            key = (
-                self._columns[0][i],
-                self._columns[1][i],
-                self._columns[2][i],
-                self._columns[3][i],
-                self._columns[4][i],
-            )
-            out.add(self._paths[i], key, digest, refs)
+            if at < 0:
+                out._digest_at.append(-1)
+            else:
+                out._digest_at.append(len(out._digests) // _DIGEST)
+                out._digests += self._digests[at * _DIGEST : (at + 1) * _DIGEST]
+        out._last = tree_key(out._paths[-1]) if out._paths else None
         return out
 
 

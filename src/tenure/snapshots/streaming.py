@@ -10,8 +10,10 @@ windows is read once) and hands the slices to the thread pool in groups, as
 :class:`~tenure.snapshots.materialize.Materializer` does. Nothing per file
 outlives its window except what must be kept, compactly:
 
-- the rows of the index written after the restore (:class:`IndexRows`:
-  arrays, one path per file, sorted and encoded only at the end);
+- the rows of the index written after the restore
+  (:class:`~tenure.snapshots.index.Rows`: columns, one path per file, in
+  tree order as the records come; hard-link followers, added last, make
+  them sorted once at the end);
 - hard-link followers (a few per linked file), linked once all content is
   written: a follower may come before its leader (the first member by
   path byte order) in the stream;
@@ -30,21 +32,17 @@ from __future__ import annotations
 
 import os
 import stat
-from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import NamedTuple
 
 import blake3
-import zstandard
 
-from tenure.fsio import atomic_write
 from tenure.objects import ObjectStore
 from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.errors import TreeFormatError
-from tenure.snapshots.index import _HEAD, MAGIC, VERSION, StatKey, stat_key, tree_key
-from tenure.snapshots.index import column_bytes as _bytes
+from tenure.snapshots.index import Rows, StatKey, stat_key
 from tenure.snapshots.materialize import (
     _CREATE,
     GROUP,
@@ -58,7 +56,7 @@ from tenure.snapshots.materialize import (
     _symlink,
     _write_all,
 )
-from tenure.snapshots.treeformat import DirItem, FileItem, Ref, SymlinkItem, Tree
+from tenure.snapshots.treeformat import DirItem, FileItem, SymlinkItem, Tree
 
 WINDOW_FILES = 4096
 WINDOW_BYTES = 64 << 20
@@ -85,108 +83,7 @@ class _Piece(NamedTuple):
 
 
 _Written = tuple[int, list[tuple[int, StatKey, bytes]]]
-
-
-class IndexRows:
-    """Index rows kept as columns; :meth:`body` encodes them as :func:`tenure.snapshots.index.encode_body` does."""
-
-    def __init__(self) -> None:
-        self.paths: list[bytes] = []
-        self.stats = [array("Q"), array("q"), array("Q"), array("q"), array("Q")]
-        self.digests: dict[int, bytes] = {}
-        self.ref_end = array("Q")
-        self.ref_oid, self.ref_offset, self.ref_length = array("I"), array("Q"), array("Q")
-        self.oid_at: dict[str, int] = {}
-
-    def add(self, path: bytes, refs: Iterable[Ref]) -> int:
-        row = len(self.paths)
-        self.paths.append(path)
-        for column in self.stats:
-            column.append(0)
-        for oid, offset, length in refs:
-            at = self.oid_at.get(oid)
-            if at is None:
-                at = self.oid_at[oid] = len(self.oid_at)
-            self.ref_oid.append(at)
-            self.ref_offset.append(offset)
-            self.ref_length.append(length)
-        self.ref_end.append(len(self.ref_oid))
-        return row
-
-    def refs(self, row: int) -> list[Ref]:
-        start = self.ref_end[row - 1] if row else 0
-        oids = list(self.oid_at)
-        return [
-            (oids[self.ref_oid[k]], self.ref_offset[k], self.ref_length[k]) for k in range(start, self.ref_end[row])
-        ]
-
-    def put(self, row: int, key: StatKey, digest: bytes = b"") -> None:
-        for column, value in zip(self.stats, key):
-            column[row] = value
-        if digest:
-            self.digests[row] = digest
-
-    def body(self) -> bytes:
-        """The canonical index body (paths in tree order, oids numbered in order of first use)."""
-        return b"".join(self._parts()[1])
-
-    def save(self, path: str) -> None:
-        """Atomically write the index file (as :func:`tenure.snapshots.index.write_index`), compressing part by part."""
-        size, parts = self._parts()
-        compressor = zstandard.ZstdCompressor(level=1).compressobj(size=size)
-        frame = b"".join([*(compressor.compress(part) for part in parts), compressor.flush()])
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        atomic_write(path, b"".join((MAGIC, bytes([VERSION]), blake3.blake3(frame).digest(), frame)), mode=0o600)
-
-    def _parts(self) -> tuple[int, Iterator[bytes]]:
-        """The body's length and its parts, made one at a time (the columns in path order)."""
-        paths = self.paths
-        order = array("I", sorted(range(len(paths)), key=lambda row: tree_key(paths[row])))  # met in tree order
-        renumber: dict[int, int] = {}
-        ref_oid, ref_offset, ref_length = array("I"), array("Q"), array("Q")
-        starts = array("Q", [0])
-        digest_at = array("q")
-        digests: list[bytes] = []
-        end = self.ref_end
-        for row in order:
-            digest = self.digests.get(row)
-            if digest:
-                digest_at.append(len(digests))
-                digests.append(digest)
-            else:
-                digest_at.append(-1)
-            start = end[row - 1] if row else 0
-            for k in range(start, end[row]):
-                old = self.ref_oid[k]
-                new = renumber.get(old)
-                if new is None:
-                    new = renumber[old] = len(renumber)
-                ref_oid.append(new)
-            ref_offset.extend(self.ref_offset[start : end[row]])
-            ref_length.extend(self.ref_length[start : end[row]])
-            starts.append(len(ref_oid))
-        oids = list(self.oid_at)
-        by_number = sorted(renumber, key=renumber.__getitem__)
-        count = len(paths)
-        joined_len = sum(map(len, paths)) + max(count - 1, 0)
-        head = _HEAD.pack(count, len(renumber), len(ref_oid), len(digests), joined_len)
-        size = len(head) + joined_len + 8 * 7 * count + 8 + 20 * len(ref_oid) + 32 * (len(renumber) + len(digests))
-
-        def parts() -> Iterator[bytes]:
-            yield head
-            yield b"\0".join([paths[row] for row in order])
-            for column in self.stats:
-                yield _bytes(array(column.typecode, [column[row] for row in order]))
-            for values in (digest_at, starts, ref_oid, ref_offset, ref_length):
-                yield _bytes(values)
-            yield b"".join(bytes.fromhex(oids[old]) for old in by_number)
-            yield b"".join(digests)
-
-        return size, parts()
-
-    def find(self, wanted: set[bytes]) -> dict[bytes, int]:
-        """Rows of the paths in ``wanted`` (one pass; ``wanted`` is small: hard-link leaders)."""
-        return {path: row for row, path in enumerate(self.paths) if path in wanted}
+_NO_STAT: StatKey = (0, 0, 0, 0, 0)  # a row's stat until its file is written
 
 
 class StreamWriter(Materializer):
@@ -202,7 +99,7 @@ class StreamWriter(Materializer):
         modes: ModeFilter,
     ) -> None:
         super().__init__(temp, objects, workers, progress, want_index, modes)
-        self.rows = IndexRows()
+        self.rows = Rows()
         self.folders: list[tuple[bytes, int, int]] = []
         self.dropped: list[bytes] = []
         self._window: dict[str, list[_Piece]] = {}
@@ -270,7 +167,7 @@ class StreamWriter(Materializer):
 
     def _content(self, path: bytes, item: FileItem) -> None:
         refs = item.refs
-        row = self.rows.add(path, refs) if self.want_index else -1
+        row = self.rows.add(path, _NO_STAT, b"", refs) if self.want_index else -1
         f = _File(path, item.mode & self.modes.file_bits, item.mtime_ns, item.size, row)
         self._total += item.size
         self.files += 1
@@ -419,11 +316,10 @@ class StreamWriter(Materializer):
             return
         leaders = self.rows.find({leader for _, leader in linked})
         for row in leaders.values():  # a new link changed the leader's ctime
-            self.rows.put(row, stat_key(self.at(self.rows.paths[row], _lstat)), self.rows.digests.get(row, b""))
+            self.rows.put(row, stat_key(self.at(self.rows.path(row), _lstat)))
         for rel, leader in linked:
             at = leaders[leader]
-            row = self.rows.add(rel, self.rows.refs(at))
-            self.rows.put(row, stat_key(self.at(rel, _lstat)), self.rows.digests.get(at, b""))
+            row = self.rows.add(rel, stat_key(self.at(rel, _lstat)), self.rows.digest(at), self.rows.refs(at))
 
     def _is_file(self, rel: bytes) -> bool:
         try:
