@@ -18,6 +18,8 @@ UNPRIVILEGED_TESTS := \
 	tests/snapshots/test_restore_states.py \
 	tests/snapshots/test_damage.py \
 	tests/snapshots/test_roundtrip.py::test_random_trees_round_trip \
+	tests/snapshots/test_journal.py \
+	tests/snapshots/test_journal_build.py \
 	tests/intake/test_admission.py \
 	tests/intake/test_api_layout.py \
 	tests/intake/test_durable_dirs.py

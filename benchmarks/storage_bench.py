@@ -208,6 +208,17 @@ class TarZstd:
         warm(self.archive)
         return run_measured(shell(f"zstd -q -d -c {_q(self.archive)} | tar -C {_q(dest)} -xf -"))
 
+    def pack_synced(self, src: str) -> Measured:
+        """:meth:`pack`, then ``sync``: the archive durable, as a checkpoint's objects are."""
+        warm(src)
+        return run_measured(shell(f"tar -C {_q(src)} -cf - . | zstd -q -1 -T0 -o {_q(self.archive)} && sync"))
+
+    def unpack_synced(self, dest: str) -> Measured:
+        """:meth:`unpack`, then ``sync``: the tree durable, as a restore's is before its rename."""
+        os.makedirs(dest)
+        warm(self.archive)
+        return run_measured(shell(f"zstd -q -d -c {_q(self.archive)} | tar -C {_q(dest)} -xf - && sync"))
+
 
 @dataclass
 class Restic:
@@ -386,6 +397,7 @@ def run_scenario(
         f" (median of {repeat})"
     )
     median_of(sc, "tar|zstd pack", repeat, lambda: _fresh_pack(sc, tars, tree.root))
+    median_of(sc, "tar|zstd pack + sync", repeat, lambda: _fresh_pack(sc, tars, tree.root, synced=True))
     checkpoints = [("tenure checkpoint (full)", lambda: _fresh_checkpoint(sc, tenures, tree.root))]
     if key_file is not None:  # interleaved with the plain runs, so drifting load hits both alike
         checkpoints.append(
@@ -397,6 +409,7 @@ def run_scenario(
 
     log(f"[{tree.spec.name}] restore (median of {repeat}, each checked against the source)")
     _restores(sc, "tar|zstd unpack", tars[-1].unpack, source_digest, repeat)
+    _restores(sc, "tar|zstd unpack + sync", tars[-1].unpack_synced, source_digest, repeat)
     restores = [("tenure restore", _restore_attempt(sc, "tenure restore", tenures[-1].restore, source_digest))]
     if sealed:
         restores.append((ENCRYPTED_RESTORE, _restore_attempt(sc, ENCRYPTED_RESTORE, sealed[-1].restore, source_digest)))
@@ -472,9 +485,9 @@ def medians_of(sc: Scenario, attempts: Sequence[tuple[str, Callable[[], Measured
     return chosen
 
 
-def _fresh_pack(sc: Scenario, tars: list[TarZstd], src: str) -> Measured:
+def _fresh_pack(sc: Scenario, tars: list[TarZstd], src: str, *, synced: bool = False) -> Measured:
     tars.append(TarZstd(sc.path(f"tree-{len(tars)}.tar.zst")))
-    return tars[-1].pack(src)
+    return tars[-1].pack_synced(src) if synced else tars[-1].pack(src)
 
 
 ENCRYPTED_FULL = "tenure checkpoint (full, encrypted)"
@@ -581,6 +594,17 @@ def rows_for(sc: Scenario, rss_small: dict[str, Measured], small_label: str) -> 
         ),
         Row(
             name,
+            "full checkpoint vs an archive + sync",
+            "s",
+            seconds_of(full),
+            seconds_of(s.get("tar|zstd pack + sync")),
+            "tar -c | zstd -1 -T0 && sync",
+            None,
+            "info (both durable)",
+            note=failure(("tenure checkpoint", full), ("tar|zstd + sync", s.get("tar|zstd pack + sync"))),
+        ),
+        Row(
+            name,
             "incremental checkpoint (1% changed)",
             "s",
             seconds_of(incr),
@@ -612,6 +636,17 @@ def rows_for(sc: Scenario, rss_small: dict[str, Measured], small_label: str) -> 
             1.0,
             "≤ 1×",
             note=_restore_note(sc, restore, s.get("tar|zstd unpack")),
+        ),
+        Row(
+            name,
+            "restore vs unpacking + sync",
+            "s",
+            seconds_of(restore),
+            seconds_of(s.get("tar|zstd unpack + sync")),
+            "zstd -d | tar -x && sync",
+            None,
+            "info (both durable)",
+            note=failure(("tenure restore", restore), ("tar|zstd unpack + sync", s.get("tar|zstd unpack + sync"))),
         ),
     ]
     if ENCRYPTED_FULL in s or ENCRYPTED_RESTORE in s:
