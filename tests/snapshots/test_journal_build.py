@@ -162,6 +162,14 @@ def test_a_cache_from_another_interval_is_not_used(tmp_path) -> None:  # type: i
     assert build_tree(src, store, index_path=index, interval=other.take()).walked
 
 
+def test_the_whole_folder_named_as_a_tree_walks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src, store, index, journal, cursor = start(tmp_path)
+    build_tree(src, store, index_path=index, interval=cursor.take())
+    write_file(os.path.join(src, "d", "f9.txt"), b"new", mtime_ns=PAST_NS)
+    journal.next = Oracle(frozenset(), frozenset({b""}))
+    assert build_tree(src, store, index_path=index, interval=cursor.take()).walked
+
+
 def test_changed_ignore_rules_walk(tmp_path) -> None:  # type: ignore[no-untyped-def]
     src, store, index, journal, cursor = start(tmp_path)
     build_tree(src, store, index_path=index, interval=cursor.take())

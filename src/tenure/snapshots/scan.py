@@ -322,6 +322,8 @@ class PartialScanner:
     def prepare(self) -> None:
         """List what must be listed (pre-order) and decide every other folder's unit."""
         cache, units, listed = self.cache, self.units, self.listed
+        if b"" in self.trees:
+            raise NeedWalk("the whole folder is named as changed")
         beneath = Beneath(self.root_fd)
         try:
             stack: list[tuple[int, DirNode | None] | DirNode] = [(0, DirNode(b"", b"", os.fstat(self.root_fd)))]
