@@ -38,11 +38,9 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import blake3
 import zstandard
 
-from tenure.fsio import atomic_write
-from tenure.snapshots.index import column, column_bytes
+from tenure.snapshots.index import column, column_bytes, read_frame, write_frame
 
 MAGIC = b"TENURE-FOLDERS\n"
 VERSION = 1
@@ -198,27 +196,18 @@ def load(index_path: str | None) -> FolderCache | None:
     """The folder cache of the index at ``index_path``, or ``None`` when there is none that checks out."""
     if index_path is None:
         return None
-    try:
-        with open(cache_path(index_path), "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    head = len(MAGIC) + 1 + 32
-    if len(data) < head or data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
-        return None
-    frame = data[head:]
-    if blake3.blake3(frame).digest() != data[len(MAGIC) + 1 : head]:
+    read = read_frame(cache_path(index_path), MAGIC, VERSION)
+    if read is None:
         return None
     try:
-        return decode(zstandard.ZstdDecompressor().decompress(frame))
+        return decode(zstandard.ZstdDecompressor().decompress(read[0]))
     except (ValueError, struct.error, OverflowError, UnicodeDecodeError, zstandard.ZstdError):
         return None
 
 
 def save(index_path: str, body: bytes) -> None:
     """Atomically replace the folder cache of the index at ``index_path``."""
-    frame = zstandard.ZstdCompressor(level=1).compress(body)
-    atomic_write(cache_path(index_path), MAGIC + bytes([VERSION]) + blake3.blake3(frame).digest() + frame, mode=0o600)
+    write_frame(cache_path(index_path), MAGIC, VERSION, zstandard.ZstdCompressor(level=1).compress(body))
 
 
 def drop(index_path: str | None) -> None:

@@ -588,7 +588,7 @@ class Rows:
         size = _HEAD.size + paths_len + 8 * (7 * n + 1) + 20 * nrefs + _OID * len(first_use) + len(self._digests)
         compressor = zstandard.ZstdCompressor(level=1).compressobj(size=size)  # the size in the frame: loadable
         frame = b"".join([*(compressor.compress(part) for part in self._parts(first_use, ref_oid)), compressor.flush()])
-        _write_frame(path, frame)
+        write_frame(path, MAGIC, VERSION, frame)
 
     def _numbering(self) -> tuple[list[int], array[int]]:
         """The object numbers in order of first use, and the refs' numbers in that numbering."""
@@ -678,22 +678,41 @@ def folder_matches(root: str, index: Index) -> bool:
 def load_index(path: str | None) -> Index:
     if path is None:
         return Index.empty()
+    read = read_frame(path, MAGIC, VERSION)
+    if read is None:
+        return Index.empty()
+    try:
+        return _Table(zstandard.ZstdDecompressor().decompress(read[0]), read[1])
+    except (ValueError, struct.error, OverflowError, zstandard.ZstdError):
+        return Index.empty()
+
+
+def read_frame(path: str, magic: bytes, version: int) -> tuple[bytes, int] | None:
+    """The zstd frame of a local file ``magic`` version:u8 blake3(frame):32 frame, and the file's mtime.
+
+    ``None`` when the file is missing, unreadable, of another kind or
+    version, or its frame does not match its hash (the index and the folder
+    cache are such files: hints that are rebuilt, never trusted).
+    """
     try:
         with open(path, "rb") as fh:
             written_ns = os.fstat(fh.fileno()).st_mtime_ns
             data = fh.read()
     except OSError:
-        return Index.empty()
-    head = len(MAGIC) + 1 + 32
-    if len(data) < head or data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
-        return Index.empty()
+        return None
+    head = len(magic) + 1 + 32
+    if len(data) < head or data[: len(magic)] != magic or data[len(magic)] != version:
+        return None
     frame = data[head:]
-    if blake3.blake3(frame).digest() != data[len(MAGIC) + 1 : head]:
-        return Index.empty()
-    try:
-        return _Table(zstandard.ZstdDecompressor().decompress(frame), written_ns)
-    except (ValueError, struct.error, OverflowError, zstandard.ZstdError):
-        return Index.empty()
+    if blake3.blake3(frame).digest() != data[len(magic) + 1 : head]:
+        return None
+    return frame, written_ns
+
+
+def write_frame(path: str, magic: bytes, version: int, frame: bytes) -> None:
+    """Atomically replace the file at ``path`` with ``frame`` in the envelope :func:`read_frame` reads."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write(path, b"".join((magic, bytes([version]), blake3.blake3(frame).digest(), frame)), mode=0o600)
 
 
 def save_index(path: str, entries: Entries) -> None:
@@ -703,9 +722,4 @@ def save_index(path: str, entries: Entries) -> None:
 
 def write_index(path: str, body: bytes) -> None:
     """Atomically replace the index at ``path`` with an encoded body (:func:`encode_body`)."""
-    _write_frame(path, zstandard.ZstdCompressor(level=1).compress(body))
-
-
-def _write_frame(path: str, frame: bytes) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, b"".join((MAGIC, bytes([VERSION]), blake3.blake3(frame).digest(), frame)), mode=0o600)
+    write_frame(path, MAGIC, VERSION, zstandard.ZstdCompressor(level=1).compress(body))
