@@ -252,14 +252,7 @@ def _build_tree(
         os.close(root_fd)
     crash_point(AFTER_OBJECTS_WRITTEN)
     if index_path is not None:
-        if isinstance(layout, _Whole) and layout.build.stream:  # compared and written part by part
-            rows = layout.build.index_rows
-            if not (index.written_ns > 0 and rows.matches(index.body())):  # unchanged: keep it (and racy time)
-                rows.save(index_path)
-        else:
-            body = layout.index_body(index)
-            if body is not None and not index.same_body(body):  # an unchanged index keeps its file (and racy time)
-                write_index(index_path, body)
+        layout.save_index(index, index_path)
         crash_point(AFTER_INDEX_SAVED)
         if interval is not None:
             folders.save(index_path, layout.cache_body(interval.mark, rules))
@@ -321,6 +314,12 @@ class _Layout:
         """The new index's body, or ``None`` when nothing in it changed."""
         raise NotImplementedError
 
+    def save_index(self, index: Index, path: str) -> None:
+        """Write the new index, unless it holds what ``index`` does (then the file and its racy time stay)."""
+        body = self.index_body(index)
+        if body is not None and not index.same_body(body):
+            write_index(path, body)
+
     def cache_body(self, mark: str, rules: bytes) -> bytes:
         raise NotImplementedError
 
@@ -352,9 +351,15 @@ class _Whole(_Layout):
         self.skipped = scan.skipped
 
     def index_body(self, index: Index) -> bytes | None:
-        if self.build.stream:
-            return self.build.index_rows.body()
         return encode_body({f.rel: f.key + (f.digest, f.refs) for f in self._scan.files if f.indexed})
+
+    def save_index(self, index: Index, path: str) -> None:
+        if not self.build.stream:
+            super().save_index(index, path)
+            return
+        rows = self.build.index_rows  # compared and written part by part, never encoded whole
+        if not (index.written_ns > 0 and rows.matches(index.body())):
+            rows.save(path)
 
     def cache_body(self, mark: str, rules: bytes) -> bytes:
         rows = self._rows
