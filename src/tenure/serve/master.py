@@ -228,8 +228,11 @@ class Master:
         A pod reports the sum of the scores it runs in every beat (P-106), so
         reading the load costs one row per pod, whatever it holds. A
         placement counts against its pod for :attr:`in_flight_timeout` (at
-        least 4 beats), by which time the pod's own report includes it; the
-        overlap only makes the master more careful for those beats.
+        least 4 beats), by which time the pod's own report usually includes it;
+        the overlap only makes the master more careful for those beats. A pod
+        whose report still lags after that (a slow bring, a late beat) counts
+        with what it holds in the store, if that is more: a placement is never
+        counted nowhere.
         """
         node = self.node
         now = time.monotonic()
@@ -244,11 +247,8 @@ class Master:
         for pod, live in node.pods.list_with_liveness(node.config.liveness_ttl):
             if not live or pod.status != PodStatus.RUNNING.value:
                 continue
-            pods.append(
-                PodLoad(
-                    pod.id, pod.endpoint, pod.labels, pod.capacity, pod.score + pending.get(pod.id, 0.0), pod.running
-                )
-            )
+            score = max(pod.score + pending.get(pod.id, 0.0), node.ownership.sum_score_by_home_pod_id(pod.id))
+            pods.append(PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, score, pod.running))
         return pods
 
     def tick(self) -> TickReport | None:
