@@ -5,11 +5,15 @@ command prints nothing on stderr."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from tenure.errors import StoreError
+from tenure.store.postgres import CHECKOUT_TIMEOUT_S, PostgresConnector
+from tenure.verify.cluster import Proxy
 from tests.faults.support import error_of, ok_json, tenure
 
 pytestmark = pytest.mark.postgres
@@ -69,3 +73,43 @@ def test_success_on_postgresql_prints_one_document_and_nothing_on_stderr(tmp_pat
     assert ok_json(_run(tmp_path, pg_url, "workspace", "create", "w"))["name"] == "w"
     listed = ok_json(_run(tmp_path, pg_url, "workspace", "list"))
     assert [w["name"] for w in listed] == ["w"]
+
+
+def test_a_store_cut_off_answers_store_unreachable_at_once_and_recovers_when_it_heals(pg_url: str) -> None:
+    """Cut from the server, every transaction fails with ``store-unavailable`` (retryable) well inside the pool's full
+    checkout wait (a pod answers its clients instead of holding them), and the same connector works again
+    once the server can be reached."""
+    target = urlsplit(pg_url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    connector = PostgresConnector(proxy.url(pg_url), max_size=2)
+    try:
+        with connector.transaction() as tx:
+            assert tx.execute_sql("SELECT 1 AS one") == [{"one": 1}]
+        proxy.cut()
+        codes = []
+        for _ in range(4):
+            started = time.monotonic()
+            with pytest.raises(StoreError) as caught:
+                with connector.transaction() as tx:
+                    tx.execute_sql("SELECT 1 AS one")
+            codes.append(caught.value.code)
+            assert time.monotonic() - started < CHECKOUT_TIMEOUT_S / 2, "not held for the full checkout wait"
+        assert set(codes) == {"store-unavailable"}
+        assert connector.reachable is False
+        proxy.heal()
+
+        def works() -> bool:
+            try:
+                with connector.transaction() as tx:
+                    return tx.execute_sql("SELECT 1 AS one") == [{"one": 1}]
+            except StoreError:
+                return False
+
+        deadline = time.monotonic() + 60
+        while not works():
+            assert time.monotonic() < deadline, "the connector never reconnected after the cut healed"
+            time.sleep(0.1)  # polling the store's answer, not a synchronization
+        assert connector.reachable is True
+    finally:
+        connector.close()
+        proxy.close()

@@ -14,11 +14,19 @@ cannot be reached is ``store-unreachable`` (exit 5, retryable). libpq
 reports connection failures without a SQLSTATE, so they are told apart by
 the server's (English) message; a server that answers in another language
 still gets its message shown, under ``store-unreachable``.
+
+Once open, a transaction waits for a pooled connection up to
+:data:`CHECKOUT_TIMEOUT_S`, but only while the server answers: after an
+attempt to connect failed (the pool reconnects in the background), it gives
+up within about a second with ``store-unavailable`` (retryable), so a process
+cut off from its store answers its own callers at once and recovers by itself
+when the server is back.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -84,6 +92,11 @@ def _map_postgres(exc: Exception) -> Exception:
 
 #: Seconds a connection attempt may take when the URL sets no ``connect_timeout``.
 CONNECT_TIMEOUT_S = 10
+#: Seconds a transaction waits for a pooled connection (every one busy, or the pool reconnecting).
+CHECKOUT_TIMEOUT_S = 10.0
+#: The same while the pool's last attempt to reach the server failed: a process cut off from its store
+#: answers ``store-unreachable`` in about a second instead of holding every caller for the full wait.
+UNREACHABLE_CHECKOUT_S = 1.0
 
 _NOT_FOUND = re.compile(r'database "[^"]*" does not exist')
 _AUTH = re.compile(
@@ -154,15 +167,33 @@ class PostgresConnector:
         self.queries = queries if queries is not None else load(STORE)
         self._statements = Statements(self.queries, self.dialect)
         _probe(url)
+        #: False from a failed attempt to reach the server until the next one succeeds
+        self.reachable = True
+        connector = self
+
+        class _Watched(psycopg.Connection[Any]):
+            """A pooled connection whose every connection attempt tells the connector whether the server answered."""
+
+            @classmethod
+            def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+                try:
+                    conn = super().connect(conninfo, **kwargs)
+                except psycopg.Error:
+                    connector.reachable = False
+                    raise
+                connector.reachable = True
+                return conn
+
         pool = None
         try:
             pool = ConnectionPool(
                 url,
+                connection_class=_Watched,
                 min_size=min_size,
                 max_size=max_size,
                 open=True,
                 kwargs={"autocommit": True},
-                timeout=10,
+                timeout=CHECKOUT_TIMEOUT_S,
                 name="tenure",
             )
             pool.wait(timeout=10)
@@ -179,11 +210,33 @@ class PostgresConnector:
         import psycopg
 
         try:
-            with self.pool.connection() as conn:
-                with conn.transaction():
+            conn = self._checkout()
+            try:
+                with conn, conn.transaction():
                     yield PostgresTx(conn, self._statements)
+            finally:
+                self.pool.putconn(conn)
         except psycopg.Error as exc:
             raise _map_postgres(exc) from exc
+
+    def _checkout(self) -> Any:
+        """A pooled connection, waited for up to :data:`CHECKOUT_TIMEOUT_S` — or only until an attempt to
+        reach the server fails (:data:`UNREACHABLE_CHECKOUT_S` slices), so a cut-off process fails fast."""
+        from psycopg_pool import PoolTimeout
+
+        deadline = time.monotonic() + CHECKOUT_TIMEOUT_S
+        while True:
+            wait = max(0.05, min(UNREACHABLE_CHECKOUT_S, deadline - time.monotonic()))
+            try:
+                return self.pool.getconn(timeout=wait)
+            except PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                if not self.reachable:
+                    raise StoreError(
+                        f"PostgreSQL is unreachable: no connection is free and the last attempt to connect to"
+                        f" {_redact(self.url)} failed (the pool keeps trying)"
+                    ) from None
 
     def sql_transaction(self, *, write: bool = True) -> AbstractContextManager[PostgresTx]:
         """The same transaction; typed to also run SQL text as written (see :mod:`tenure.store.connector`)."""
