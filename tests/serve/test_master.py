@@ -235,6 +235,33 @@ def test_p89_what_fits_nowhere_is_pending_and_demand_until_a_matching_pod_arrive
     assert all(p.pending_since is None for p in ProjectStore(store).list())
 
 
+def test_a_placement_counts_once_whether_or_not_its_pod_has_reported_it_yet(store: Store, pods: Pods) -> None:
+    """A pod's load is what it holds (its beat's report or the store's, the larger) plus what was placed on
+    it and not claimed yet: a pod whose beat already reports its new projects is not charged for them a
+    second time as in flight, so pods that beat at different moments are compared on equal terms."""
+    worker = {"role": "worker"}
+    first = [f"w{i}" for i in range(6)]
+    for name in first:
+        create(store, name, selector=worker)
+    a = pods.start("a", labels={"role": "master"})
+    b = pods.start("b", labels=worker)
+    c = pods.start("c", labels=worker)
+    a.master.beat()
+    report = a.master.tick()
+    assert report is not None and report.placed == 6
+    wait_for(lambda: len(b.registry.ids()) == len(c.registry.ids()) == 3, 30, "three running on each worker")
+    b.beat()  # b reports the three it runs; c has not beaten since it started
+    load = {p.pod_id: p.score for p in a.master.eligible_pods()}
+    assert load == {a.pod.pod_id: 0.0, b.pod.pod_id: 3.0, c.pod.pod_id: 3.0}
+    second = [f"x{i}" for i in range(4)]
+    for name in second:
+        create(store, name, selector=worker)
+    a.master.tick()
+    wait_for(lambda: all_placed(store, second), 30, "second wave claimed")
+    held = holders(store)
+    assert sorted(held[n] or "" for n in second) == sorted([b.pod.pod_id] * 2 + [c.pod.pod_id] * 2)
+
+
 def test_new_work_goes_to_a_pod_that_joins(store: Store, pods: Pods) -> None:
     for i in range(20):
         create(store, f"old{i}")

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from tenure.errors import ConflictError, TenureError
+from tenure.errors import ConflictError, NotFoundError, TenureError
 from tenure.projects.cluster import ClusterStore, StaleEpochError
 from tenure.projects.placement import PodLoad, choose, selector_matches
 from tenure.projects.records import PodStatus
@@ -222,34 +222,48 @@ class Master:
         return max(5.0, 4 * self.node.config.beat_interval)
 
     def eligible_pods(self) -> list[PodLoad]:
-        """RUNNING pods live by their own heartbeat, with the score each reported in its last beat plus the
-        placements this master made that may not show in it yet.
+        """RUNNING pods live by their own heartbeat, each with its load: what it holds, plus what this master
+        placed on it that no pod has claimed yet.
 
-        A pod reports the sum of the scores it runs in every beat (P-106), so
-        reading the load costs one row per pod, whatever it holds. A
-        placement counts against its pod for :attr:`in_flight_timeout` (at
-        least 4 beats), by which time the pod's own report usually includes it;
-        the overlap only makes the master more careful for those beats. A pod
-        whose report still lags after that (a slow bring, a late beat) counts
-        with what it holds in the store, if that is more: a placement is never
-        counted nowhere.
+        What a pod holds is the larger of the score it reported in its last
+        beat (P-106) and the scores of the projects the store shows it
+        holding (one indexed sum per pod), so a claim counts from the moment
+        it commits, whatever the beat. A placement counts against its pod
+        until a live pod claims the project (then the claim counts, on
+        whichever pod won it) or until :attr:`in_flight_timeout` passes (a
+        lost request, a bring that failed before its claim: it is placed
+        again). Counted exactly once either way, so pods whose beats report
+        at different moments are still compared on equal terms.
         """
         node = self.node
+        ttl = node.config.lease_ttl
         now = time.monotonic()
         with self._lock:
-            for project_id, (_, _, deadline) in list(self._in_flight.items()):
-                if deadline <= now:
-                    self._in_flight.pop(project_id, None)
-            pending: dict[str, float] = {}
-            for pod_id, score, _ in self._in_flight.values():
-                pending[pod_id] = pending.get(pod_id, 0.0) + score
+            flights = list(self._in_flight.items())
+        pending: dict[str, float] = {}
+        for project_id, (pod_id, score, deadline) in flights:
+            if deadline <= now or self._claimed(project_id, ttl):
+                with self._lock:
+                    if self._in_flight.get(project_id, (None, 0.0, 0.0))[2] == deadline:
+                        del self._in_flight[project_id]
+                continue
+            pending[pod_id] = pending.get(pod_id, 0.0) + score
         pods = []
         for pod, live in node.pods.list_with_liveness(node.config.liveness_ttl):
             if not live or pod.status != PodStatus.RUNNING.value:
                 continue
-            score = max(pod.score + pending.get(pod.id, 0.0), node.ownership.sum_score_by_home_pod_id(pod.id))
-            pods.append(PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, score, pod.running))
+            held = max(pod.score, node.ownership.sum_score_by_home_pod_id(pod.id))
+            pods.append(
+                PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, held + pending.get(pod.id, 0.0), pod.running)
+            )
         return pods
+
+    def _claimed(self, project_id: str, ttl: float) -> bool:
+        """Has a live pod claimed the project since it was placed (a project gone counts as claimed)?"""
+        try:
+            return self.node.ownership.owner(project_id, ttl).live
+        except NotFoundError:
+            return True
 
     def tick(self) -> TickReport | None:
         """One distributor tick (module docstring); None when this pod is not the master."""
