@@ -42,6 +42,8 @@ def test_project_session_and_snapshot_commands_over_the_api(tmp_path: Path) -> N
         shown = ok(*url, "project", "show", "acme/web")
         assert shown["running_here"] is True and shown["owner"]["live"] is True
         assert [p["name"] for p in ok(*url, "project", "list")] == ["web"]
+        zoned = ok(*url, "project", "create", "acme/zoned", "--selector", "zone=b", "--score", "2")
+        assert (zoned["placement_selector"], zoned["placement_score"]) == ({"zone": "b"}, 2.0)
         session = ok(*url, "session", "create", "acme/web")[0]
         assert ok(*url, "session", "bind", session["id"], "--connection", "c1")[0]["bound_connection_id"] == "c1"
         taken = cli(*url, "session", "bind", session["id"], "--connection", "c2")

@@ -103,24 +103,58 @@ def project(ctx: click.Context, lease_ttl: float | None) -> None:
 )
 @click.option("--system", is_flag=True, help="A SYSTEM project: it can never be closed.")
 @click.option("--group", default="default", show_default=True, help="Project group.")
+@click.option(
+    "--selector",
+    "selector",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Pod label the owner must have (repeatable); set with the project, so it is never placed without it.",
+)
+@click.option("--score", type=float, default=None, help="Resource score the project needs (default 1).")
 @json_option
 @click.pass_context
-def create(ctx: click.Context, ref: str, type_: str, system: bool, group: str) -> None:
+def create(
+    ctx: click.Context, ref: str, type_: str, system: bool, group: str, selector: tuple[str, ...], score: float | None
+) -> None:
     """Create project TENANT/NAME (status INIT)."""
     from tenure.projects import Kind, LifecycleType, ProjectStore
 
     tenant, name = _ref(ref)
+    pairs = _selector(selector) if selector else None
     api = remote(ctx)
     if api is not None:
         if system:
             raise InvalidInputError("SYSTEM projects are created in-process only", code="system-over-api")
-        body = {"tenant": tenant, "name": name, "lifecycle_type": type_, "group": group}
+        body: dict[str, Any] = {"tenant": tenant, "name": name, "lifecycle_type": type_, "group": group}
+        if pairs is not None:
+            body["selector"] = pairs
+        if score is not None:
+            body["score"] = score
         _show_dict(ctx, api.call("POST", "/api/v1/projects", json=body))
         return
     p = ProjectStore(services(ctx, create=True).store).create(
-        tenant, name, kind=Kind.SYSTEM if system else Kind.USER, lifecycle_type=LifecycleType(type_), group=group
+        tenant,
+        name,
+        kind=Kind.SYSTEM if system else Kind.USER,
+        lifecycle_type=LifecycleType(type_),
+        group=group,
+        selector=pairs,
+        score=score,
     )
     emit(ctx, p.to_dict(), lambda: console.print(f"created project [bold]{p.ref}[/] ({p.id}), status {p.status.value}"))
+
+
+def _selector(items: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` options → a placement selector (``invalid-selector`` for anything else)."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidInputError(
+                f"selector {item!r} is not KEY=VALUE", code="invalid-selector", hint="write it as --selector zone=eu"
+            )
+        pairs[key] = value
+    return pairs
 
 
 @project.command("list")
@@ -407,12 +441,7 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
 def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score: float) -> None:
     """Set the placement selector and score."""
     tenant, name = _ref(ref)
-    pairs = {}
-    for item in selector:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidInputError(f"selector {item!r} is not KEY=VALUE", code="invalid-selector")
-        pairs[key] = value
+    pairs = _selector(selector)
     api = remote(ctx)
     if api is not None:
         body = {"selector": pairs, "score": score}
