@@ -268,6 +268,7 @@ def _build_tree(
         skipped=tuple(layout.skipped),
         folders_listed=layout.folders_listed,
         walked=isinstance(layout, _Whole),
+        replaced=build.replaced,
     )
 
 
@@ -563,6 +564,8 @@ class _Build:
         self.bytes_read = 0
         self.bytes_new = 0
         self.written: set[str] = set()
+        #: stored objects found damaged and stored again (tenure.snapshots.pipeline)
+        self.replaced = 0
         self.root_oid = ""
         self._chunker = new_chunker()
         self._racy_from = time.time_ns() - RACY_MARGIN_NS
@@ -740,6 +743,7 @@ class _Build:
             uploader.close()
         self.written |= uploader.written
         self.bytes_new += uploader.bytes_new
+        self.replaced += uploader.replaced
         self._resolve_packs()
         for f in pending:
             f.resolve()

@@ -4,9 +4,14 @@ The reading thread hands plain content to :class:`Uploader`. A thread pool
 hashes (BLAKE3) and compresses (zstd) it; both run in native code without
 the GIL. Finished objects are gathered into batches of about
 ``BATCH_BYTES`` that one writer thread stores: ``pin`` the batch (so a
-concurrent GC spares it), one ``has_many`` (skip what the store already
-holds) and one ``put_many`` (durable) per batch, while the pool keeps
-encoding. Content submitted but not yet collected is capped
+concurrent GC spares it), one ``has_many`` and one ``put_many`` (durable) per
+batch, while the pool keeps encoding. An object the store already holds is
+not trusted on its id alone: it is read back and decoded, and one that is
+not what its id says is moved aside and stored again from the content in
+hand (S-12: a snapshot never becomes READY over such an object). Objects the
+index already knows are never submitted, so this costs a read only of
+content that is new to the workspace but found stored (another workspace's,
+a crashed checkpoint's). Content submitted but not yet collected is capped
 at ``max_pending`` bytes and ``max_objects`` objects: the reader waits for
 the oldest object beyond either.
 """
@@ -17,7 +22,9 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from tenure.errors import IntegrityError
 from tenure.objects import ObjectStore
+from tenure.objects.base import ObjectMissingError
 from tenure.objects.codec import Codec, codec_of
 from tenure.snapshots.scan import Slot
 
@@ -38,15 +45,41 @@ def _encode_chunk(codec: Codec, data: Buffer, known: frozenset[str] | None) -> E
 
 
 def _store(
-    objects: ObjectStore, batch: list[tuple[str, bytes]], pin: Callable[[frozenset[str]], None]
-) -> tuple[list[str], int]:
-    """Pin the batch (so a concurrent GC spares it), then store what the store lacks."""
+    objects: ObjectStore, codec: Codec, batch: list[tuple[str, bytes]], pin: Callable[[frozenset[str]], None]
+) -> tuple[list[str], int, int]:
+    """Pin the batch (so a concurrent GC spares it), then store what the store lacks or holds damaged.
+
+    Returns the ids stored, their bytes, and how many stored objects were
+    found damaged and replaced.
+    """
     pin(frozenset(oid for oid, _ in batch))
     present = objects.has_many([oid for oid, _ in batch])
-    new = [(oid, payload) for oid, payload in batch if oid not in present]
+    replaced = _damaged(objects, codec, [oid for oid, _ in batch if oid in present])
+    new = [(oid, payload) for oid, payload in batch if oid not in present or oid in replaced]
     if new:
         objects.put_many(new)
-    return [oid for oid, _ in new], sum(len(payload) for _, payload in new)
+    return [oid for oid, _ in new], sum(len(payload) for _, payload in new), len(replaced)
+
+
+def _damaged(objects: ObjectStore, codec: Codec, found: list[str]) -> frozenset[str]:
+    """Of the objects the store already holds under ids this build computed, those that are not what their
+    id says — read back and checked (S-12) — moved aside so that the build's own copy is stored instead;
+    one that vanished since it was asked about is stored again too."""
+    bad: list[tuple[str, bytes]] = []
+    gone: set[str] = set()
+    for oid in found:
+        try:
+            payload = objects.get(oid)
+        except ObjectMissingError:
+            gone.add(oid)
+            continue
+        try:
+            codec.decode(oid, payload)
+        except IntegrityError:
+            bad.append((oid, payload))
+    if bad:
+        objects.set_aside(bad)
+    return frozenset(gone | {oid for oid, _ in bad})
 
 
 class Uploader:
@@ -81,11 +114,13 @@ class Uploader:
         self._batch: list[tuple[str, bytes]] = []
         self._batch_bytes = 0
         self._queued: set[str] = set()
-        self._write: Future[tuple[list[str], int]] | None = None
+        self._write: Future[tuple[list[str], int, int]] | None = None
         #: ids this run stored itself (absent from the store when asked).
         self.written: set[str] = set()
         #: compressed bytes this run stored.
         self.bytes_new = 0
+        #: stored objects found damaged (not what their id says) and stored again from this run's content
+        self.replaced = 0
 
     def add_pack(self, data: bytearray, slot: Slot) -> None:
         """Submit a pack of small files; ``slot.oid`` is its id once collected."""
@@ -122,15 +157,16 @@ class Uploader:
     def _flush(self) -> None:
         self._wait_write()
         if self._batch:
-            self._write = self._writer.submit(_store, self._objects, self._batch, self._pin)
+            self._write = self._writer.submit(_store, self._objects, self._codec, self._batch, self._pin)
             self._batch, self._batch_bytes = [], 0
 
     def _wait_write(self) -> None:
         if self._write is not None:
-            stored, size = self._write.result()
+            stored, size, replaced = self._write.result()
             self._write = None
             self.written.update(stored)
             self.bytes_new += size
+            self.replaced += replaced
 
     def collect(self) -> None:
         """Wait until everything submitted is encoded, so every slot has its id (storing goes on)."""

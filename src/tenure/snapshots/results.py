@@ -17,6 +17,7 @@ class BuildResult:
     skipped: tuple[tuple[str, str], ...]  # (relative path, "socket" | "fifo" | "device"), not stored
     folders_listed: int = 0  # folders listed by this run (all of them, unless a change journal named a few)
     walked: bool = True  # False: only the folders a change journal named were listed (ADR 0030)
+    replaced: int = 0  # stored objects found not to be what their id says, stored again from this run (S-12)
 
 
 @dataclass(frozen=True)
