@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tenure.errors import ConflictError
 from tenure.mounts.store import MountStore
 from tenure.objects.local import LocalObjectStore
 from tenure.projects import ProjectStore
@@ -66,3 +67,48 @@ def test_a_lost_lease_forces_the_mount_closed_and_names_the_preserved_folder(
     [mount] = records(node).list()
     assert mount.state is M.CLOSED and mount.forced_reason
     assert records(node).live_for(project.workspace_id) is None
+
+
+@pytest.mark.parametrize("verdict", ["stale-generation", "control-plane-unknown"])
+def test_s59_a_mount_reconciliation_did_not_find_valid_may_not_publish(store: Store, node: Node, verdict: str) -> None:
+    """The publish gate: only a mount whose lease reconciliation found valid (or that it never had to judge)
+    checkpoints; the refusal comes before anything is uploaded, and the head stays where it was."""
+    ProjectStore(store).create(T, "p")
+    project = node.bring(T, "p")
+    [mount] = records(node).list()
+    Path(mount.folder, "f.txt").write_text("published")
+    first = node.checkpoint(T, "p").snapshot
+    records(node).set_verdict(mount.id, verdict)
+    Path(mount.folder, "f.txt").write_text("not published")
+    with pytest.raises(ConflictError) as refused:
+        node.checkpoint(T, "p")
+    assert refused.value.code == "publish-gated" and refused.value.context["verdict"] == verdict
+    workspace = store.workspaces.workspace(project.workspace_id)
+    assert workspace.head_snapshot_id == first.id
+    after = records(node).get(mount.id)
+    assert (after.state, after.checkpoint_key) == (M.MOUNTED, None), "nothing recorded as in flight"
+
+
+def test_s60_a_bring_under_the_same_generation_settles_a_mount_whose_lease_was_unknown(
+    store: Store, node: Node
+) -> None:
+    """Reconciliation marks a live mount control-plane-unknown when the store could not say; the next bring's
+    claim under the same generation is the store's answer, so the mount publishes again."""
+    ProjectStore(store).create(T, "p")
+    project = node.bring(T, "p")
+    [mount] = records(node).list()
+    records(node).set_verdict(mount.id, "control-plane-unknown")
+    again = node.lifecycle.mounts.mounting(project, mount.folder)
+    assert (again.id, again.verdict) == (mount.id, "active-lease-valid")
+    Path(mount.folder, "f.txt").write_text("published")
+    assert node.checkpoint(T, "p").snapshot.state.value == "READY"
+
+
+def test_s59_a_stale_mount_stays_gated_when_the_same_generation_is_brought(store: Store, node: Node) -> None:
+    ProjectStore(store).create(T, "p")
+    project = node.bring(T, "p")
+    [mount] = records(node).list()
+    records(node).set_verdict(mount.id, "stale-generation")
+    assert node.lifecycle.mounts.mounting(project, mount.folder).verdict == "stale-generation"
+    with pytest.raises(ConflictError):
+        node.checkpoint(T, "p")

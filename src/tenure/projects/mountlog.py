@@ -55,6 +55,11 @@ class MountLog:
         """Bring step 3 starts: a mount of this generation, MOUNTING (an older one is closed as taken over)."""
         live = self.current(project)
         if live is not None and live.generation == project.generation and live.state is not M.MOUNTING:
+            if live.verdict == "control-plane-unknown":
+                # reconciliation could not ask the store; this bring's claim under the same generation is the
+                # store's answer: the lease is valid, and the mount may publish again (S-59, S-60)
+                self.store.set_verdict(live.id, "active-lease-valid")
+                return self.store.get(live.id)
             return live  # a re-bring under the same lease: the mount goes on
         if live is not None:
             self.store.force(live.id, M.CLOSED, f"taken over by generation {project.generation}")
