@@ -22,11 +22,10 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from tenure.errors import IntegrityError
 from tenure.objects import ObjectStore
-from tenure.objects.base import ObjectMissingError
 from tenure.objects.codec import Codec, codec_of
 from tenure.snapshots.scan import Slot
+from tenure.snapshots.verify import set_aside
 
 MiB = 1 << 20
 BATCH_BYTES = 4 * MiB
@@ -45,7 +44,7 @@ def _encode_chunk(codec: Codec, data: Buffer, known: frozenset[str] | None) -> E
 
 
 def _store(
-    objects: ObjectStore, codec: Codec, batch: list[tuple[str, bytes]], pin: Callable[[frozenset[str]], None]
+    objects: ObjectStore, batch: list[tuple[str, bytes]], pin: Callable[[frozenset[str]], None]
 ) -> tuple[list[str], int, int]:
     """Pin the batch (so a concurrent GC spares it), then store what the store lacks or holds damaged.
 
@@ -54,32 +53,12 @@ def _store(
     """
     pin(frozenset(oid for oid, _ in batch))
     present = objects.has_many([oid for oid, _ in batch])
-    replaced = _damaged(objects, codec, [oid for oid, _ in batch if oid in present])
+    # read back and checked (S-12): one that is not what its id says is moved aside, the build's copy stored
+    replaced = set_aside(objects, [oid for oid, _ in batch if oid in present])
     new = [(oid, payload) for oid, payload in batch if oid not in present or oid in replaced]
     if new:
         objects.put_many(new)
     return [oid for oid, _ in new], sum(len(payload) for _, payload in new), len(replaced)
-
-
-def _damaged(objects: ObjectStore, codec: Codec, found: list[str]) -> frozenset[str]:
-    """Of the objects the store already holds under ids this build computed, those that are not what their
-    id says — read back and checked (S-12) — moved aside so that the build's own copy is stored instead;
-    one that vanished since it was asked about is stored again too."""
-    bad: list[tuple[str, bytes]] = []
-    gone: set[str] = set()
-    for oid in found:
-        try:
-            payload = objects.get(oid)
-        except ObjectMissingError:
-            gone.add(oid)
-            continue
-        try:
-            codec.decode(oid, payload)
-        except IntegrityError:
-            bad.append((oid, payload))
-    if bad:
-        objects.set_aside(bad)
-    return frozenset(gone | {oid for oid, _ in bad})
 
 
 class Uploader:
@@ -157,7 +136,7 @@ class Uploader:
     def _flush(self) -> None:
         self._wait_write()
         if self._batch:
-            self._write = self._writer.submit(_store, self._objects, self._codec, self._batch, self._pin)
+            self._write = self._writer.submit(_store, self._objects, self._batch, self._pin)
             self._batch, self._batch_bytes = [], 0
 
     def _wait_write(self) -> None:
