@@ -87,6 +87,31 @@ def test_a_write_during_a_suspend_is_refused_and_every_acknowledged_write_is_in_
     assert head_files(store, tmp_path, project.workspace_id) == {"before.txt": b"acknowledged"}
 
 
+def test_a_checkpoint_during_a_suspend_is_refused_as_quiescing_and_after_it_as_not_running_here(
+    store: Store, tmp_path: Path, node: Node, engine: GatedEngine
+) -> None:
+    """A checkpoint is a writer at the gate: asked while a suspend runs it gets the retryable
+    ``project-quiescing`` (never a race on the workspace machine), and once the suspend is done the project
+    does not run here any more."""
+    ProjectStore(store).create(T, "web", lifecycle_type=LifecycleType.PERMANENT)
+    with TestClient(create_app(node), follow_redirects=False) as client:
+        assert client.post(P + "/bring").status_code == 200
+        assert client.put(P + "/files/a.txt", content=b"a").status_code == 201
+        suspending = threading.Thread(target=node.suspend, args=(T, "web"))
+        suspending.start()
+        assert engine.stopping.wait(20)
+        refused = client.post(P + "/checkpoint")
+        assert refused.status_code == 409 and refused.json()["code"] == "project-quiescing", refused.text
+        engine.release.set()
+        suspending.join(30)
+        with pytest.raises(TenureError) as gone:
+            node.checkpoint(T, "web")
+        assert gone.value.code == "not-running-here"
+    project = ProjectStore(store).get(T, "web")
+    assert project.status.value == "SUSPENDED"
+    assert head_files(store, tmp_path, project.workspace_id) == {"a.txt": b"a"}
+
+
 def test_a_suspend_waits_for_a_write_in_progress_before_it_stops_anything(
     store: Store, tmp_path: Path, node: Node, engine: GatedEngine
 ) -> None:

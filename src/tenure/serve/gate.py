@@ -4,7 +4,9 @@ Engines are stopped before suspend, drain and close take their final
 checkpoint, so nothing they write is lost. The files API is a writer too:
 without a gate, a write acknowledged while the final checkpoint scans the
 folder (or after it) would be acknowledged and then lost when the folder
-goes. So each API write holds the project's gate open for its duration, and
+goes. So each API write (and each checkpoint asked through the API, which
+would otherwise race the final one on the workspace machine) holds the
+project's gate open for its duration, and
 suspend, hand-over and close first close the gate — waiting for the writes in
 progress to finish — and refuse new ones with ``project-quiescing`` (409,
 retryable) until they are done; a retry then goes wherever the project runs

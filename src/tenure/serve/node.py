@@ -610,16 +610,23 @@ class Node:
         return project
 
     def checkpoint(self, tenant: str, name: str) -> Any:
-        """Checkpoint a project running here under its writer lease now."""
+        """Checkpoint a project running here under its writer lease now.
+
+        It holds the project's write gate like a file write: a suspend,
+        hand-over or close waits for it, and one already under way refuses
+        it with ``project-quiescing`` (retryable) instead of letting the two
+        race on the workspace machine.
+        """
         project = self.projects.get(tenant, name)
-        if project.id not in self.registry:
-            raise ConflictError(
-                f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
-            )
         started = time.perf_counter()
-        self.journals.keep(self.registry.ids())
-        interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
-        result = self.lifecycle.checkpoint_running(project, interval=interval)
+        with self.gate.writing(project.id, project.ref):
+            if project.id not in self.registry:  # asked inside the gate: an ending operation is done with it
+                raise ConflictError(
+                    f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
+                )
+            self.journals.keep(self.registry.ids())
+            interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
+            result = self.lifecycle.checkpoint_running(project, interval=interval)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result
