@@ -95,7 +95,7 @@ CONNECT_TIMEOUT_S = 10
 #: Seconds a transaction waits for a pooled connection (every one busy, or the pool reconnecting).
 CHECKOUT_TIMEOUT_S = 10.0
 #: The same while the pool's last attempt to reach the server failed: a process cut off from its store
-#: answers ``store-unreachable`` in about a second instead of holding every caller for the full wait.
+#: answers ``store-unavailable`` in about a second instead of holding every caller for the full wait.
 UNREACHABLE_CHECKOUT_S = 1.0
 
 _NOT_FOUND = re.compile(r'database "[^"]*" does not exist')
