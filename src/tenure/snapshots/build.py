@@ -61,7 +61,7 @@ import blake3
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import Codec, codec_of
-from tenure.snapshots import folders
+from tenure.snapshots import folders, known_trees
 from tenure.snapshots.chunking import iter_chunks, new_chunker
 from tenure.snapshots.errors import (
     FolderChangedError,
@@ -101,6 +101,7 @@ from tenure.snapshots.treeformat import (
     record,
     symlink_entry,
 )
+from tenure.snapshots.verify import set_aside
 
 AFTER_OBJECTS_WRITTEN = register(
     "build.after_objects_written",
@@ -234,10 +235,19 @@ def _build_tree(
     root_fd = open_folder(root, folder)
     try:
         ignore = load_ignore(root_fd, exclude)
-        excluded = _excluded(root, [index_path, folders.cache_path(index_path) if index_path else None, *leave_out])
+        hints = [folders.cache_path(index_path), known_trees.hint_path(index_path)] if index_path else []
+        excluded = _excluded(root, [index_path, *hints, *leave_out])
         rules = _rules(ignore, excluded)
         new_build = functools.partial(
-            _Build, root, root_fd, objects, index, workers or os.cpu_count() or 1, progress, pin or _no_pin
+            _Build,
+            root,
+            root_fd,
+            objects,
+            index,
+            workers or os.cpu_count() or 1,
+            progress,
+            pin or _no_pin,
+            known_trees=known_trees.load(index_path),
         )
         layout: _Layout | None = None
         if interval is not None and interval.changes is not None and cache is not None:
@@ -258,6 +268,7 @@ def _build_tree(
             folders.save(index_path, layout.cache_body(interval.mark, rules))
         else:
             folders.drop(index_path)  # the index moved on without it
+        known_trees.save(index_path, layout.trees)
     build = layout.build
     return BuildResult(
         root=build.root_oid,
@@ -539,10 +550,13 @@ class _Build:
         pin: Pin,
         *,
         stream: bool = False,
+        known_trees: frozenset[str] = frozenset(),
     ) -> None:
         self.root = root
         self.root_fd = root_fd
         self.pin = pin
+        #: tree-layer ids the last build of this index stored or checked (tenure.snapshots.known_trees)
+        self.known_trees = known_trees
         #: streaming (ADR 0031): each folder is encoded and its files' objects dropped as soon as their
         #: refs are known, so memory does not grow with the number of files; else every node is kept
         self.stream = stream
@@ -872,6 +886,12 @@ class _Build:
             ask = closure - self.written - confirmed
             present = self.objects.has_many(ask) if ask else set()
             confirmed |= present
+            # S-12: a stored tree object this index has not vouched for is read back before it is trusted
+            suspect = [oid for oid in trees if oid in present and oid not in self.known_trees]
+            if suspect:
+                moved = set_aside(self.objects, suspect)
+                confirmed -= moved
+                self.replaced += len(moved)
             lost = ask - present - trees.keys()
             if not lost:
                 self._store_trees({oid: p for oid, p in trees.items() if oid not in confirmed})
