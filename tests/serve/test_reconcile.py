@@ -131,6 +131,38 @@ def test_s60_s61_an_unanswerable_mount_is_kept_untouched(store: Store, tmp_path:
     assert records.get(mount.id).state is M.MOUNTED and records.get(mount.id).verdict == "control-plane-unknown"
 
 
+def test_s63_a_mount_whose_lease_merely_ran_out_is_fenced_and_publishes_nothing(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """Stale generation, case 2: nobody took the project over, but its lease ran out (its pod died on
+    another host): the mount is fenced to CLOSED, its folder kept as a preserved delta, nothing published
+    and the lease not taken."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    b = node_on(store, tmp_path, made, "b", lease_ttl=0.4)
+    project = b.bring(T, "p")
+    crash(b)
+    wait_past(store, 0.45)
+    a = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
+    folder = tmp_path / "a" / "workspaces" / "p-copy"
+    folder.mkdir(parents=True)
+    (folder / "delta.txt").write_text("written under the lease that ran out")
+    records = MountStore(a.config.data_dir)
+    mount = records.open(project.workspace_id, str(folder), project.generation, project_id=project.id)
+    records.transition(mount.id, M.MOUNTING, M.MOUNTED)
+    head_before = store.workspaces.workspace(project.workspace_id).head_snapshot_id
+    report = Reconciler(a).run()
+    assert report.verdicts[mount.id] == "stale-generation"
+    after = records.get(mount.id)
+    assert after.state is M.CLOSED and after.verdict == "preserved-delta"
+    assert after.preserved_folder is not None
+    assert Path(after.preserved_folder, "delta.txt").read_text() == "written under the lease that ran out"
+    assert not folder.exists(), "fenced: the folder left its working place"
+    assert store.workspaces.workspace(project.workspace_id).head_snapshot_id == head_before, "nothing published"
+    owner = Ownership(store).owner(project.id, 0.4)
+    assert owner.pod_id == b.pod.pod_id and not owner.live, "the lease is not taken by reconciliation"
+    assert ProjectStore(store).get(T, "p").generation == project.generation
+
+
 def test_s66_s67_a_torn_down_mount_is_deleted_only_when_its_folder_is_clean(
     store: Store, tmp_path: Path, made: list[Node]
 ) -> None:

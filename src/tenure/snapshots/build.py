@@ -25,7 +25,8 @@ Sequence of :func:`build_tree`:
 5. **Check the closure**: ``pin(closure)``, then one ``has_many`` over every
    id this run did not store itself. Files whose objects are gone are read
    and stored again (then pinned and checked once more); tree objects the
-   store lacks are stored. A file whose refs the store lacks (gone, or
+   store lacks are stored, and those it holds but the tree hint does not
+   name are read back first (ADR 0032). A file whose refs the store lacks (gone, or
    moved aside as corrupt) is thus read again even when the index says it
    is unchanged; each lost pack is rebuilt from its own files, so it gets
    its old id back when they are all still there.
