@@ -38,9 +38,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import zstandard
-
-from tenure.snapshots.index import column, column_bytes, read_frame, write_frame
+from tenure.snapshots.index import column, column_bytes, read_hint, write_hint
 
 MAGIC = b"TENURE-FOLDERS\n"
 VERSION = 1
@@ -196,18 +194,18 @@ def load(index_path: str | None) -> FolderCache | None:
     """The folder cache of the index at ``index_path``, or ``None`` when there is none that checks out."""
     if index_path is None:
         return None
-    read = read_frame(cache_path(index_path), MAGIC, VERSION)
+    read = read_hint(cache_path(index_path), MAGIC, VERSION)
     if read is None:
         return None
     try:
-        return decode(zstandard.ZstdDecompressor().decompress(read[0]))
-    except (ValueError, struct.error, OverflowError, UnicodeDecodeError, zstandard.ZstdError):
+        return decode(read[0])
+    except (ValueError, struct.error, OverflowError, UnicodeDecodeError):
         return None
 
 
 def save(index_path: str, body: bytes) -> None:
     """Atomically replace the folder cache of the index at ``index_path``."""
-    write_frame(cache_path(index_path), MAGIC, VERSION, zstandard.ZstdCompressor(level=1).compress(body))
+    write_hint(cache_path(index_path), MAGIC, VERSION, body)
 
 
 def drop(index_path: str | None) -> None:

@@ -678,13 +678,30 @@ def folder_matches(root: str, index: Index) -> bool:
 def load_index(path: str | None) -> Index:
     if path is None:
         return Index.empty()
-    read = read_frame(path, MAGIC, VERSION)
+    read = read_hint(path, MAGIC, VERSION)
     if read is None:
         return Index.empty()
     try:
-        return _Table(zstandard.ZstdDecompressor().decompress(read[0]), read[1])
-    except (ValueError, struct.error, OverflowError, zstandard.ZstdError):
+        return _Table(*read)
+    except (ValueError, struct.error, OverflowError):
         return Index.empty()
+
+
+def read_hint(path: str, magic: bytes, version: int) -> tuple[bytes, int] | None:
+    """The body of a local hint file (the index, the folder cache, the tree hint), decompressed, and the file's
+    mtime; ``None`` when :func:`read_frame` finds none or its frame does not decompress."""
+    read = read_frame(path, magic, version)
+    if read is None:
+        return None
+    try:
+        return zstandard.ZstdDecompressor().decompress(read[0]), read[1]
+    except zstandard.ZstdError:
+        return None
+
+
+def write_hint(path: str, magic: bytes, version: int, body: bytes) -> None:
+    """Atomically replace a local hint file with ``body``, compressed, in the envelope :func:`read_hint` reads."""
+    write_frame(path, magic, version, zstandard.ZstdCompressor(level=1).compress(body))
 
 
 def read_frame(path: str, magic: bytes, version: int) -> tuple[bytes, int] | None:
@@ -722,4 +739,4 @@ def save_index(path: str, entries: Entries) -> None:
 
 def write_index(path: str, body: bytes) -> None:
     """Atomically replace the index at ``path`` with an encoded body (:func:`encode_body`)."""
-    write_frame(path, MAGIC, VERSION, zstandard.ZstdCompressor(level=1).compress(body))
+    write_hint(path, MAGIC, VERSION, body)

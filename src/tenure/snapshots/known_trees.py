@@ -10,7 +10,7 @@ An unchanged folder thus costs no read; a folder whose record is new to this
 index but already stored (another workspace's, a lost hint) costs one, once.
 
 File: next to the index (``INDEX.trees``), in the envelope of
-:func:`tenure.snapshots.index.read_frame` (``TENURE-TREES\\n`` version:u8
+:func:`tenure.snapshots.index.read_hint` (``TENURE-TREES\\n`` version:u8
 blake3(frame):32), the frame a zstd frame of the sorted raw 32-byte ids.
 Like the index it is a local hint written by this process only: missing,
 damaged or foreign, it loads as empty (every tree found stored is read
@@ -23,9 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-import zstandard
-
-from tenure.snapshots.index import read_frame, write_frame
+from tenure.snapshots.index import read_hint, write_hint
 
 MAGIC = b"TENURE-TREES\n"
 VERSION = 1
@@ -42,19 +40,14 @@ def load(index_path: str | None) -> frozenset[str]:
     """The tree ids the hint of the index at ``index_path`` names (empty when there is none that checks out)."""
     if index_path is None:
         return frozenset()
-    read = read_frame(hint_path(index_path), MAGIC, VERSION)
-    if read is None:
+    read = read_hint(hint_path(index_path), MAGIC, VERSION)
+    if read is None or len(read[0]) % _ID:
         return frozenset()
-    try:
-        raw = zstandard.ZstdDecompressor().decompress(read[0])
-    except zstandard.ZstdError:
-        return frozenset()
-    if len(raw) % _ID:
-        return frozenset()
+    raw = read[0]
     return frozenset(raw[i : i + _ID].hex() for i in range(0, len(raw), _ID))
 
 
 def save(index_path: str, oids: Iterable[str]) -> None:
     """Atomically replace the tree hint of the index at ``index_path`` with ``oids`` (content ids only)."""
     raw = b"".join(bytes.fromhex(oid) for oid in sorted(oids) if _HEX.fullmatch(oid))
-    write_frame(hint_path(index_path), MAGIC, VERSION, zstandard.ZstdCompressor(level=1).compress(raw))
+    write_hint(hint_path(index_path), MAGIC, VERSION, raw)
