@@ -10,6 +10,7 @@ step (the source tree, the tool's repository or archive) is read once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -199,25 +200,18 @@ class TarZstd:
 
     archive: str
 
-    def pack(self, src: str) -> Measured:
+    def pack(self, src: str, *, synced: bool = False) -> Measured:
+        """``synced``: then ``sync``, the archive durable, as a checkpoint's objects are."""
         warm(src)
-        return run_measured(shell(f"tar -C {_q(src)} -cf - . | zstd -q -1 -T0 -o {_q(self.archive)}"))
+        then = " && sync" if synced else ""
+        return run_measured(shell(f"tar -C {_q(src)} -cf - . | zstd -q -1 -T0 -o {_q(self.archive)}{then}"))
 
-    def unpack(self, dest: str) -> Measured:
+    def unpack(self, dest: str, *, synced: bool = False) -> Measured:
+        """``synced``: then ``sync``, the tree durable, as a restore's is before its rename."""
         os.makedirs(dest)
         warm(self.archive)
-        return run_measured(shell(f"zstd -q -d -c {_q(self.archive)} | tar -C {_q(dest)} -xf -"))
-
-    def pack_synced(self, src: str) -> Measured:
-        """:meth:`pack`, then ``sync``: the archive durable, as a checkpoint's objects are."""
-        warm(src)
-        return run_measured(shell(f"tar -C {_q(src)} -cf - . | zstd -q -1 -T0 -o {_q(self.archive)} && sync"))
-
-    def unpack_synced(self, dest: str) -> Measured:
-        """:meth:`unpack`, then ``sync``: the tree durable, as a restore's is before its rename."""
-        os.makedirs(dest)
-        warm(self.archive)
-        return run_measured(shell(f"zstd -q -d -c {_q(self.archive)} | tar -C {_q(dest)} -xf - && sync"))
+        then = " && sync" if synced else ""
+        return run_measured(shell(f"zstd -q -d -c {_q(self.archive)} | tar -C {_q(dest)} -xf -{then}"))
 
 
 @dataclass
@@ -409,7 +403,7 @@ def run_scenario(
 
     log(f"[{tree.spec.name}] restore (median of {repeat}, each checked against the source)")
     _restores(sc, "tar|zstd unpack", tars[-1].unpack, source_digest, repeat)
-    _restores(sc, "tar|zstd unpack + sync", tars[-1].unpack_synced, source_digest, repeat)
+    _restores(sc, "tar|zstd unpack + sync", functools.partial(tars[-1].unpack, synced=True), source_digest, repeat)
     restores = [("tenure restore", _restore_attempt(sc, "tenure restore", tenures[-1].restore, source_digest))]
     if sealed:
         restores.append((ENCRYPTED_RESTORE, _restore_attempt(sc, ENCRYPTED_RESTORE, sealed[-1].restore, source_digest)))
@@ -487,7 +481,7 @@ def medians_of(sc: Scenario, attempts: Sequence[tuple[str, Callable[[], Measured
 
 def _fresh_pack(sc: Scenario, tars: list[TarZstd], src: str, *, synced: bool = False) -> Measured:
     tars.append(TarZstd(sc.path(f"tree-{len(tars)}.tar.zst")))
-    return tars[-1].pack_synced(src) if synced else tars[-1].pack(src)
+    return tars[-1].pack(src, synced=synced)
 
 
 ENCRYPTED_FULL = "tenure checkpoint (full, encrypted)"
