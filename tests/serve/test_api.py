@@ -128,6 +128,35 @@ def test_type_placement_sessions_and_close(client: TestClient) -> None:
     is_problem(client.post(f"{P}/bring"), 409, "project-closed")
 
 
+def test_p92_sessions_outlive_a_suspend_and_workspace_requests_fail_until_an_explicit_bring(
+    client: TestClient, node: Node
+) -> None:
+    """P-92: session records stay while the project is SUSPENDED, and an operation that needs the
+    workspace fails (409 ``project-suspended``) instead of silently undoing the suspend."""
+    create(client)
+    assert client.post(f"{P}/bring").status_code == 200
+    assert client.put(f"{P}/files/a.txt", content=b"kept").status_code == 201
+    session = client.post(f"{P}/sessions").json()["id"]
+    assert client.post(f"{P}/suspend").json()["status"] == "SUSPENDED"
+
+    assert [s["id"] for s in client.get(f"{P}/sessions").json()["sessions"]] == [session]
+    assert client.post(f"{P}/sessions").status_code == 201, "a session record needs no workspace"
+    is_problem(client.get(f"{P}/files/a.txt"), 409, "project-suspended")
+    is_problem(client.get(f"{P}/files"), 409, "project-suspended")
+    is_problem(client.put(f"{P}/files/b.txt", content=b"x"), 409, "project-suspended")
+    is_problem(client.delete(f"{P}/files/a.txt"), 409, "project-suspended")
+    is_problem(client.post(f"{P}/checkpoint"), 409, "project-suspended")
+    is_problem(
+        client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "c1"}), 409, "project-suspended"
+    )
+    assert client.get(P).json()["status"] == "SUSPENDED", "no request above brought it back"
+    assert node.registry.ids() == set()
+
+    assert client.post(f"{P}/bring").json()["status"] == "RUNNING"
+    assert client.get(f"{P}/files/a.txt").content == b"kept"
+    assert client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "c1"}).status_code == 200
+
+
 def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient, node: Node) -> None:
     create(client)
     session = client.post(f"{P}/sessions").json()["id"]

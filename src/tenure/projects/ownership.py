@@ -72,6 +72,13 @@ class ProjectClosedError(ConflictError):
     default_hint = "a CLOSED project accepts no further operations"
 
 
+class ProjectSuspendedError(ConflictError):
+    """A workspace operation on a SUSPENDED project (P-92): its folder is only in its last snapshot."""
+
+    code = "project-suspended"
+    default_hint = "bring it first (`tenure project bring TENANT/NAME`, or POST .../bring); suspend is never undone implicitly"
+
+
 class ProjectHomelessError(ConflictError):
     code = "project-homeless"
     default_hint = "HOMELESS projects hold metadata only and never have an owner"

@@ -654,9 +654,13 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         visible(principal, tenant, name)
         return node.projects.get(tenant, name)
 
-    def served(request: Request, tenant: str, name: str) -> Project:
-        """The project running here (brought if nobody holds it), or a redirect / 503 raised."""
-        route = node.route(tenant, name)
+    def served(request: Request, tenant: str, name: str, *, bring: bool = False) -> Project:
+        """The project running here (brought if nobody holds it), or a redirect / 503 raised.
+
+        A SUSPENDED project is brought only by an explicit bring (``bring``); otherwise 409
+        ``project-suspended`` (P-92).
+        """
+        route = node.route(tenant, name, bring=bring)
         if route.redirect is not None:
             raise here(request, route.redirect)
         if route.retry_after is not None:
@@ -767,7 +771,7 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
                     "this pod is not ready", retry_after=node.config.beat_interval, project=project.ref
                 )
             return show(node.bring(tenant, name, from_snapshot=body.from_snapshot))
-        return show(served(request, tenant, name))
+        return show(served(request, tenant, name, bring=True))
 
     @app.post(p + "/suspend", tags=["projects"])
     def suspend(request: Request, tenant: str, name: str, principal: Principal = principal_dep) -> dict[str, Any]:

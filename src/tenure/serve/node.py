@@ -43,7 +43,7 @@ from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.objects import ObjectStore
 from tenure.projects.facade import ClaimRejectedError
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
-from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
+from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError, ProjectSuspendedError
 from tenure.projects.placement import room, selector_matches
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import LifecycleType, PodStatus, Project
@@ -631,13 +631,24 @@ class Node:
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result
 
-    def route(self, tenant: str, name: str) -> Route:
-        """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later."""
+    def route(self, tenant: str, name: str, *, bring: bool = False) -> Route:
+        """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later.
+
+        A SUSPENDED project is brought only when ``bring`` (an explicit bring); any other request
+        for it fails with ``project-suspended`` (P-92).
+        """
         project = self.projects.get(tenant, name)
         if project.status is ProjectStatus.CLOSED:
             raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
         if project.lifecycle_type is LifecycleType.HOMELESS:
             raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
+        if project.status is ProjectStatus.SUSPENDED and not bring:
+            # P-92: a suspend is what a user or policy asked for; a request that needs the workspace
+            # fails instead of silently bringing the project back (an explicit bring does that).
+            raise ProjectSuspendedError(
+                f"project {project.ref} is SUSPENDED: its workspace is in its last snapshot, on no pod",
+                project=project.ref,
+            )
         if project.id in self.registry and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl):
             return Route(project=project)
         owner = self.ownership.owner(project.id, self.config.lease_ttl)
