@@ -510,9 +510,16 @@ class Worker:
         return self.files is not None and before is not None and before == after == self.known_at
 
     def resync(self) -> None:
-        """Read the folder back through the API (it brings the project if nobody holds it)."""
+        """Read the folder back through the API (it brings the project if nobody holds it).
+
+        A SUSPENDED project is brought explicitly first: workspace requests do not undo a suspend (P-92).
+        """
         before = self.generation()
         listing = self.client.request("GET", self.path + "/files")
+        if listing.code == "project-suspended":
+            self.op(Kind.BRING, "POST", "/bring")
+            before = self.generation()
+            listing = self.client.request("GET", self.path + "/files")
         if listing.status != 200 or not isinstance(listing.body, dict):
             return
         files: dict[str, bytes] = {}
