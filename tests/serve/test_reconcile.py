@@ -290,3 +290,54 @@ def test_a_closed_projects_clean_folder_is_kept_too_since_its_snapshots_are_gone
     [kept] = MountStore(again.config.data_dir).list()
     assert kept.verdict == "preserved-delta"
     assert Path(kept.preserved_folder or "", "kept.txt").read_text() == "checkpointed"
+
+
+@pytest.mark.parametrize("how", ["unmounting", "cleanup-pending"])
+def test_s56_a_cleanup_incomplete_mount_has_its_clean_folder_removed_and_its_record_closed_at_restart(
+    store: Store, tmp_path: Path, made: list[Node], how: str
+) -> None:
+    """S-56: the final checkpoint committed, the local cleanup did not finish (the mount left UNMOUNTING, or a
+    cleanup recorded as pending), then kill -9. The restart classifies cleanup incomplete and finishes the
+    cleanup: the folder, whose content is all in the READY head, is removed and the record closed."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "done.txt").write_text("in the head")
+    a.checkpoint(T, "p")
+    mounts = MountStore(a.config.data_dir)
+    [mount] = [m for m in mounts.list() if m.state is M.MOUNTED]
+    if how == "unmounting":
+        mounts.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
+    else:
+        mounts.set_cleanup(mount.id, "remove-folder")
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert again.reconcile_report.verdicts[mount.id] == "cleanup-incomplete"
+    assert mount.id not in [m.id for m in MountStore(again.config.data_dir).list()], "the cleanup finished"
+    restored = tmp_path / "restored"
+    again.workspaces.restore(project.workspace_id, str(restored))
+    assert (restored / "done.txt").read_text() == "in the head"
+
+
+def test_s56_a_cleanup_incomplete_mount_written_to_after_its_checkpoint_is_preserved_not_removed(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """S-56 with uncommitted data: a folder written to after the committed checkpoint is never thrown away by
+    the cleanup; it becomes a preserved delta holding the unsaved file."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "done.txt").write_text("in the head")
+    a.checkpoint(T, "p")
+    Path(folder, "late.txt").write_text("written after the checkpoint")
+    mounts = MountStore(a.config.data_dir)
+    [mount] = [m for m in mounts.list() if m.state is M.MOUNTED]
+    mounts.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert again.reconcile_report.verdicts[mount.id] == "cleanup-incomplete"
+    kept = MountStore(again.config.data_dir).get(mount.id)
+    assert kept.state is M.CLOSED and kept.verdict == "preserved-delta"
+    assert Path(kept.preserved_folder or "", "late.txt").read_text() == "written after the checkpoint"
