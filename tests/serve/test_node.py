@@ -453,3 +453,91 @@ def test_a_pod_with_change_journals_off_always_walks(
     Path(a.lifecycle.folder(project), "f.txt").write_text("y")
     assert a.checkpoint(T, "p").walked
     assert len(a.journals) == 0
+
+
+class SlowFor(CountingEngine):
+    """Starts of the named projects wait on ``release``; ``entered`` counts the starts that are waiting."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.release = threading.Event()
+        self.waiting = threading.Semaphore(0)
+
+    def start(self, event: EnginesStartRequested, folder: str) -> None:
+        if event.project_name in self.names:
+            self.waiting.release()
+            self.release.wait(30)
+        super().start(event, folder)
+
+
+def test_a_periodic_pull_whose_bring_hangs_does_not_hold_up_the_renewal(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """The pull brings on a thread of its own: a bring that takes longer than the lease TTL (a large restore,
+    a slow engine) must not stop the beat, or every lease bound to this pod would run out meanwhile."""
+    ttl = 0.6
+    projects = ProjectStore(store)
+    projects.create(T, "held", lifecycle_type=LifecycleType.PERMANENT)
+    engine = SlowFor({"slow"})
+    a = make_node(store, tmp_path, objects_dir, "a", engine, lease_ttl=ttl, beat_interval=0.1, pull_every=0.1)
+    nodes.append(a)
+    a.start()
+    held = a.bring(T, "held")
+    a.run_beats()
+    try:
+        projects.create(T, "slow", lifecycle_type=LifecycleType.PERMANENT)  # needs an owner: the pull takes it
+        assert engine.waiting.acquire(timeout=10), "the pull's bring reached the engine"
+        wait_past(store, 2 * ttl)
+        owner = Ownership(store).owner(held.id, ttl)
+        assert owner.pod_id == a.pod.pod_id and owner.live, "renewed while the pull's bring hung"
+    finally:
+        engine.release.set()
+
+
+def test_a_long_boot_pull_renews_the_pods_lease_between_its_brings(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """Before RUNNING no beat thread runs; a boot pull longer than the TTL renews between brings, so the
+    projects it brought first are still held when the pod starts serving."""
+    ttl = 0.5
+
+    class Slow(CountingEngine):
+        def start(self, event: EnginesStartRequested, folder: str) -> None:
+            time.sleep(0.2)  # slow work, not synchronization: four starts outlast the TTL
+            super().start(event, folder)
+
+    projects = ProjectStore(store)
+    for i in range(4):
+        projects.create(T, f"p{i}", lifecycle_type=LifecycleType.PERMANENT)
+    a = make_node(
+        store, tmp_path, objects_dir, "a", Slow(), self_pull=True, lease_ttl=ttl, beat_interval=0.1, bring_workers=1
+    )
+    nodes.append(a)
+    a.start()
+    assert sorted(a.registry.ids()) == sorted(projects.get(T, f"p{i}").id for i in range(4))
+    for i in range(4):
+        assert Ownership(store).owner(projects.get(T, f"p{i}").id, ttl).live, f"p{i} still held at RUNNING"
+
+
+def test_a_pull_brings_a_page_side_by_side(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """A takeover of many projects is bounded by how fast they are brought: the pull's brings overlap (up to
+    bring_workers at once) instead of running one after another."""
+    projects = ProjectStore(store)
+    for name in ("x", "y"):
+        projects.create(T, name, lifecycle_type=LifecycleType.PERMANENT)
+    engine = SlowFor({"x", "y"})
+    a = make_node(store, tmp_path, objects_dir, "a", engine, bring_workers=2)
+    nodes.append(a)
+    a.start()
+    pulled: list[object] = []
+    puller = threading.Thread(target=lambda: pulled.extend(a.pull()))
+    puller.start()
+    try:
+        assert engine.waiting.acquire(timeout=10) and engine.waiting.acquire(timeout=10), "both starts overlap"
+    finally:
+        engine.release.set()
+        puller.join(30)
+    assert sorted(engine.starts) == ["x", "y"] and len(pulled) == 2

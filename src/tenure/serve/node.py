@@ -15,7 +15,9 @@ lifecycle service and the activation registry, and runs the beat:
   a project running here whose lease this pod no longer holds is deactivated
   at once (forward); a project this pod holds but does not run is brought
   again with bounded retries and backoff, then released (reverse) —, and the
-  optional periodic pull.
+  optional periodic pull. The beat thread only renews and checks drift; the
+  retries and the pull run on a background thread, their brings on a small
+  pool, so a long pull never delays a renewal.
 * **bring** is single-flight per project: concurrent requests share one.
 * **drain** (:meth:`Node.drain`, SIGTERM, ``tenure pods drain``): DRAINING,
   then for each project: engines stopped, checkpoint, folder removed, lease
@@ -34,7 +36,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +111,8 @@ class ServeConfig:
     change_journal: bool = True
     #: every this-many checkpoints of a project walk its whole folder all the same (ADR 0028)
     journal_walk_every: int = 16
+    #: brings of pulls and placements run on at most this many threads at once
+    bring_workers: int = 4
 
     @property
     def endpoint(self) -> str:
@@ -172,6 +176,11 @@ class Node:
         self._dark: dict[str, _Dark] = {}
         self._stop = threading.Event()
         self._beat_thread: threading.Thread | None = None
+        #: the pull and the retries of dark projects, off the beat thread (one at a time)
+        self._background: threading.Thread | None = None
+        #: brings of pulls and placements (bounded: a takeover of many projects does not start them all at once)
+        self._brings = ThreadPoolExecutor(max_workers=max(1, config.bring_workers), thread_name_prefix="tenure-bring")
+        self._last_renewal = 0.0
         self._last_pull = 0.0
         self._last_delta_sweep = time.monotonic()  # the start-up reconciliation expires them first
         self._last_history_prune: float | None = None  # the first beat prunes, then hourly
@@ -221,6 +230,7 @@ class Node:
         self._lock_data_folder()
         self.pods.heartbeat(self.pod.pod_id)
         first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
+        self._last_renewal = time.monotonic()
         self._lost_seen = first.lost if first is not None else 0
         adopted = self.adopt_predecessor()
         self.reconcile()
@@ -260,6 +270,7 @@ class Node:
     def _bring_adopted(self, adopted: list[Project]) -> None:
         for taken in adopted:
             current = self.projects.by_id(taken.id)
+            self._keep_alive()
             try:
                 if current.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
                     self.bring(current.tenant, current.name)
@@ -300,10 +311,11 @@ class Node:
             try:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + self.config.beat_interval
-                    self.beat()
+                    if self._beat_core():
+                        self._in_background(self._after_beat)
                 elif self.config.pull_every and self.ready:
                     if time.monotonic() - self._last_pull >= self.config.pull_every:
-                        self.pull()
+                        self._in_background(self.pull)
             except Exception as exc:  # noqa: BLE001 - a failed beat is logged and retried next beat
                 self.metrics.beat_failures.inc()
                 self._log("beat failed", level=logging.WARNING, error=str(exc))
@@ -313,6 +325,10 @@ class Node:
         self._stop.set()
         if self._beat_thread is not None and self._beat_thread is not threading.current_thread():
             self._beat_thread.join(timeout=self.config.beat_interval + 5)
+        background = self._background
+        if background is not None and background is not threading.current_thread():
+            background.join(timeout=self.config.beat_interval + 5)
+        self._brings.shutdown(wait=False, cancel_futures=True)
         self.master.stop()
         for project_id in list(self.registry.ids()):
             self.registry.remove(project_id)
@@ -357,41 +373,85 @@ class Node:
 
     # ------------------------------------------------------------------ the beat
 
+    def _in_background(self, work: Callable[[], object]) -> None:
+        """Run ``work`` on the background thread unless it is still busy with the previous one.
+
+        The beat thread only renews and checks drift: a pull or a retry that brings many projects (each
+        a restore) must never hold up the renewal, or every lease bound to this pod would run out.
+        """
+        if self._background is not None and self._background.is_alive():
+            return
+
+        def guarded() -> None:
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - logged; retried at the next beat
+                self.metrics.beat_failures.inc()
+                self._log("background work failed", level=logging.WARNING, error=str(exc))
+
+        self._background = threading.Thread(target=guarded, name="tenure-pull", daemon=True)
+        self._background.start()
+
+    def _keep_alive(self) -> None:
+        """Renew the pod's lease between the steps of long start-up work (no beat thread runs yet)."""
+        if self._beat_thread is not None or time.monotonic() - self._last_renewal < self.config.beat_interval:
+            return
+        self.pods.heartbeat(self.pod.pod_id)
+        self.ownership.renew_leases(self.pod.pod_id)
+        self._last_renewal = time.monotonic()
+
     def beat(self) -> None:
-        """One heartbeat: load, renewal, drift both ways, the periodic pull."""
+        """One heartbeat: load, renewal, drift both ways, the periodic pull — all before it returns.
+
+        The beat thread runs the same steps, with the retries of dark projects and the pull handed to a
+        background thread (:meth:`_in_background`), so a long pull never delays the next renewal.
+        """
+        if self._beat_core():
+            self._after_beat()
+
+    def _after_beat(self) -> None:
+        """Reverse drift retried, then the periodic pull when due: the part of a beat that brings projects."""
+        self._retry_dark()
+        every = self.config.pull_every
+        if every and self.ready and time.monotonic() - self._last_pull >= every:
+            self.pull()
+
+    def _beat_core(self) -> bool:
+        """Heartbeat, renewal, a drain asked through the store, drift found, the master's beat, housekeeping.
+
+        Returns whether the rest of the beat (:meth:`_after_beat`) should run.
+        """
         started = time.perf_counter()
         running = self.registry.ids()
         self.journals.keep(running)
         score = self._score(running)
         self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
         renewal = self.ownership.renew_leases(self.pod.pod_id)
+        self._last_renewal = time.monotonic()
         self.metrics.renew_seconds.observe(time.perf_counter() - started)
         self.metrics.beats.inc()
         self.metrics.running.set(len(running))
         self.metrics.score.set(score)
         self._beats += 1
         if renewal is None:
-            return  # STOPPED: nothing of ours to renew
+            return False  # STOPPED: nothing of ours to renew
         if self.status is PodStatus.RUNNING and renewal.status == PodStatus.DRAINING.value:
             self._log("drain requested through the store")
             if self.on_drain_requested is not None:
                 self.on_drain_requested()
             else:
                 self.drain()
-            return
+            return False
         if renewal.lost != self._lost_seen:  # a takeover or a fence of one of ours: find which
             self._lost_seen = renewal.lost
             self.check_drift()
-        self._retry_dark()
         if self.status is PodStatus.RUNNING:
             self.master.beat()
         if self._beats % 1000 == 1:
             self.ownership.reap_pods(REAP_AFTER_S)
         self._expire_deltas()
         self._prune_history()
-        every = self.config.pull_every
-        if every and self.ready and time.monotonic() - self._last_pull >= every:
-            self.pull()
+        return True
 
     def _expire_deltas(self) -> None:
         """Preserved deltas past the recovery window go, checked hourly (or 4 times a window, if shorter)."""
@@ -425,7 +485,7 @@ class Node:
         for project_id in self.registry.ids() - set(held):
             self._lost(project_id)
         for project_id, project in held.items():
-            if project_id not in self.registry and project_id not in self._inflight and project_id not in self._dark:
+            if project_id not in self.registry and project.ref not in self._inflight and project_id not in self._dark:
                 if project.status in (ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING):
                     self._dark[project_id] = _Dark()
                     self._event(project, EventKind.DRIFT_REVERSE)
@@ -526,26 +586,32 @@ class Node:
             budget = min(self.config.pull_factor * capacity, budget)
         brought: list[Project] = []
         skip = 0
-        while budget > 0:
+        while budget > 0 and not self._stop.is_set():
             page = self.ownership.find_projects_needing_owner(self.config.lease_ttl, 100, skip)
             if not page:
                 break
             skip += len(page)
+            chosen: list[Project] = []
             for candidate in page:
                 if candidate.placement_score > budget:
                     continue
                 if not selector_matches(candidate.placement_selector, labels):
                     continue
-                try:
-                    brought.append(self.bring(candidate.tenant, candidate.name))
-                except ClaimRejectedError:
-                    continue  # another pod was faster: the claim decides
-                except Exception as exc:  # noqa: BLE001 - one project must not stop the pull
-                    self._log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
-                    continue
+                chosen.append(candidate)
                 budget -= candidate.placement_score
                 if budget <= 0:
                     break
+            # a page's brings run side by side (bring_workers at most); a failed one gives its score back
+            futures = [(c, self._brings.submit(self.bring, c.tenant, c.name)) for c in chosen]
+            for candidate, future in futures:
+                try:
+                    brought.append(future.result())
+                except ClaimRejectedError:
+                    budget += candidate.placement_score  # another pod was faster: the claim decides
+                except Exception as exc:  # noqa: BLE001 - one project must not stop the pull
+                    budget += candidate.placement_score
+                    self._log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
+                self._keep_alive()
         if brought:
             self._log("pulled", count=len(brought), boot=boot)
         return brought
@@ -689,7 +755,7 @@ class Node:
         project = self.projects.get(tenant, name)
         check_placement(self, project.id, epoch, self.newest_epoch)
         self.newest_epoch = max(self.newest_epoch, epoch)
-        threading.Thread(target=self._bring_placed, args=(tenant, name), name="tenure-placed", daemon=True).start()
+        self._brings.submit(self._bring_placed, tenant, name)
         return project
 
     def _bring_placed(self, tenant: str, name: str) -> None:
