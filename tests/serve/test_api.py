@@ -146,9 +146,7 @@ def test_p92_sessions_outlive_a_suspend_and_workspace_requests_fail_until_an_exp
     is_problem(client.put(f"{P}/files/b.txt", content=b"x"), 409, "project-suspended")
     is_problem(client.delete(f"{P}/files/a.txt"), 409, "project-suspended")
     is_problem(client.post(f"{P}/checkpoint"), 409, "project-suspended")
-    is_problem(
-        client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "c1"}), 409, "project-suspended"
-    )
+    is_problem(client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "c1"}), 409, "project-suspended")
     assert client.get(P).json()["status"] == "SUSPENDED", "no request above brought it back"
     assert node.registry.ids() == set()
 

@@ -520,9 +520,7 @@ def test_a_long_boot_pull_renews_the_pods_lease_between_its_brings(
         assert Ownership(store).owner(projects.get(T, f"p{i}").id, ttl).live, f"p{i} still held at RUNNING"
 
 
-def test_a_pull_brings_a_page_side_by_side(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
-) -> None:
+def test_a_pull_brings_a_page_side_by_side(store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]) -> None:
     """A takeover of many projects is bounded by how fast they are brought: the pull's brings overlap (up to
     bring_workers at once) instead of running one after another."""
     projects = ProjectStore(store)

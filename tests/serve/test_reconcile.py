@@ -341,3 +341,79 @@ def test_s56_a_cleanup_incomplete_mount_written_to_after_its_checkpoint_is_prese
     kept = MountStore(again.config.data_dir).get(mount.id)
     assert kept.state is M.CLOSED and kept.verdict == "preserved-delta"
     assert Path(kept.preserved_folder or "", "late.txt").read_text() == "written after the checkpoint"
+
+
+def test_a_folder_matching_the_index_of_a_checkpoint_that_never_published_is_preserved_not_deleted(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """A build saves its local index before it publishes. If the publish never happens (kill -9 after the
+    upload, or a takeover fencing it), the folder matches that index, but the data it describes is in no
+    snapshot: judged against it the folder would look clean and a stale mount's clean folder is removed. It
+    must count as uncommitted and be preserved (S-67, S-81; ADR 0033)."""
+    from tenure.snapshots import build_tree
+
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "old.txt").write_text("in the head")
+    a.checkpoint(T, "p")
+    Path(folder, "delta.txt").write_text("never published")
+    build_tree(folder, a.objects, index_path=a.workspaces.index_path(project.workspace_id, folder))  # no publish
+    crash(a)
+    wait_past(store, 0.45)
+    b = node_on(store, tmp_path, made, "b", lease_ttl=0.4)
+    b.bring(T, "p")
+    again = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
+    assert verdicts(again) == ["stale-generation"]
+    [mount] = MountStore(again.config.data_dir).list()
+    assert mount.verdict == "preserved-delta", "not judged clean by the unpublished build's index"
+    assert Path(mount.preserved_folder or "", "delta.txt").read_text() == "never published"
+
+
+def test_a_folder_just_checkpointed_is_clean_and_one_changed_after_is_not(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """The other side of the rule above: the index a published checkpoint saved vouches for the folder."""
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "old.txt").write_text("in the head")
+    a.checkpoint(T, "p")
+    assert a.workspaces.folder_is_clean(project.workspace_id, folder)
+    Path(folder, "new.txt").write_text("not yet")
+    assert not a.workspaces.folder_is_clean(project.workspace_id, folder)
+
+
+@pytest.mark.parametrize("left", ["folder-gone", "key-failed"])
+def test_an_interrupted_checkpoint_that_cannot_be_finished_never_stops_the_pod_from_starting(
+    store: Store, tmp_path: Path, made: list[Node], left: str
+) -> None:
+    """An interrupted checkpoint whose folder is gone (or whose key's snapshot an earlier attempt FAILED) is
+    given up, not retried at every start: the pod starts, twice, and keeps the project's generation."""
+    import shutil
+
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "x.txt").write_text("x")
+    a.lifecycle.mounts.checkpointing(project, "now:1:interrupted")
+    if left == "folder-gone":
+        shutil.rmtree(folder)
+    else:
+        held = ProjectStore(store).get(T, "p")
+        lease = a.workspaces.lease(project.workspace_id, held.generation)
+        assert lease is not None
+        ticket = store.workspaces.begin_checkpoint(lease, "now:1:interrupted")
+        store.workspaces.abandon_checkpoint(lease, ticket, error="an earlier attempt failed")
+    crash(a)
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["checkpoint-interrupted"]
+    assert again.ready
+    generation = ProjectStore(store).get(T, "p").generation
+    crash(again)
+    third = node_on(store, tmp_path, made, "a")
+    assert third.ready and [m.checkpoint_key for m in MountStore(third.config.data_dir).list()] == [None]
+    assert ProjectStore(store).get(T, "p").generation == generation + 1, "adopted once per restart, no more"

@@ -313,7 +313,7 @@ class LifecycleService:
         except BaseException:
             self.mounts.checkpoint_abandoned(mount)
             raise
-        self.workspaces.folders.write_base(self.folder(project), result.snapshot.id)  # adopted as is at a restart
+        self.workspaces.vouch(project.workspace_id, self.folder(project), result.snapshot.id)  # adopted at a restart
         self.mounts.checkpointed(mount, result.snapshot.id)
         return result
 

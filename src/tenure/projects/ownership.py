@@ -76,7 +76,9 @@ class ProjectSuspendedError(ConflictError):
     """A workspace operation on a SUSPENDED project (P-92): its folder is only in its last snapshot."""
 
     code = "project-suspended"
-    default_hint = "bring it first (`tenure project bring TENANT/NAME`, or POST .../bring); suspend is never undone implicitly"
+    default_hint = (
+        "bring it first (`tenure project bring TENANT/NAME`, or POST .../bring); a suspend is never undone implicitly"
+    )
 
 
 class ProjectHomelessError(ConflictError):

@@ -34,6 +34,7 @@ S-83).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -57,6 +58,8 @@ from tenure.mounts.classify import (
 from tenure.mounts.store import Mount, MountStore
 from tenure.states import LeaseState, ProjectStatus
 from tenure.states import SessionState as M
+
+log = logging.getLogger("tenure.serve")
 
 __all__ = ["Reconciler", "ReconcileReport", "RECOVERY_WINDOW_S"]
 
@@ -244,7 +247,32 @@ class Reconciler:
         self.mounts.delete(mount.id)
 
     def _finish_checkpoint(self, mount: Mount) -> None:
-        """Publish the interrupted checkpoint under its own key, once; a suspend's also removes the folder."""
+        """Publish the interrupted checkpoint under its own key, once; a suspend's also removes the folder.
+
+        One that cannot be finished — its folder gone, its key's snapshot FAILED by an earlier attempt — is
+        given up (nothing published under the key) and the mount is settled again by its lease alone, its
+        folder kept: one such mount never stops the pod from starting. A retryable fault (the store or the
+        object store unreachable) is raised: the next start tries again.
+        """
+        try:
+            self._publish_interrupted(mount)
+        except TenureError as exc:
+            if exc.retryable:
+                raise
+            self._give_up_checkpoint(mount, exc)
+
+    def _give_up_checkpoint(self, mount: Mount, exc: TenureError) -> None:
+        log.warning(
+            "an interrupted checkpoint could not be finished; settled by its lease, its folder kept",
+            extra={"tenure": {"mount": mount.id, "code": exc.code, "error": str(exc)}},
+        )
+        self.mounts.checkpoint_end(mount.id)
+        current = self.mounts.get(mount.id)
+        if current.state is M.CHECKPOINTING:
+            current = self.mounts.transition(mount.id, M.CHECKPOINTING, M.MOUNTED)
+        self.settle(current)
+
+    def _publish_interrupted(self, mount: Mount) -> None:
         key = mount.checkpoint_key or f"suspend:{mount.generation}"
         if key.startswith("suspend:"):
             self.workspaces.suspend_folder(mount.workspace_id, mount.folder, mount.generation)
@@ -257,7 +285,7 @@ class Reconciler:
             self._fence(mount, self.folder(mount), "no writer lease to finish the checkpoint under")
             return
         result = self.workspaces.checkpoint(mount.workspace_id, mount.folder, key=key, lease=lease)
-        self.workspaces.folders.write_base(mount.folder, result.snapshot.id)
+        self.workspaces.vouch(mount.workspace_id, mount.folder, result.snapshot.id)
         self.mounts.set_base(mount.id, result.snapshot.id)
         self.mounts.checkpoint_end(mount.id)
         if self.mounts.get(mount.id).state is M.CHECKPOINTING:

@@ -726,6 +726,25 @@ def read_frame(path: str, magic: bytes, version: int) -> tuple[bytes, int] | Non
     return frame, written_ns
 
 
+def index_identity(path: str) -> str | None:
+    """The identity of the index file at ``path``: the hash of its frame, from its header (never decoded).
+
+    ``None`` when there is no index of this kind there. A base file records it
+    when the folder's content is known to be a published or restored snapshot,
+    so an index a build saved for a checkpoint that never published is told
+    apart from it (ADR 0033).
+    """
+    head = len(MAGIC) + 1 + 32
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(head)
+    except OSError:
+        return None
+    if len(data) < head or data[: len(MAGIC)] != MAGIC or data[len(MAGIC)] != VERSION:
+        return None
+    return data[len(MAGIC) + 1 : head].hex()
+
+
 def write_frame(path: str, magic: bytes, version: int, frame: bytes) -> None:
     """Atomically replace the file at ``path`` with ``frame`` in the envelope :func:`read_frame` reads."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

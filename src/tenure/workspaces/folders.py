@@ -98,9 +98,23 @@ class LocalFolders:
             return UNKNOWN_BASE
         return value if value is None or isinstance(value, str) else UNKNOWN_BASE
 
-    def write_base(self, folder: str, snapshot_id: str | None) -> None:
+    def read_vouched_index(self, folder: str) -> str | None:
+        """The identity of the local index that describes the base snapshot (see :meth:`write_base`), if any."""
+        try:
+            with open(self.base_file(folder), encoding="utf-8") as fh:
+                value = json.load(fh).get("index")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+    def write_base(self, folder: str, snapshot_id: str | None, *, index: str | None = None) -> None:
+        """Record the snapshot ``folder`` holds; ``index``: the identity of the local index that then describes
+        it exactly (after a publish or a finished restore; ADR 0033), so "clean" can be judged against it."""
         make_dirs_durable(os.path.dirname(folder))
-        atomic_write(self.base_file(folder), json.dumps({"snapshot": snapshot_id}).encode("utf-8"))
+        body: dict[str, str | None] = {"snapshot": snapshot_id}
+        if index is not None:
+            body["index"] = index
+        atomic_write(self.base_file(folder), json.dumps(body).encode("utf-8"))
 
     def forget_base(self, folder: str) -> None:
         try:

@@ -663,7 +663,16 @@ class WorkspaceService:
             os.makedirs(folder, exist_ok=True)
         else:
             self.restore(workspace_id, folder, snapshot=base)
+            self.vouch(workspace_id, folder, base)
         return folder
+
+    def vouch(self, workspace_id: str, folder: str, snapshot_id: str) -> None:
+        """Record that ``folder`` holds ``snapshot_id`` — just published from it, or restored into it — as its
+        local index now describes it (ADR 0033). Only then may the folder be judged clean."""
+        from tenure.snapshots.index import index_identity
+
+        identity = index_identity(self.index_path(workspace_id, folder))
+        self.folders.write_base(folder, snapshot_id, index=identity)
 
     def _chosen_base(self, workspace_id: str, ref: str) -> str:
         """An explicitly chosen base: a READY snapshot of this workspace."""
@@ -741,13 +750,21 @@ class WorkspaceService:
         Judged from the local index against the folder's stat fields, so a
         clean folder costs a walk, not a read; anything the index cannot vouch
         for (no index, a racy or changed file, a link, a file it does not name)
-        counts as uncommitted data.
+        counts as uncommitted data. The index itself must be the one the base
+        file vouches for (:meth:`vouch`): a build saves its index before it
+        publishes, so the index of a checkpoint that never published (a crash,
+        a takeover fencing the publish) describes data no snapshot holds, and
+        a folder matching it is not clean (ADR 0033).
         """
-        from tenure.snapshots.index import folder_matches, load_index
+        from tenure.snapshots.index import folder_matches, index_identity, load_index
 
         if not os.path.isdir(folder):
             return True
-        return folder_matches(folder, load_index(self.index_path(workspace_id, folder)))
+        path = self.index_path(workspace_id, folder)
+        vouched = self.folders.read_vouched_index(folder)
+        if vouched is None or vouched != index_identity(path):
+            return False
+        return folder_matches(folder, load_index(path))
 
     def discard_folder(self, folder: str) -> None:
         """Move ``folder`` and its base file out of the way; the trash deletes it in the background."""
