@@ -29,7 +29,10 @@ class GuardedGroup(click.Group):
     "--objects",
     envvar="TENURE_OBJECTS",
     metavar="URL",
-    help="Object store URL: file://PATH or postgresql://… (default file://DATA/objects).",
+    help=(
+        "Object store URL: file://PATH, postgresql://… or s3://BUCKET/PREFIX?region=… "
+        "(default file://DATA/objects; env TENURE_OBJECTS; S3: docs/operations.md)."
+    ),
 )
 @click.option(
     "--key-file",
