@@ -539,3 +539,42 @@ def test_a_pull_brings_a_page_side_by_side(store: Store, tmp_path: Path, objects
         engine.release.set()
         puller.join(30)
     assert sorted(engine.starts) == ["x", "y"] and len(pulled) == 2
+
+
+def test_a_suspend_whose_engine_will_not_stop_is_finished_by_the_beat_never_left_suspending(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """Transient statuses never last forever: an engine stop that times out leaves the project SUSPENDING
+    with engine-failed; the beat retries the suspend with backoff, and its last attempt stops the engines
+    best effort and completes it — checkpoint published, folder gone, lease released."""
+    release = threading.Event()
+
+    class WontStop(CountingEngine):
+        def stop(self, event: EnginesStopRequested, folder: str) -> None:
+            release.wait(30)
+
+    ProjectStore(store).create(T, "p")
+    a = make_node(
+        store, tmp_path, objects_dir, "a", WontStop(), engine_stop_timeout=0.1, bring_backoff=0.01, bring_retries=2
+    )
+    nodes.append(a)
+    a.start()
+    try:
+        project = a.bring(T, "p")
+        Path(a.lifecycle.folder(project), "kept.txt").write_text("kept")
+        with pytest.raises(TenureError) as failed:
+            a.suspend(T, "p")
+        assert failed.value.code == "engine-failed"
+        assert ProjectStore(store).get(T, "p").status is ProjectStatus.SUSPENDING
+        deadline = time.monotonic() + 20
+        while ProjectStore(store).get(T, "p").status is ProjectStatus.SUSPENDING and time.monotonic() < deadline:
+            a.beat()
+        after = ProjectStore(store).get(T, "p")
+        assert after.status is ProjectStatus.SUSPENDED
+        assert Ownership(store).owner(after.id, 60.0).pod_id is None
+        assert not os.path.exists(a.lifecycle.folder(project))
+        restored = tmp_path / "restored"
+        a.workspaces.restore(project.workspace_id, str(restored))
+        assert (restored / "kept.txt").read_text() == "kept"
+    finally:
+        release.set()

@@ -354,8 +354,13 @@ class LifecycleService:
 
     # ------------------------------------------------------------------ suspend
 
-    def suspend(self, tenant: str, name: str) -> Project:
-        """Make the project SUSPENDED: engines stopped, checkpoint published, folder gone."""
+    def suspend(self, tenant: str, name: str, *, force_stop: bool = False) -> Project:
+        """Make the project SUSPENDED: engines stopped, checkpoint published, folder gone.
+
+        An engine that fails to stop (or not within the stop timeout) leaves the project SUSPENDING with the
+        error recorded (``engine-failed``). ``force_stop`` — the pod's last retry of such a suspend — stops
+        the engines best effort and goes on, so SUSPENDING never lasts forever.
+        """
         project = self.projects.get(tenant, name)
         if project.status is S.CLOSED:
             raise StatusConflictError(
@@ -371,7 +376,10 @@ class LifecycleService:
         if project.status is S.RUNNING:
             project = self.projects.transition_status(tenant, name, S.RUNNING, S.SUSPENDING, project.generation)
         crash_point("suspend.after_suspending")
-        self._stop_engines(project)
+        if force_stop:
+            self._stop_quietly(project, self.engines)
+        else:
+            self._stop_engines(project)
         crash_point("suspend.after_engines_stop")
         mount = self.mounts.unmounting(project)
         self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)

@@ -67,6 +67,8 @@ REAP_AFTER_S = 24 * 3600.0
 DELTA_SWEEP_S = 3600.0
 #: how often a running pod prunes the ownership timeline (retention: ServeConfig.history_days)
 HISTORY_PRUNE_S = 3600.0
+#: the longest wait between two attempts to finish a suspend left SUSPENDING
+MAX_RETRY_BACKOFF_S = 300.0
 
 
 class DataFolderLockedError(ConfigurationError):
@@ -132,6 +134,8 @@ class Route:
 class _Dark:
     attempts: int = 0
     next_at: float = 0.0
+    #: a suspend left SUSPENDING (an engine that would not stop) to finish, rather than a bring to retry
+    suspend: bool = False
 
 
 class Node:
@@ -532,6 +536,9 @@ class Node:
             except TenureError:
                 self._dark.pop(project_id, None)
                 continue
+            if dark.suspend:
+                self._retry_suspend(project, dark, now)
+                continue
             if project_id in self.registry or project.status not in (
                 ProjectStatus.INIT,
                 ProjectStatus.RECOVERING,
@@ -553,6 +560,22 @@ class Node:
                 else:
                     dark.next_at = now + self.config.bring_backoff * 2 ** (dark.attempts - 1)
                     self._log("bring failed: will retry", project=project.ref, error=str(exc))
+
+    def _retry_suspend(self, project: Project, dark: _Dark, now: float) -> None:
+        """Finish a suspend an engine stop failed: retried with backoff; the last attempt stops best effort."""
+        if project.status is not ProjectStatus.SUSPENDING or not self.ownership.holds(
+            project.id, self.pod.pod_id, self.config.lease_ttl
+        ):
+            self._dark.pop(project.id, None)
+            return
+        last = dark.attempts + 1 >= self.config.bring_retries
+        try:
+            self.suspend(project.tenant, project.name, force_stop=last)
+            self._dark.pop(project.id, None)
+        except Exception as exc:  # noqa: BLE001 - retried with backoff
+            dark.attempts += 1
+            dark.next_at = now + min(MAX_RETRY_BACKOFF_S, self.config.bring_backoff * 2 ** (dark.attempts - 1))
+            self._log("suspend failed: will retry", project=project.ref, error=str(exc), forced=last)
 
     # ------------------------------------------------------------------ pull
 
@@ -647,6 +670,19 @@ class Node:
             with self._inflight_lock:
                 self._inflight.pop(key, None)
 
+    def _note_stuck_suspend(self, tenant: str, name: str) -> None:
+        """A suspend failed with the project left SUSPENDING on this pod: the beat finishes it."""
+        try:
+            project = self.projects.get(tenant, name)
+            if (
+                project.status is ProjectStatus.SUSPENDING
+                and project.id not in self._dark
+                and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl)
+            ):
+                self._dark[project.id] = _Dark(next_at=time.monotonic() + self.config.bring_backoff, suspend=True)
+        except TenureError:
+            pass
+
     def _note_dark(self, tenant: str, name: str) -> None:
         """A bring failed after its claim: the project is held here but not running (reverse drift)."""
         try:
@@ -658,12 +694,18 @@ class Node:
         except TenureError:
             pass
 
-    def suspend(self, tenant: str, name: str) -> Project:
+    def suspend(self, tenant: str, name: str, *, force_stop: bool = False) -> Project:
+        """Suspend the project (single lifecycle call under its write gate).
+
+        One left SUSPENDING (an engine that did not stop) is retried by the beat with backoff, the last
+        attempt stopping the engines best effort (``force_stop``), so it never stays SUSPENDING.
+        """
         try:
             with self.gate.closing(self.projects.get(tenant, name).id):
-                project = self.lifecycle.suspend(tenant, name)
+                project = self.lifecycle.suspend(tenant, name, force_stop=force_stop)
         except BaseException as exc:
             self.metrics.suspends.labels(result=getattr(exc, "code", type(exc).__name__)).inc()
+            self._note_stuck_suspend(tenant, name)
             raise
         self.metrics.suspends.labels(result="ok").inc()
         self._log("suspended", project=project.ref, generation=project.generation)
