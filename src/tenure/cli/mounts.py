@@ -1,6 +1,7 @@
 """``tenure mounts`` — this host's mounts and the preserved deltas reconciliation kept (ADR 0021).
 
-``list`` and ``show`` read the host-local mount store of the data folder;
+``list`` and ``show`` read the host-local mount store of the data folder
+(only the data folder: whatever store ``--db`` names is never opened);
 ``recover ID --to DIR`` copies a preserved delta out (the preserved folder is
 left as it is); ``discard ID`` deletes a preserved delta before its recovery
 window ends.
@@ -14,9 +15,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tenure.cli.context import services
 from tenure.cli.output import console, emit, json_option, table
-from tenure.errors import ConflictError, InvalidInputError
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
     from tenure.mounts.store import MountStore
@@ -24,17 +24,36 @@ if TYPE_CHECKING:
 __all__ = ["mounts"]
 
 
-def _store(ctx: click.Context):  # type: ignore[no-untyped-def]
+def data_folder(ctx: click.Context) -> str:
+    """The data folder the global options (or ``TENURE_DATA``, or ``./.tenure``) name; nothing is created."""
+    from tenure.cli.context import usable
+
+    root = ctx.find_root().obj or {}
+    data_dir = os.path.abspath(root.get("data") or os.environ.get("TENURE_DATA") or ".tenure")
+    usable(data_dir)
+    return data_dir
+
+
+def _store(ctx: click.Context) -> MountStore:
+    """The host-local mount store of the data folder (ADR 0021).
+
+    It is read from the data folder alone: the control-plane store (``--db``,
+    which may be PostgreSQL) is never opened, so the commands work on the
+    data folder of any pod. Without ``mounts.db`` there is nothing to read:
+    ``no-tenure-data``, and nothing is created.
+    """
     from tenure.mounts.store import MOUNTS_FILE, MountStore
 
-    data_dir = services(ctx, create=False).config.data_dir
-    if not os.path.isfile(os.path.join(data_dir, MOUNTS_FILE)):
-        from tenure.errors import NotFoundError
-
+    data_dir = data_folder(ctx)
+    path = os.path.join(data_dir, MOUNTS_FILE)
+    if not os.path.isfile(path):
         raise NotFoundError(
-            f"no mounts recorded in {data_dir}",
-            code="mount-not-found",
-            hint="mounts are recorded by a pod on this host",
+            f"no tenure data here: the mount store {path} does not exist",
+            code="no-tenure-data",
+            path=path,
+            data_dir=data_dir,
+            hint="mounts are recorded by a pod (`tenure serve`) in its data folder; point --data / TENURE_DATA"
+            " at the data folder of the pod on this host",
         )
     return MountStore(data_dir)
 
