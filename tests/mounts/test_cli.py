@@ -87,3 +87,25 @@ def test_mounts_say_no_tenure_data_only_without_a_mount_store(tmp_path: Path, wh
     assert error["code"] == "no-tenure-data"
     assert str(data / "mounts.db") in error["message"]
     assert not (data / "mounts.db").exists(), "nothing was created"
+
+
+@pytest.mark.parametrize(
+    "inside",
+    ["preserved/delta/inner", "preserved/other", "workspaces/new", "", "link-to-data/x"],
+    ids=["into-itself", "beside-it", "elsewhere-in-the-data-folder", "the-data-folder", "through-a-symlink"],
+)
+def test_a_recovery_into_the_data_folder_is_refused_and_changes_nothing(tmp_path: Path, inside: str) -> None:
+    """A delta recovered into itself would copy itself into itself; anywhere else in the data folder it would
+    leave a folder no record names, which the recovery window never removes. Refused, nothing written."""
+    data = tmp_path / "A"
+    mount_id, kept = pod_data_folder_on_postgresql(data)
+    (tmp_path / "link-to-data").symlink_to(data)
+    dest = tmp_path / "link-to-data" / "x" if inside.startswith("link-to-data") else data / inside
+    before = sorted(str(p.relative_to(data)) for p in data.rglob("*"))
+    result = run("--data", str(data), "--json", "mounts", "recover", mount_id, "--to", str(dest))
+    assert result.returncode == 2, result.stderr
+    error = json.loads(result.stderr or result.stdout)["error"]
+    assert error["code"] == "destination-in-data-folder"
+    assert str(data) in error["message"]
+    assert sorted(str(p.relative_to(data)) for p in data.rglob("*")) == before, "nothing was written"
+    assert (kept / "sub" / "f.txt").read_text() == "recover me"

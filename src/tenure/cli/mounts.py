@@ -2,8 +2,8 @@
 
 ``list`` and ``show`` read the host-local mount store of the data folder
 (only the data folder: whatever store ``--db`` names is never opened);
-``recover ID --to DIR`` copies a preserved delta out (the preserved folder is
-left as it is); ``discard ID`` deletes a preserved delta before its recovery
+``recover ID --to DIR`` copies a preserved delta out to a new or empty folder
+outside the data folder (the preserved folder is left as it is); ``discard ID`` deletes a preserved delta before its recovery
 window ends.
 """
 
@@ -106,15 +106,43 @@ def _preserved(ctx: click.Context, mount_id: str) -> tuple[MountStore, str]:
     return store, mount.preserved_folder
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _outside_data_folder(data_dir: str, dest: str) -> None:
+    """Refuse a destination anywhere in the data folder (symbolic links resolved on both sides).
+
+    Inside the preserved delta it would copy the delta into itself; anywhere
+    else in the data folder it would leave a folder that no record names, so
+    the recovery window would never remove it.
+    """
+    real_data, real_dest = os.path.realpath(data_dir), os.path.realpath(dest)
+    if _within(real_dest, real_data) or _within(os.path.abspath(dest), os.path.abspath(data_dir)):
+        raise InvalidInputError(
+            f"{dest} is inside the data folder {data_dir}: a preserved delta is recovered out of it",
+            code="destination-in-data-folder",
+            path=dest,
+            data_dir=data_dir,
+            hint="pass a --to folder outside the data folder",
+        )
+
+
 @mounts.command("recover")
 @click.argument("mount_id")
-@click.option("--to", "dest", required=True, help="An empty or new folder to copy the preserved delta into.")
+@click.option(
+    "--to",
+    "dest",
+    required=True,
+    help="An empty or new folder, outside the data folder, to copy the preserved delta into.",
+)
 @json_option
 @click.pass_context
 def recover(ctx: click.Context, mount_id: str, dest: str) -> None:
     """Copy MOUNT_ID's preserved delta to DIR (links copied as links; the preserved folder stays)."""
     _, source = _preserved(ctx, mount_id)
     dest = os.path.abspath(dest)
+    _outside_data_folder(data_folder(ctx), dest)
     if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
         raise InvalidInputError(f"{dest} exists and is not an empty folder", code="destination-not-empty", path=dest)
     shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
