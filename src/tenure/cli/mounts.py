@@ -3,8 +3,8 @@
 ``list`` and ``show`` read the host-local mount store of the data folder
 (only the data folder: whatever store ``--db`` names is never opened);
 ``recover ID --to DIR`` copies a preserved delta out to a new or empty folder
-outside the data folder (the preserved folder is left as it is); ``discard ID`` deletes a preserved delta before its recovery
-window ends.
+outside the data folder (the preserved folder is left as it is);
+``discard ID`` deletes a preserved delta before its recovery window ends.
 """
 
 from __future__ import annotations
