@@ -205,6 +205,31 @@ def test_paths_that_escape_the_workspace_folder_are_refused(client: TestClient, 
     assert (outside / "secret").exists()
 
 
+def test_a_fifo_in_the_workspace_is_refused_as_not_a_file_without_holding_the_request(
+    client: TestClient, node: Node
+) -> None:
+    """Opening a FIFO for reading waits for a writer: a read of one must be refused at once (``not-a-file``),
+    not hold an API thread until somebody writes (a few dozen such requests would stop the API)."""
+    create(client)
+    client.post(f"{P}/bring")
+    fifo = Path(node.workspaces.folder_for(node.projects.get(T, "web").id)) / "fifo"
+    os.mkfifo(fifo)
+    answers: list[object] = []
+    reading = threading.Thread(target=lambda: answers.append(client.get(f"{P}/files/fifo")), daemon=True)
+    reading.start()
+    reading.join(20)
+    if reading.is_alive():  # the open waits for a writer: give it one so the thread ends, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reading.join(20)
+        pytest.fail("reading a FIFO through the API waited for a writer")
+    is_problem(answers[0], 400, "not-a-file")
+    entries = {e["name"]: e for e in client.get(f"{P}/files").json()["entries"]}
+    assert entries["fifo"]["type"] == "other" and entries["fifo"]["size"] is None
+    is_problem(client.get(f"{P}/files", params={"path": "fifo"}), 400, "bad-path")
+    is_problem(client.put(f"{P}/files/fifo", content=b"x"), 400, "not-a-file")
+    assert client.delete(f"{P}/files/fifo").status_code == 204 and not fifo.exists()
+
+
 def test_a_file_over_the_size_limit_is_413(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_module, "MAX_FILE_BYTES", 16)
     create(client)

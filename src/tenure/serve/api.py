@@ -426,13 +426,17 @@ def _os_error(exc: OSError, path: str) -> TenureError:
     raise exc
 
 
+#: a folder of the path: never through a symlink; O_DIRECTORY refuses a FIFO or device before it is opened
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 @contextmanager
 def _parent(root: str, parts: list[str], path: str, *, create: bool = False, last: bool = True) -> Iterator[int]:
     """An open descriptor of the folder holding the last component, reached one component at a time
     with ``O_NOFOLLOW`` (no symlink is followed, even one swapped in after the check). ``last`` False
     leaves the last component unresolved (deleting a symlink removes the link itself)."""
     _inside(root, parts if last else parts[:-1], path)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = _FOLDER_FLAGS
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:
@@ -480,7 +484,7 @@ def list_folder(root: str, path: str) -> list[dict[str, Any]]:
     try:
         with _parent(root, parts, path) as fd:
             if parts:
-                folder = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                folder = os.open(parts[-1], _FOLDER_FLAGS, dir_fd=fd)
             else:
                 folder = os.dup(fd)
             try:
@@ -494,19 +498,29 @@ def list_folder(root: str, path: str) -> list[dict[str, Any]]:
 
 
 def open_file(root: str, path: str) -> tuple[int, int]:
-    """An open descriptor of a regular file (never through a symlink) and its size."""
+    """An open descriptor of a regular file (never through a symlink) and its size.
+
+    The file is opened with ``O_NONBLOCK``: opening a FIFO (or a device) would otherwise wait for a
+    writer and hold the request's thread for good. Anything that is not a regular file is refused
+    (``not-a-file``) before a byte is read; ``O_NONBLOCK`` is cleared again for reading the file.
+    """
     parts = _parts(path)
     if not parts:
         raise InvalidInputError("the workspace folder itself is not a file", code="not-a-file", path=path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         with _parent(root, parts, path) as parent:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            fd = os.open(parts[-1], flags, dir_fd=parent)
     except OSError as exc:
         raise _os_error(exc, path) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidInputError(f"{path!r} is not a regular file", code="not-a-file", path=path)
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
-        raise InvalidInputError(f"{path!r} is not a regular file", code="not-a-file", path=path)
+        raise
     return fd, st.st_size
 
 
