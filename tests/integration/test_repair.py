@@ -463,3 +463,72 @@ def test_s23_cli_repair_exits_6_while_degraded_and_0_once_ready(tmp_path: Path) 
     assert report["ok"] and report["repaired"] == [pack] and report["snapshot"]["state"] == "READY"
     again = cli("snapshot", "repair", snap["id"], "--from", str(src))
     assert again.returncode == 0 and "nothing to repair" in again.stdout
+
+
+# --------------------------------------------------------------------------- damage found by a restore
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_s23_a_restore_that_finds_damage_marks_the_snapshot_degraded(tmp_path: Path, damage: str) -> None:
+    """A restore that finds a corrupt (or missing) object fails with snapshot-damaged, as a verify would, and
+    marks the snapshot DEGRADED the same guarded way: `snapshot list` says so, a fork from it is refused, and a
+    repair from the folder makes it READY again."""
+    from tenure.objects import encode
+
+    src = tmp_path / "src"
+    _folder(src, big=False)
+
+    def cli(*args: str):  # type: ignore[no-untyped-def]
+        return tenure(["--data", str(tmp_path / "data"), *args], cwd=str(tmp_path))
+
+    def state(snap_id: str) -> str:
+        listed = json.loads(cli("--json", "snapshot", "list", "w").stdout)
+        [entry] = [s for s in listed if s["id"] == snap_id]
+        return str(entry["state"])
+
+    assert cli("workspace", "create", "w").returncode == 0
+    snap = json.loads(cli("--json", "workspace", "checkpoint", "w", "--from", str(src)).stdout)["snapshot"]
+    objects = tmp_path / "data" / "objects"
+    pack = next(
+        oid
+        for oid in (name for d in objects.iterdir() if len(d.name) == 2 for name in os.listdir(d))
+        if SMALL["a.txt"] in decode(oid, (objects / oid[:2] / oid).read_bytes())
+    )
+    path = objects / pack[:2] / pack
+    if damage == "corrupt":
+        os.chmod(path, 0o644)
+        path.write_bytes(encode(b"other content")[1])
+    else:
+        os.unlink(path)
+    assert state(snap["id"]) == "READY"
+
+    restored = cli("--json", "workspace", "restore", "w", "--to", str(tmp_path / "out"))
+    assert restored.returncode == 6, restored.stderr
+    assert json.loads(restored.stderr)["error"]["code"] == "snapshot-damaged"
+    if damage == "corrupt":
+        assert not path.exists() and any((objects / "corrupt").rglob(pack + "*")), "moved aside"
+    assert state(snap["id"]) == "DEGRADED", "the restore marked what it found"
+    fork = cli("--json", "workspace", "create", "fork", "--from-snapshot", snap["id"])
+    assert fork.returncode != 0 and json.loads(fork.stderr)["error"]["code"] == "snapshot-not-ready", fork.stderr
+    again = cli("--json", "workspace", "restore", "w", "--to", str(tmp_path / "again"))
+    assert again.returncode == 6 and json.loads(again.stderr)["error"]["code"] == "snapshot-degraded"
+
+    assert cli("snapshot", "repair", snap["id"], "--from", str(src)).returncode == 0
+    assert state(snap["id"]) == "READY"
+    assert cli("workspace", "create", "fork", "--from-snapshot", snap["id"]).returncode == 0
+
+
+def test_s23_a_partial_restore_that_finds_damage_marks_the_snapshot_degraded(
+    service: WorkspaceService, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    big = _folder(src)
+    service.create("w")
+    snap = service.checkpoint("w", str(src)).snapshot
+    assert service.objects.delete_many(_chunks_of(service, big)[:1]) == 1
+
+    _, result = service.restore("w", str(tmp_path / "out"), partial=True)
+
+    assert list(result.lost_paths) == ["sub/big.bin"]
+    assert service.store.snapshots.get(snap.id).state is SnapshotState.DEGRADED
+    assert (tmp_path / "out" / "a.txt").read_bytes() == SMALL["a.txt"]

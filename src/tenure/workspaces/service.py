@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tenure.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError, ObjectStoreError
+from tenure.errors import (
+    ConflictError,
+    IntegrityError,
+    InvalidInputError,
+    NotFoundError,
+    ObjectStoreError,
+    TenureError,
+)
 from tenure.objects import ObjectStore
 from tenure.snapshots import (
     Interval,
@@ -440,7 +447,10 @@ class WorkspaceService:
         one is refused with ``snapshot-deleting`` unless ``allow_deleting``: its
         objects stay until GC (S-19), so it can still be read on purpose.
         ``keep_special_bits`` restores setuid and setgid bits as stored (by
-        default they are dropped; see ``restore_tree``).
+        default they are dropped; see ``restore_tree``). A restore that finds
+        objects of a READY snapshot missing or corrupt (``snapshot-damaged``,
+        or the lost paths of a partial one) marks it DEGRADED, as a verify
+        does, so it is no longer offered as READY nor taken as a fork base.
         """
         ws = self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
@@ -503,9 +513,33 @@ class WorkspaceService:
                 )
             except SnapshotDamagedError as exc:  # corrupt objects found: moved aside, they count as missing
                 self._set_aside_quietly(list(exc.context.get("corrupt", ())))
+                self._found_damaged(snap, exc.context.get("missing", ()), exc.context.get("corrupt", ()))
                 raise
             self._set_aside_quietly(result.corrupt)
+            if result.missing or result.corrupt:
+                self._found_damaged(snap, result.missing, result.corrupt)
         return snap, result
+
+    def _found_damaged(self, snap: Snapshot, missing: Iterable[str], corrupt: Iterable[str]) -> None:
+        """A restore found objects of ``snap`` missing or corrupt: READY → DEGRADED, as a verify does (S-23).
+
+        The guarded move of the snapshot machine; a snapshot that is not READY
+        (already DEGRADED, DELETING) or that moved meanwhile is left as it is,
+        and a store that cannot be written to leaves the restore's own error
+        to be reported: the next verify marks it.
+        """
+        if snap.state is not SnapshotState.READY:
+            return
+        missing, corrupt = list(missing), list(corrupt)
+        try:
+            self.store.snapshots.move(
+                snap.id,
+                SnapshotState.DEGRADED,
+                expected=SnapshotState.READY,
+                error=f"restore found {len(missing)} missing, {len(corrupt)} corrupt objects",
+            )
+        except TenureError:
+            pass
 
     # ------------------------------------------------------------------ verify, retention, gc
 
