@@ -277,6 +277,41 @@ def test_a_tenant_token_sees_only_its_tenant(client: TestClient, store: Store) -
     assert len(everything) == 2, "a cluster token is accepted like admin"
 
 
+def test_the_open_api_refuses_other_hosts_and_origins(client: TestClient, store: Store) -> None:
+    """With no token the API has no credential: a request addressed to a name that is not loopback (DNS
+    rebinding) or sent by a page of another origin (a cross-site form) is refused, 403 ``cross-origin-refused``;
+    once a token exists the bearer token is what protects the API and Host and Origin are not checked."""
+    create(client)
+    evil = {"Origin": "http://evil.example", "Host": "evil.example:8470"}
+    body = is_problem(client.post(f"{P}/close", headers=evil), 403, "cross-origin-refused")
+    assert body["context"] == {"host": "evil.example:8470"} and "loopback" in body["detail"] and body["hint"]
+    for refused in (
+        {"Host": "evil.example:8470"},
+        {"Host": "localhost.evil.example"},
+        {"Host": "127.0.0.1.nip.io:8470"},
+        {"Host": "127.0.0.1:8470@evil.example"},
+        {"Host": "127.0.0.1:8470", "Origin": "http://evil.example"},
+        {"Host": "127.0.0.1:8470", "Origin": "null"},
+        {"Host": "127.0.0.1:8470", "Origin": "http://127.0.0.1.evil.example:8470"},
+    ):
+        is_problem(client.post(f"{P}/close", headers=refused), 403, "cross-origin-refused")
+        is_problem(client.get("/api/v1/projects", headers=refused), 403, "cross-origin-refused")
+    assert client.get(P).json()["status"] == "INIT", "nothing refused was done"
+    assert client.get("/healthz", headers=evil).status_code == 200, "the probes stay open"
+    assert client.get("/", headers=evil).status_code == 200, "the dashboard's pages carry no data"
+    for accepted in (
+        {"Host": "127.0.0.1:8470"},
+        {"Host": "LocalHost:8470", "Origin": "http://localhost:8470"},
+        {"Host": "127.0.0.2", "Origin": "https://127.0.0.1"},
+        {"Host": "[::1]:8470", "Origin": "http://[::1]:8470"},
+    ):
+        assert client.get("/api/v1/projects", headers=accepted).status_code == 200, accepted
+
+    _, secret = TokenStore(store).create(None, admin=True, cluster=False)
+    with_token = dict(evil, Authorization=f"Bearer {secret}")
+    assert client.post(f"{P}/close", headers=with_token).json()["status"] == "CLOSED"
+
+
 def test_token_cli_create_list_revoke(tmp_path: Path) -> None:
     from tenure.cli.main import root
 

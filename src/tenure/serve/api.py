@@ -11,7 +11,9 @@ Errors are ``application/problem+json`` documents carrying the same stable
 codes as the CLI; the error family decides the status (:func:`http_status`).
 
 Auth (:class:`_Gate`): while no token was ever created and the pod listens on
-a loopback address, the API is open. Otherwise every request but
+a loopback address, the API is open — to requests addressed to a loopback
+name and sent by no page of another origin (:func:`_foreign`: DNS rebinding
+and cross-site forms are refused). Otherwise every request but
 ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <secret>``; a
 tenant-scoped token sees only its tenant's projects (another tenant's project
 is answered exactly like one that does not exist).
@@ -93,6 +95,19 @@ class ForbiddenError(TenureError):
     code = "forbidden"
     http_status: ClassVar[int] = 403
     default_hint = "this token may not do that; use an admin token or one scoped to that tenant"
+
+
+class CrossOriginRefusedError(TenureError):
+    """While the API is open (no token exists), a request addressed to a name that is not loopback (DNS
+    rebinding) or sent by a page of another origin (a cross-site form or fetch)."""
+
+    code = "cross-origin-refused"
+    http_status: ClassVar[int] = 403
+    default_hint = (
+        "call the API at http://127.0.0.1:PORT or http://localhost:PORT, from a client that sends no Origin"
+        " or from the pod's own dashboard; or create an API token (`tenure token create --admin`) and send it"
+        " as Authorization: Bearer <token>"
+    )
 
 
 class ProjectUnavailableError(TenureError):
@@ -240,7 +255,7 @@ class _Gate:
             return OPEN
         if not self.tokens.any_exist():
             if self.loopback:
-                return OPEN
+                return _foreign(scope) or OPEN
             return UnauthorizedError("this pod listens beyond loopback and no API token exists yet")
         header = ""
         for key, value in scope.get("headers") or []:
@@ -297,6 +312,62 @@ class _Gate:
                 await _internal()(scope, receive, counted_send)
         finally:
             self.node.metrics.requests.labels(route=self.template(scope), status=str(status)).inc()
+
+
+def _authority_host(authority: str) -> str | None:
+    """The host of ``HOST[:PORT]`` or ``[IPV6][:PORT]``, lower case; ``None`` when it is not one."""
+    if not authority or any(c in authority for c in "@/?#\\ \t"):
+        return None
+    if authority.startswith("["):
+        host, sep, rest = authority[1:].partition("]")
+        if not sep:
+            return None
+    else:
+        host, sep, port = authority.partition(":")
+        rest = sep + port
+    if rest and not (rest.startswith(":") and rest[1:].isdigit()):
+        return None
+    return host.lower() or None
+
+
+def _loopback_host(authority: str) -> bool:
+    host = _authority_host(authority)
+    return host is not None and is_loopback(host)
+
+
+def _loopback_origin(origin: str) -> bool:
+    """``http(s)://`` a loopback name or address, with or without a port, and nothing else (not ``null``)."""
+    scheme, sep, authority = origin.partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and _loopback_host(authority)
+
+
+def _foreign(scope: Scope) -> CrossOriginRefusedError | None:
+    """The refusal of a request to the open API that a browser may have sent on another site's behalf.
+
+    The open API has no credential, so the request itself must show it was meant for this pod: a ``Host``
+    naming a loopback name or address (a DNS-rebound name of another site names that site), and no
+    ``Origin`` but a loopback one (a page of another site posting here). An in-process client's ``Host``
+    may also name the address the server took the connection on (``scope["server"]``, which is a loopback
+    address for a real listener).
+    """
+    server = scope.get("server") or (None, None)
+    accepted_on = str(server[0]).lower() if server[0] else None
+    headers = [(key, raw.decode("latin-1")) for key, raw in scope.get("headers") or [] if key in (b"host", b"origin")]
+    for value in (value for key, value in headers if key == b"host"):
+        if not _loopback_host(value) and (accepted_on is None or _authority_host(value) != accepted_on):
+            return CrossOriginRefusedError(
+                f"refused a request for host {value!r}: while no API token exists, this pod answers only"
+                " requests addressed to a loopback name or address (localhost, 127.0.0.1, [::1])",
+                host=value,
+            )
+    for value in (value for key, value in headers if key == b"origin"):
+        if not _loopback_origin(value):
+            return CrossOriginRefusedError(
+                f"refused a request sent by a page of origin {value!r}: while no API token exists, only"
+                " pages served from a loopback address may call this pod's API",
+                origin=value,
+            )
+    return None
 
 
 def _principal(request: Request) -> Principal:
