@@ -417,3 +417,79 @@ def test_an_interrupted_checkpoint_that_cannot_be_finished_never_stops_the_pod_f
     third = node_on(store, tmp_path, made, "a")
     assert third.ready and [m.checkpoint_key for m in MountStore(third.config.data_dir).list()] == [None]
     assert ProjectStore(store).get(T, "p").generation == generation + 1, "adopted once per restart, no more"
+
+
+def _degraded_head_with_a_clean_folder(store: Store, tmp_path: Path, made: list[Node]) -> tuple[Node, str, str]:
+    """A pod brings a project, checkpoints it, then objects of the head are deleted from the object folder and a
+    verify marks the head DEGRADED; the pod is killed. Returns the killed pod, the head and the folder."""
+    import random
+
+    from tenure.objects import decode
+
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = node_on(store, tmp_path, made, "a")
+    project = a.bring(T, "p")
+    folder = a.lifecycle.folder(project)
+    Path(folder, "small.txt").write_text("small " * 200)
+    Path(folder, "sub").mkdir()
+    big = random.Random(11).randbytes(3 << 20)
+    Path(folder, "sub", "big.bin").write_bytes(big)
+    head = a.checkpoint(T, "p").snapshot.id
+    objects = a.objects
+    victims = [
+        oid
+        for oid, _ in objects.list_ids()
+        if (plain := decode(oid, objects.get(oid)))
+        and (b"small small" in plain or (len(plain) > 1024 and plain in big))
+    ]
+    assert len(victims) >= 2, "the pack of the small file and chunks of the big one"
+    assert objects.delete_many(victims) == len(victims)
+    assert a.workspaces.verify(head).snapshot.state.value == "DEGRADED"
+    assert a.workspaces.folder_is_clean(project.workspace_id, folder)
+    crash(a)
+    return a, head, folder
+
+
+def test_s23_a_degraded_base_is_repaired_at_restart_from_the_clean_folder_of_a_mount_with_a_valid_lease(
+    store: Store, tmp_path: Path, made: list[Node]
+) -> None:
+    """Reconciliation keeps a mount whose lease is valid and whose folder is clean; its base snapshot is DEGRADED,
+    so the lost objects are put back from the folder and the snapshot is READY again, same id, same tree."""
+    a, head, folder = _degraded_head_with_a_clean_folder(store, tmp_path, made)
+    expected = {p.relative_to(folder): p.read_bytes() for p in Path(folder).rglob("*") if p.is_file()}
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["active-lease-valid"]
+    assert again.ready
+    snap = store.snapshots.get(head)
+    assert snap.state.value == "READY", snap
+    project = ProjectStore(store).get(T, "p")
+    assert store.workspaces.workspace(project.workspace_id).head_snapshot_id == head, "nothing new was published"
+    restored = tmp_path / "restored"
+    again.workspaces.restore(project.workspace_id, str(restored))
+    got = {p.relative_to(restored): p.read_bytes() for p in restored.rglob("*") if p.is_file()}
+    assert got == expected, "byte for byte"
+    assert again.workspaces.verify(head).ok
+
+
+@pytest.mark.parametrize("why", ["dirty-folder", "repair-fails"])
+def test_a_degraded_base_is_left_degraded_when_the_folder_is_dirty_or_the_repair_fails_and_the_pod_starts(
+    store: Store, tmp_path: Path, made: list[Node], monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """Only a clean folder repairs its base; a repair that fails is logged and the start goes on."""
+    from tenure.errors import ObjectStoreError
+    from tenure.workspaces import WorkspaceService
+
+    a, head, folder = _degraded_head_with_a_clean_folder(store, tmp_path, made)
+    if why == "dirty-folder":
+        Path(folder, "late.txt").write_text("written after the checkpoint")
+    else:
+
+        def refused(self: WorkspaceService, ref: str, folder: str, **_: object) -> None:
+            raise ObjectStoreError("the object store refused the write", code="object-store-unavailable")
+
+        monkeypatch.setattr(WorkspaceService, "repair", refused)
+    again = node_on(store, tmp_path, made, "a")
+    assert verdicts(again) == ["active-lease-valid"]
+    assert again.ready
+    assert store.snapshots.get(head).state.value == "DEGRADED"
+    assert Path(folder, "small.txt").exists(), "the folder is kept"

@@ -14,7 +14,10 @@ gives the verdict (ADR 0018), and the executor acts:
 * **checkpoint interrupted** — with a valid lease the checkpoint is finished
   under its own key (published once, S-33, S-80); without one nothing is
   published and the folder is kept like a stale mount's;
-* **active lease valid** — nothing to do: the project's bring adopts the folder;
+* **active lease valid** — the project's bring adopts the folder; when the
+  folder is clean and its base snapshot is DEGRADED, the snapshot is first
+  repaired from it (its lost objects put back and verified, READY again; a
+  repair that fails is logged and never stops the start);
 * **control plane unknown** — the mount and its folder are kept and marked;
   nothing is deleted, fenced or published;
 * **stale generation** — fenced: forced CLOSED, never publishes; a folder with
@@ -56,8 +59,9 @@ from tenure.mounts.classify import (
     lease_verdict,
 )
 from tenure.mounts.store import Mount, MountStore
-from tenure.states import LeaseState, ProjectStatus
+from tenure.states import LeaseState, ProjectStatus, SnapshotState
 from tenure.states import SessionState as M
+from tenure.workspaces.folders import UNKNOWN_BASE
 
 log = logging.getLogger("tenure.serve")
 
@@ -181,7 +185,11 @@ class Reconciler:
                 self._finish_checkpoint(mount)
             else:
                 self._fence(mount, folder, "an interrupted checkpoint without a valid lease: never published")
-        elif verdict is Verdict.ACTIVE_LEASE_VALID or verdict is Verdict.CONTROL_PLANE_UNKNOWN:
+        elif verdict is Verdict.ACTIVE_LEASE_VALID:
+            self.mounts.set_verdict(mount.id, verdict.value)
+            if folder.exists and not folder.dirty:
+                self._repair_base(mount)
+        elif verdict is Verdict.CONTROL_PLANE_UNKNOWN:
             self.mounts.set_verdict(mount.id, verdict.value)
         elif verdict is Verdict.STALE_GENERATION:
             self._fence(mount, folder, "stale generation: fenced, never publishes")
@@ -191,6 +199,48 @@ class Reconciler:
             self._delete(mount, folder)
 
     # ------------------------------------------------------------------ actions
+
+    def _repair_base(self, mount: Mount) -> None:
+        """A kept mount's clean folder holds its base snapshot exactly: a DEGRADED base is repaired from it (S-23).
+
+        The base is the snapshot the folder's base file vouches for (the one
+        "clean" was judged against, ADR 0033). Its lost objects whose content
+        the folder still holds are put back and verified; the snapshot is
+        READY again once nothing is missing (``WorkspaceService.repair``).
+        A repair that fails, or leaves paths unrepairable, is logged: the
+        snapshot stays DEGRADED and the start goes on.
+        """
+        base = self.workspaces.folders.read_base(mount.folder)
+        if not base or base == UNKNOWN_BASE:
+            return
+        try:
+            snap = self.node.store.snapshots.get(base)
+            if snap.state is not SnapshotState.DEGRADED:
+                return
+            report = self.workspaces.repair(snap.id, mount.folder)
+        except Exception as exc:  # noqa: BLE001 - a repair is a bonus: it never stops the pod from starting
+            log.warning(
+                "a DEGRADED base snapshot could not be repaired from its mount's folder",
+                extra={"tenure": {"mount": mount.id, "snapshot": base, "error": f"{type(exc).__name__}: {exc}"}},
+            )
+            return
+        if report.ok:
+            log.info(
+                "a DEGRADED base snapshot was repaired from its mount's folder and is READY again",
+                extra={"tenure": {"mount": mount.id, "snapshot": base, "repaired": len(report.repaired)}},
+            )
+        else:
+            log.warning(
+                "a DEGRADED base snapshot stays DEGRADED: its mount's folder could not give back every lost path",
+                extra={
+                    "tenure": {
+                        "mount": mount.id,
+                        "snapshot": base,
+                        "repaired": len(report.repaired),
+                        "unrepairable": [u.path for u in report.unrepairable][:20],
+                    }
+                },
+            )
 
     def _in_use(self, mount: Mount) -> bool:
         """Another live mount of this host uses the same folder (an adopting bring reused it)."""
