@@ -225,6 +225,23 @@ def test_s16_fork_only_from_ready(store: Store) -> None:
         store.workspaces.create("fork3", "s-doesnotexist")
 
 
+def test_dispose_spares_a_snapshot_that_is_another_live_workspaces_head(store: Store) -> None:
+    store.workspaces.create("base")
+    lease = store.workspaces.acquire("base", "a", 30)
+    older = publish(store, lease, "k1", "1" * 64)
+    head = publish(store, lease, "k2", "2" * 64)
+    fork = store.workspaces.create("fork", head.id)
+    store.workspaces.dispose("base", lease.generation)
+    assert store.workspaces.workspace("base").state is WorkspaceState.DELETED
+    assert store.snapshots.get(head.id).state is SnapshotState.READY, "the fork's head was disposed of"
+    assert store.snapshots.get(older.id).state is SnapshotState.DELETING
+    _, roots = store.snapshots.mark()
+    assert "2" * 64 in roots and "1" * 64 not in roots
+    assert store.workspaces.workspace("fork").head_snapshot_id == head.id == fork.head_snapshot_id
+    store.workspaces.dispose("base", lease.generation)  # repeated: the fork's head still stays
+    assert store.snapshots.get(head.id).state is SnapshotState.READY
+
+
 def test_snapshot_moves_are_guarded(store: Store) -> None:
     store.workspaces.create("w")
     lease = store.workspaces.acquire("w", "a", 30)

@@ -101,6 +101,39 @@ def test_a_base_deleted_while_a_fork_of_it_is_created_refuses_the_fork(store: St
     assert [w.name for w in store.workspaces.workspaces()] == ["w"]
 
 
+def test_a_fork_committed_while_its_base_workspace_is_disposed_keeps_its_head(store: Store, url: str) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "closer", TTL)
+    base = publish(store, lease, "k1")
+    mine, theirs, how = interleave(
+        url,
+        "workspace_create.after_insert",
+        lambda: store.workspaces.create("fork", base),
+        lambda other: other.workspaces.dispose("w", lease.generation),
+    )
+    assert how == "blocked", "the dispose did not wait for the fork holding its base"
+    fork = mine.get()
+    assert theirs.get().state is WorkspaceState.DELETED
+    assert fork.head_snapshot_id == base and store.snapshots.get(base).state is SnapshotState.READY
+
+
+def test_a_fork_begun_while_its_base_workspace_is_disposed_is_refused(store: Store, url: str) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "closer", TTL)
+    base = publish(store, lease, "k1")
+    mine, theirs, how = interleave(
+        url,
+        "dispose.after_lock",
+        lambda: store.workspaces.dispose("w", lease.generation),
+        lambda other: other.workspaces.create("fork", base),
+    )
+    assert how == "blocked", "the fork did not wait for the dispose holding its base"
+    assert mine.get().state is WorkspaceState.DELETED
+    assert isinstance(theirs.error, ConflictError) and theirs.error.code == "snapshot-not-ready"
+    assert store.snapshots.get(base).state is SnapshotState.DELETING
+    assert [w.name for w in store.workspaces.workspaces()] == ["w"]
+
+
 def test_a_checkpoint_begun_while_a_new_writer_takes_over_leaves_no_orphan_upload(store: Store, url: str) -> None:
     store.workspaces.create("w")
     old = store.workspaces.acquire("w", "old", TTL)

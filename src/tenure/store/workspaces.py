@@ -48,6 +48,7 @@ from tenure.store.queries import state_params
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 
 register("dispose.after_read", "dispose read the workspace row; nothing written yet")
+register("dispose.after_lock", "dispose holds the workspace's published snapshots; none moved to DELETING yet")
 register("acquire.after_read", "a new writer read the workspace row; nothing written yet")
 register("begin_checkpoint.after_read", "begin_checkpoint read the workspace row; nothing written yet")
 register("expiry.expire_after_lock", "an expiry holds the project and workspace rows; the guarded move not yet made")
@@ -481,8 +482,11 @@ class WorkspaceStore:
 
         Fenced by ``generation``: the workspace goes to DELETED from whatever
         state it is in, its writer leases are revoked, unfinished snapshots
-        FAILED and published ones DELETING (GC reclaims them). Repeating it is
-        harmless.
+        FAILED and published ones DELETING (GC reclaims them) — except a
+        snapshot that is the head of another live workspace (a fork of it),
+        which stays as it is. The snapshots are locked before they move, so a
+        fork of one either commits first (and its head is spared) or is
+        refused (ADR 0012). Repeating it is harmless.
         """
         with self.db.transaction() as tx:
             ws = self._locked(tx, ref)
@@ -500,10 +504,14 @@ class WorkspaceStore:
                         f"workspace {ws.name!r}: generation {generation} is fenced", generation=generation
                     )
             tx.execute("writer_leases_revoke_all", {"w": ws.id, **state_params(_L.REVOKED), **_OPEN_LEASE})
+            tx.execute(
+                "snapshots_of_workspace_for_update", {"w": ws.id, **state_params(_S.READY, _S.DEGRADED, _S.FAILED)}
+            )
+            crash_point("dispose.after_lock")
             tx.execute("snapshots_fail_unfinished", {"w": ws.id, **state_params(_S.FAILED), **_UNPUBLISHED})
             tx.execute(
                 "snapshots_delete_of_workspace",
-                {"w": ws.id, **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED)},
+                {"w": ws.id, **state_params(_S.DELETING, _S.READY, _S.DEGRADED, _S.FAILED, _W.DELETED)},
             )
             return self.workspace(ws.id, tx)
 

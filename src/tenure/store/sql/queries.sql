@@ -332,9 +332,14 @@ UPDATE snapshots SET state = :failed, error = 'workspace disposed', updated_at =
 WHERE workspace_id = :w AND state IN (:uploading, :validating);
 
 -- name: snapshots_delete_of_workspace
--- Every READY, DEGRADED or FAILED snapshot of disposed workspace :w → DELETING.
+-- Every READY, DEGRADED or FAILED snapshot of disposed workspace :w → DELETING, except the head of
+-- another live workspace (a fork of it): the fork's content stays. Run after the snapshots are locked
+-- (snapshots_of_workspace_for_update), so a fork either committed first and is seen here or waits and
+-- then finds its base DELETING (ADR 0012).
 UPDATE snapshots SET state = :deleting, updated_at = {now}
-WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed);
+WHERE workspace_id = :w AND state IN (:ready, :degraded, :failed)
+  AND NOT EXISTS (SELECT 1 FROM workspaces o WHERE o.head_snapshot_id = snapshots.id AND o.state <> :deleted)
+RETURNING id;
 
 
 -- ==================================================================== snapshots
