@@ -44,7 +44,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback (``log.exception``, ``exc_info=``) and stack (``stack_info=``), or ``""``."""
+    text = ""
+    if record.exc_info:
+        if not record.exc_text:
+            record.exc_text = formatter.formatException(record.exc_info)
+    if record.exc_text:
+        text = record.exc_text
+    if record.stack_info:
+        text = (text + "\n" if text else "") + formatter.formatStack(record.stack_info)
+    return text
+
+
 class _JsonFormatter(logging.Formatter):
+    """One JSON object per line; a traceback goes into its ``exception`` field."""
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "ts": round(record.created, 3),
@@ -53,16 +68,23 @@ class _JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         line.update(getattr(record, "tenure", {}) or {})
+        traceback = _traceback(self, record)
+        if traceback:
+            line["exception"] = traceback
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
 class _TextFormatter(logging.Formatter):
+    """One line per record; a traceback follows on the lines after it."""
+
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "tenure", {}) or {}
         pod = str(fields.get("pod", ""))[:8]
         rest = " ".join(f"{k}={v}" for k, v in fields.items() if k != "pod")
         stamp = self.formatTime(record, "%H:%M:%S")
-        return f"{stamp} {record.levelname.lower():7} {pod} {record.getMessage()}" + (f"  {rest}" if rest else "")
+        line = f"{stamp} {record.levelname.lower():7} {pod} {record.getMessage()}" + (f"  {rest}" if rest else "")
+        traceback = _traceback(self, record)
+        return f"{line}\n{traceback}" if traceback else line
 
 
 def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
