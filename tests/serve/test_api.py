@@ -3,7 +3,9 @@ auth and tenants, redirects (P-50), 503 with Retry-After (P-26), 409 already-bou
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -364,6 +366,42 @@ def test_error_documents_are_problem_json(client: TestClient, node: Node, monkey
     monkeypatch.setattr(node.projects, "list", broken)
     crashed = is_problem(client.get("/api/v1/projects"), 500, "internal")
     assert "secret internals" not in crashed["detail"] and "Traceback" not in json.dumps(crashed)
+
+
+def test_an_unexpected_error_is_logged_with_its_traceback_in_both_log_formats(
+    client: TestClient, node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 500 ``internal`` tells the client nothing; the pod's log must then hold the whole traceback:
+    after the line in the text format, in the ``exception`` field of the JSON line."""
+    from tenure.serve.daemon import _JsonFormatter, _TextFormatter
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(node.projects, "list", broken)
+    streams = {"text": io.StringIO(), "json": io.StringIO()}
+    handlers = []
+    for fmt, stream in streams.items():
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(_TextFormatter() if fmt == "text" else _JsonFormatter())
+        handlers.append(handler)
+    logger = logging.getLogger("tenure.serve")
+    for handler in handlers:
+        logger.addHandler(handler)
+    try:
+        is_problem(client.get("/api/v1/projects"), 500, "internal")
+    finally:
+        for handler in handlers:
+            logger.removeHandler(handler)
+
+    first, _, after = streams["text"].getvalue().partition("\n")
+    assert "request failed" in first and "path=/api/v1/projects" in first
+    assert after.startswith("Traceback (most recent call last):"), after
+    assert "in broken" in after and "RuntimeError: secret internals" in after
+    [line] = [json.loads(text) for text in streams["json"].getvalue().splitlines()]
+    assert line["msg"] == "request failed" and line["path"] == "/api/v1/projects"
+    assert line["exception"].startswith("Traceback (most recent call last):")
+    assert "in broken" in line["exception"] and "RuntimeError: secret internals" in line["exception"]
 
 
 def test_openapi_lists_the_endpoints(client: TestClient) -> None:
