@@ -404,6 +404,41 @@ def test_an_unexpected_error_is_logged_with_its_traceback_in_both_log_formats(
     assert "in broken" in line["exception"] and "RuntimeError: secret internals" in line["exception"]
 
 
+@pytest.mark.postgres
+def test_an_exhausted_connection_pool_is_503_store_unavailable(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pooled PostgreSQL connection busy for the whole wait: the caller gets the retryable
+    ``store-unavailable`` saying so (503, Retry-After), not the pool's own timeout or a 500."""
+    from tenure.store import open_store, postgres
+
+    store = open_store(pg_url)
+    node = Node(
+        ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False), store, LocalObjectStore(str(tmp_path / "o"))
+    )
+    node.start()
+    held = []
+    try:
+        with TestClient(create_app(node), follow_redirects=False) as client:
+            assert client.get("/api/v1/projects").status_code == 200
+            monkeypatch.setattr(postgres, "CHECKOUT_TIMEOUT_S", 0.3)
+            pool = store.db.pool  # type: ignore[attr-defined]
+            held = [pool.getconn() for _ in range(pool.max_size)]
+            refused = client.get("/api/v1/projects")
+            body = is_problem(refused, 503, "store-unavailable")
+            assert body["retryable"] is True and "busy" in body["detail"], body
+            assert refused.headers["retry-after"] == "1"
+            for conn in held:
+                pool.putconn(conn)
+            held = []
+            assert client.get("/api/v1/projects").status_code == 200
+    finally:
+        for conn in held:
+            store.db.pool.putconn(conn)  # type: ignore[attr-defined]
+        node.stop()
+        store.close()
+
+
 def test_openapi_lists_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/api/v1/projects", "/api/v1/projects/{tenant}/{name}/files/{path}", "/api/v1/pods/{pod_id}/drain"} <= set(

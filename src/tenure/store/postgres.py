@@ -221,7 +221,8 @@ class PostgresConnector:
 
     def _checkout(self) -> Any:
         """A pooled connection, waited for up to :data:`CHECKOUT_TIMEOUT_S` — or only until an attempt to
-        reach the server fails (:data:`UNREACHABLE_CHECKOUT_S` slices), so a cut-off process fails fast."""
+        reach the server fails (:data:`UNREACHABLE_CHECKOUT_S` slices), so a cut-off process fails fast.
+        Either way the caller gets ``store-unavailable`` (retryable), never the pool's own ``PoolTimeout``."""
         from psycopg_pool import PoolTimeout
 
         deadline = time.monotonic() + CHECKOUT_TIMEOUT_S
@@ -231,7 +232,11 @@ class PostgresConnector:
                 return self.pool.getconn(timeout=wait)
             except PoolTimeout:
                 if time.monotonic() >= deadline:
-                    raise
+                    raise StoreError(
+                        f"no pooled connection to PostgreSQL at {_redact(self.url)} was free within"
+                        f" {CHECKOUT_TIMEOUT_S:g} s: all {self.pool.max_size} are busy",
+                        hint="retry; if it lasts, fewer requests at once (or a larger pool) are needed",
+                    ) from None
                 if not self.reachable:
                     raise StoreError(
                         f"PostgreSQL is unreachable: no connection is free and the last attempt to connect to"
