@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -272,7 +272,13 @@ class WorkspaceService:
         file is read; with ``wait`` it waits for that lease to end instead
         (``on_wait`` is told why, once). A lease left by a short-lived
         writer of this host whose process is gone is taken over, so a
-        retry after a crash resumes under the same key.
+        retry after a crash resumes under the same key. So does a retry
+        after a retryable error (``disk-full``, ``store-unavailable``,
+        ``folder-changed``…) of a checkpoint given a ``key``: its snapshot
+        stays pending under the key instead of FAILED (:meth:`_leave_resumable`).
+        Without a key, with a ``lease`` (a pod's checkpoints, keys it makes
+        itself) or after an error that is not retryable, a failed checkpoint
+        is FAILED.
 
         ``exclude`` holds gitignore patterns, read after ``.tenureignore``.
         tenure's own data (the data folder, a local object folder, a SQLite
@@ -318,13 +324,39 @@ class WorkspaceService:
                 told = True
             time.sleep(delay)  # polling the store: the holder may be on another host
             delay = min(1.0, delay * 2)
+        kept: list[CheckpointTicket] = []
         try:
-            result = self._checkpoint(own, folder, key or uuid.uuid4().hex, progress, exclude, leave_out)
+            result = self._checkpoint(
+                own, folder, key or uuid.uuid4().hex, progress, exclude, leave_out, keep=kept if key else None
+            )
         except BaseException:
-            self._release_quietly(own)
+            if kept:
+                self._leave_resumable(own)
+            else:
+                self._release_quietly(own)
             raise
         self.store.workspaces.release(own)
         return result
+
+    def _leave_resumable(self, lease: WriterLease) -> None:
+        """A keyed checkpoint failed with a retryable error: its snapshot stays pending, the workspace is let go.
+
+        A new lease of this writer takes the workspace over from ``lease``
+        (CHECKPOINTING → MOUNTED through the takeover path, which keeps the
+        unfinished snapshot, S-33) and is released at once, so the workspace
+        is IDLE and nobody waits for a lease to run out. A retry under the
+        key adopts the snapshot and publishes it once; a checkpoint under
+        another key (or none) supersedes it (FAILED). The takeover is not
+        forced: if another writer holds the workspace by now, it is left
+        alone. Best effort: should the store refuse (it may be the full
+        disk), the workspace is left as after a crash, which the next
+        checkpoint of this host takes over at once.
+        """
+        try:
+            handed = self.store.workspaces.acquire(lease.workspace_id, self.holder, self.lease_ttl_s)
+        except Exception:  # noqa: BLE001 - the original error matters more
+            return
+        self._release_quietly(handed)
 
     def _release_quietly(self, lease: WriterLease) -> None:
         try:
@@ -341,7 +373,11 @@ class WorkspaceService:
         exclude: Sequence[str] = (),
         leave_out: Sequence[str] = (),
         interval: Interval | None = None,
+        keep: MutableSequence[CheckpointTicket] | None = None,
     ) -> CheckpointResult:
+        """The checkpoint under ``lease``. A failure abandons it (FAILED) unless ``keep`` is given and the
+        error is retryable: then the snapshot stays pending under its key, the ticket is appended to
+        ``keep`` and the caller lets the workspace go (:meth:`_leave_resumable`)."""
         ws_store = self.store.workspaces
         if self.object_store_id is None:  # nothing may be stored before the object store is bound
             self.object_store_id = bind_object_store(self.store, self.objects)
@@ -400,7 +436,10 @@ class WorkspaceService:
                 walked=built.walked,
             )
         except Exception as exc:
-            self._abandon_quietly(lease, ticket, exc)
+            if keep is not None and isinstance(exc, TenureError) and exc.retryable:
+                keep.append(ticket)  # a retry under the key resumes it (S-33)
+            else:
+                self._abandon_quietly(lease, ticket, exc)
             raise
         finally:
             for pid in pins:
