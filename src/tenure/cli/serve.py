@@ -126,7 +126,7 @@ def serve(
     configure_logging(log_format)
     loaded = load(engines)
     node = Node(config, svc.store, svc.objects, engines=loaded)
-    node.start()
+    node.start(running=False)  # RUNNING once the API listens (tenure.serve.daemon.run)
     from tenure.serve.api import create_app
 
     app = create_app(node)

@@ -101,8 +101,21 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
 
 
 def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], None] | None = None) -> int:
-    """Serve ``app`` for the started ``node`` until it is drained or stopped; returns the exit code."""
+    """Serve ``app`` for the started ``node`` until it is drained or stopped; returns the exit code.
+
+    A node started with ``running=False`` becomes RUNNING (:meth:`Node.mark_running`) only once the server
+    listens, so nothing is placed on a pod, and ``/readyz`` does not answer 200, before its API can be
+    reached; ``announce`` is called then too.
+    """
+    import asyncio
+    import socket
+
     import uvicorn
+
+    #: held by a drain for its whole length, and while the pod is marked RUNNING: a pod whose drain began
+    #: (a signal during start-up drains it while STARTING) is never marked RUNNING afterwards
+    status_lock = threading.Lock()
+    failed: list[BaseException] = []
 
     class Server(uvicorn.Server):
         draining = False
@@ -114,11 +127,31 @@ def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], 
             self.draining = True
             threading.Thread(target=drain_then_exit, name="tenure-drain", daemon=True).start()
 
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit:
+                await asyncio.to_thread(listening)
+
     server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False))
+
+    def listening() -> None:
+        if not status_lock.acquire(blocking=False):
+            return  # draining already
+        try:
+            node.mark_running()
+        except BaseException as exc:  # noqa: BLE001 - reported once the server has stopped
+            failed.append(exc)
+            server.should_exit = True
+            return
+        finally:
+            status_lock.release()
+        if announce is not None:
+            announce(f"http://{host}:{port}")
 
     def drain_then_exit() -> None:
         try:
-            node.drain()
+            with status_lock:
+                node.drain()
         finally:
             server.should_exit = True
 
@@ -129,10 +162,10 @@ def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], 
 
     node.on_drain_requested = on_drain_requested
     node.run_beats()
-    if announce is not None:
-        announce(f"http://{host}:{port}")
     try:
         server.run()
     finally:
         node.stop()
+    if failed:
+        raise failed[0]
     return 0

@@ -213,14 +213,20 @@ class Node:
         """True once the pod is RUNNING (``/readyz``): only then is anything placed here."""
         return self.status is PodStatus.RUNNING
 
-    def start(self) -> None:
-        """The start-up order of the module docstring; returns once the pod is RUNNING."""
+    def start(self, *, running: bool = True) -> None:
+        """The start-up order of the module docstring; returns once the pod is RUNNING.
+
+        ``running=False`` stops short of the last step: the pod stays STARTING (not ready, nothing placed
+        here) until :meth:`mark_running`, which the daemon calls once its HTTP server listens.
+        """
         self.pods.register(
             self.pod, labels=self.config.labels, capacity=self.config.capacity, status=PodStatus.STARTING
         )
         self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
         try:
             self._start_up()
+            if running:
+                self.mark_running()
         except BaseException:
             try:  # the row says so: a start-up that failed is STOPPED, never STARTING forever
                 self.pods.transition(self.pod.pod_id, PodStatus.STARTING, PodStatus.STOPPED)
@@ -242,6 +248,14 @@ class Node:
         self._bring_adopted(adopted)
         if self.config.self_pull:
             self.pull(boot=True)
+
+    def mark_running(self) -> None:
+        """The last start-up step: RUNNING, so ``/readyz`` answers 200 and the master places projects here.
+
+        Nothing happens unless the pod is still STARTING (a drain may have begun meanwhile).
+        """
+        if self.status is not PodStatus.STARTING:
+            return
         self._set_status(PodStatus.RUNNING)
         self._log("pod running")
 
