@@ -330,6 +330,21 @@ def test_token_cli_create_list_revoke(tmp_path: Path) -> None:
     assert scopeless.exit_code == 2 and "invalid-token-scope" in scopeless.stderr
 
 
+@pytest.mark.parametrize(
+    "scopes", [["--tenant", T, "--admin"], ["--tenant", T, "--cluster"], ["--admin", "--cluster"]], ids=" ".join
+)
+def test_token_create_refuses_two_scopes(tmp_path: Path, scopes: list[str]) -> None:
+    """``--tenant acme --admin`` would be a full admin token under a tenant's name: refused, nothing created."""
+    from tenure.cli.main import root
+
+    data = ["--data", str(tmp_path / "d"), "--json"]
+    refused = CliRunner().invoke(root, [*data, "token", "create", *scopes], obj={})
+    assert refused.exit_code == 2, refused.output
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "invalid-token-scope" and "exactly one scope" in error["message"], error
+    assert json.loads(CliRunner().invoke(root, [*data, "token", "list"], obj={}).stdout) == []
+
+
 # ---------------------------------------------------------------------- probes, metrics, error shapes
 
 

@@ -1,8 +1,8 @@
 """Bearer tokens of the HTTP API.
 
 A token is a random secret (``tnr_`` + 43 URL-safe characters) shown once
-when it is created; the store keeps only its SHA-256 hex. Each token is one
-of:
+when it is created; the store keeps only its SHA-256 hex. Each token is
+exactly one of (a token asked with two scopes is refused):
 
 * **tenant-scoped** — sees and touches only that tenant's projects;
 * **admin** — sees everything;
@@ -98,11 +98,20 @@ class TokenStore:
         """A new token; returns ``(token_id, secret)``. The secret is not stored and cannot be shown again."""
         if tenant is not None:
             validate_name("tenant", tenant)
-        if tenant is None and not admin and not cluster:
+        scopes = [name for name, on in (("tenant", tenant is not None), ("admin", admin), ("cluster", cluster)) if on]
+        if not scopes:
             raise InvalidInputError(
                 "a token needs a scope: a tenant, admin or cluster",
                 code="invalid-token-scope",
                 hint="pass --tenant T, --admin or --cluster",
+            )
+        if len(scopes) > 1:  # admin and cluster see every tenant: with a tenant, the tenant would mean nothing
+            raise InvalidInputError(
+                f"a token has exactly one scope, not {' and '.join(scopes)}: an admin or cluster token sees every"
+                " tenant, so it cannot also be scoped to one",
+                code="invalid-token-scope",
+                scopes=scopes,
+                hint="pass one of --tenant T (that tenant's projects only), --admin or --cluster",
             )
         token_id = new_id("tok-")
         secret = SECRET_PREFIX + secrets.token_urlsafe(32)
