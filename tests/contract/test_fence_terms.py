@@ -78,6 +78,40 @@ def test_mark_uploaded_refuses_when_only_the_generation_is_stale(store: Store) -
     assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.UPLOADING
 
 
+def adopted_by_a_newer_writer(store: Store, ticket: CheckpointTicket) -> None:
+    """The snapshot and its workspace at the next generation, as a newer writer's claim and its adoption
+    of the checkpoint under the same key leave them (S-33): everything but the ticket's generation holds."""
+    bump_workspace(store, ticket.workspace_id)
+    raw(store, "UPDATE snapshots SET generation = generation + 1 WHERE id = ?", (ticket.snapshot_id,))
+
+
+def test_mark_uploaded_refuses_when_only_the_tickets_generation_is_stale(store: Store) -> None:
+    _, ticket = begun(store)
+    adopted_by_a_newer_writer(store, ticket)
+    with pytest.raises(StaleGenerationError):
+        store.workspaces.mark_uploaded(ticket, ROOT, 1, 1, 1, [])
+    snap = store.snapshots.get(ticket.snapshot_id)
+    assert snap.state is SnapshotState.UPLOADING and snap.root_oid is None
+
+
+def test_fail_snapshot_refuses_when_only_the_generation_is_stale(store: Store) -> None:
+    _, ticket = begun(store)
+    store.workspaces.mark_uploaded(ticket, ROOT, 1, 1, 1, [])
+    bump_workspace(store, ticket.workspace_id)
+    with pytest.raises(StaleGenerationError):
+        store.workspaces.fail_snapshot(ticket.snapshot_id, "missing", generation=ticket.generation)
+    assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.VALIDATING
+
+
+def test_fail_snapshot_refuses_when_only_the_tickets_generation_is_stale(store: Store) -> None:
+    _, ticket = begun(store)
+    store.workspaces.mark_uploaded(ticket, ROOT, 1, 1, 1, [])
+    adopted_by_a_newer_writer(store, ticket)
+    with pytest.raises(StaleGenerationError):
+        store.workspaces.fail_snapshot(ticket.snapshot_id, "missing", generation=ticket.generation)
+    assert store.snapshots.get(ticket.snapshot_id).state is SnapshotState.VALIDATING
+
+
 def test_publish_refuses_when_only_the_generation_is_stale(store: Store) -> None:
     lease, ticket = begun(store)
     store.workspaces.mark_uploaded(ticket, ROOT, 1, 1, 1, [])

@@ -104,6 +104,40 @@ def test_s33_a_retry_under_the_same_key_after_a_takeover_completes_that_checkpoi
     assert store.workspaces.workspace("w").head_snapshot_id == published.id
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_s33_the_former_writer_cannot_upload_into_a_checkpoint_a_new_writer_adopted(store: Store, when: str) -> None:
+    store.workspaces.create("w")
+    old = store.workspaces.acquire("w", "pod-a", 30)
+    first = store.workspaces.begin_checkpoint(old, "k")
+    new = store.workspaces.acquire("w", "pod-b", 30, takeover=True)
+    retry = store.workspaces.begin_checkpoint(new, "k")
+    assert retry.snapshot_id == first.snapshot_id and retry.resumed
+    if when == "after":  # the new writer's root is recorded first: the former one must not replace it
+        store.workspaces.mark_uploaded(retry, "b" * 64, 2, 2, 2, [])
+    with pytest.raises(StaleGenerationError):
+        store.workspaces.mark_uploaded(first, "a" * 64, 1, 1, 1, [])
+    with pytest.raises(StaleGenerationError):  # nor fail it on its own closure check
+        store.workspaces.fail_snapshot(first.snapshot_id, "1 objects missing after upload", generation=old.generation)
+    snap = store.snapshots.get(first.snapshot_id)
+    assert snap.root_oid == ("b" * 64 if when == "after" else None)
+    assert snap.state is (SnapshotState.VALIDATING if when == "after" else SnapshotState.UPLOADING)
+    store.workspaces.mark_uploaded(retry, "b" * 64, 2, 2, 2, [])
+    with pytest.raises(StaleGenerationError):  # the same root as recorded: still fenced, though nothing would change
+        store.workspaces.mark_uploaded(first, "b" * 64, 2, 2, 2, [])
+    published = store.workspaces.publish(new, retry)
+    assert published.state is SnapshotState.READY and published.root_oid == "b" * 64
+
+
+def test_fail_snapshot_fails_the_current_writers_checkpoint(store: Store) -> None:
+    store.workspaces.create("w")
+    lease = store.workspaces.acquire("w", "pod-a", 30)
+    ticket = store.workspaces.begin_checkpoint(lease, "k")
+    store.workspaces.mark_uploaded(ticket, "a" * 64, 1, 1, 1, [])
+    store.workspaces.fail_snapshot(ticket.snapshot_id, "1 objects missing after upload", generation=ticket.generation)
+    snap = store.snapshots.get(ticket.snapshot_id)
+    assert snap.state is SnapshotState.FAILED and snap.error == "1 objects missing after upload"
+
+
 def test_a_new_key_after_a_takeover_fails_the_former_writers_unfinished_checkpoint(store: Store) -> None:
     store.workspaces.create("w")
     old = store.workspaces.acquire("w", "pod-a", 30)

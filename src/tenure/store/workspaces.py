@@ -21,7 +21,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, NoReturn
 
 from tenure.errors import (
     ConflictError,
@@ -72,6 +72,16 @@ _UNPUBLISHED = state_params(_S.UPLOADING, _S.VALIDATING)
 
 #: The key before every candidate of an expiry page (store times are seconds since the epoch).
 _BEFORE_ALL = -1.0
+
+
+def _writes_as(row: Row) -> int | None:
+    """The writer generation that may still write a snapshot (``snapshot_with_writer_generation``), if any.
+
+    The snapshot's own generation, when it is also its workspace's writer
+    generation; ``None`` when a newer writer holds the workspace.
+    """
+    own = int(row["generation"])
+    return own if own == int(row["writer_generation"]) else None
 
 
 @dataclass(frozen=True)
@@ -805,13 +815,16 @@ class WorkspaceStore:
                 raise NotFoundError(f"no snapshot {ticket.snapshot_id}", code="snapshot-not-found")
             state = SnapshotState(row["state"])
             if state is SnapshotState.VALIDATING and row["root_oid"] == root:
+                if _writes_as(row) != ticket.generation:  # fenced: told so, even though nothing would change
+                    self._superseded(ticket, row)
                 return  # a resumed checkpoint of an unchanged folder: nothing to write
             expected = SnapshotState.UPLOADING
             if state is SnapshotState.VALIDATING:  # resumed with a changed folder: re-validate
                 expected = SnapshotState.VALIDATING
             elif state is not SnapshotState.UPLOADING:
                 SNAPSHOT.check(state, SnapshotState.VALIDATING)
-            # the statement is the fence: the snapshot's generation must still be the workspace's
+            # the statement is the fence: the snapshot must still be this ticket's writer's (a newer
+            # writer that adopted it under the key has made it its own, S-33), and that writer current
             rows = tx.execute(
                 "snapshot_mark_validating",
                 {
@@ -823,30 +836,61 @@ class WorkspaceStore:
                     "s": ticket.snapshot_id,
                     "e": expected.value,
                     "w": ticket.workspace_id,
+                    "g": ticket.generation,
                     **state_params(_S.VALIDATING),
                 },
             )
             if not rows:
                 current = tx.one("snapshot_with_writer_generation", {"s": ticket.snapshot_id})
-                now_gen = None if current is None else int(current["writer_generation"])
-                if now_gen != ticket.generation:
-                    raise StaleGenerationError(
-                        f"snapshot {ticket.snapshot_id} was superseded by writer generation {now_gen}",
-                        generation=ticket.generation,
-                        current_generation=now_gen,
+                if current is not None and _writes_as(current) == ticket.generation:
+                    raise VersionConflictError(
+                        f"snapshot {ticket.snapshot_id} changed concurrently", snapshot=ticket.snapshot_id
                     )
-                raise VersionConflictError(
-                    f"snapshot {ticket.snapshot_id} changed concurrently", snapshot=ticket.snapshot_id
-                )
+                self._superseded(ticket, current)
         crash_point("checkpoint.after_validating")
 
-    def fail_snapshot(self, snapshot_id: str, error: str) -> None:
+    @staticmethod
+    def _superseded(ticket: CheckpointTicket, row: Row | None) -> NoReturn:
+        """Raise: ``ticket``'s writer is fenced (a newer writer holds the workspace, or adopted the snapshot)."""
+        now_gen = None if row is None else int(row["writer_generation"])
+        raise StaleGenerationError(
+            f"snapshot {ticket.snapshot_id} was superseded by writer generation {now_gen}",
+            generation=ticket.generation,
+            current_generation=now_gen,
+        )
+
+    def fail_snapshot(self, snapshot_id: str, error: str, *, generation: int | None = None) -> None:
+        """An unpublished checkpoint's record → FAILED (its closure is incomplete), fenced.
+
+        ``generation`` is the checkpoint's writer (its ticket's generation):
+        the statement matches only while the snapshot is still that writer's
+        and the writer is the workspace's current one, so a fenced writer can
+        fail neither a checkpoint a newer writer adopted under the same key
+        (S-33) nor one of its own that was superseded; it gets
+        :class:`StaleGenerationError` and nothing changes. Without it, the
+        generation the snapshot has when it is read is the one required (the
+        snapshot must be the current writer's). A snapshot that is gone is
+        left alone.
+        """
         with self.db.transaction() as tx:
-            row = tx.one("snapshot_state", {"s": snapshot_id})
+            row = tx.one("snapshot_with_writer_generation", {"s": snapshot_id})
             if row is None:
                 return
             SNAPSHOT.check(row["state"], SnapshotState.FAILED)
-            tx.execute("snapshot_fail", {"e": error, "s": snapshot_id, "st": row["state"], **state_params(_S.FAILED)})
+            writer = int(row["generation"]) if generation is None else generation
+            params = {"e": error, "s": snapshot_id, "st": row["state"], "g": writer, **state_params(_S.FAILED)}
+            if not tx.execute("snapshot_fail", params):
+                current = tx.one("snapshot_with_writer_generation", {"s": snapshot_id})
+                if current is None:
+                    return
+                if _writes_as(current) == writer:
+                    raise VersionConflictError(f"snapshot {snapshot_id} changed concurrently", snapshot=snapshot_id)
+                now_gen = int(current["writer_generation"])
+                raise StaleGenerationError(
+                    f"snapshot {snapshot_id}: writer generation {writer} is fenced (the workspace's is {now_gen})",
+                    generation=writer,
+                    current_generation=now_gen,
+                )
 
     def publish(self, lease: WriterLease, ticket: CheckpointTicket) -> Snapshot:
         """One transaction: head advance + CHECKPOINTING → MOUNTED, snapshot VALIDATING → READY.

@@ -272,16 +272,17 @@ INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempoten
 VALUES (:s, :w, :p, :uploading, :g, :k, {now}, {now});
 
 -- name: snapshot_with_writer_generation
--- A snapshot's state and root with its workspace's current writer generation.
-SELECT s.state, s.root_oid, w.writer_generation
+-- A snapshot's state, root and generation with its workspace's current writer generation.
+SELECT s.state, s.root_oid, s.generation, w.writer_generation
 FROM snapshots s JOIN workspaces w ON w.id = s.workspace_id
 WHERE s.id = :s;
 
 -- name: snapshot_mark_validating
--- :e → VALIDATING with root :r and counts, only while the snapshot's generation is current.
+-- :e → VALIDATING with root :r and counts, only for the writer of ticket generation :g while :g is current:
+-- the snapshot is still that writer's (not adopted by a newer one, S-33) and :g is the workspace's.
 UPDATE snapshots SET state = :validating, root_oid = :r, files = :f, bytes_read = :br, bytes_new = :bn,
     skipped = :sk, updated_at = {now}
-WHERE id = :s AND state = :e
+WHERE id = :s AND state = :e AND generation = :g
   AND generation = (SELECT writer_generation FROM workspaces WHERE id = :w)
 RETURNING id;
 
@@ -300,9 +301,12 @@ RETURNING *;
 SELECT state FROM snapshots WHERE id = :s;
 
 -- name: snapshot_fail
--- :st → FAILED with error :e.
+-- :st → FAILED with error :e, only while the snapshot is writer :g's checkpoint (not adopted by a newer
+-- writer, S-33) and :g is its workspace's writer generation.
 UPDATE snapshots SET state = :failed, error = :e, updated_at = {now}
-WHERE id = :s AND state = :st;
+WHERE id = :s AND state = :st AND generation = :g
+  AND generation = (SELECT writer_generation FROM workspaces WHERE id = snapshots.workspace_id)
+RETURNING id;
 
 -- name: snapshot_fail_unpublished
 -- An UPLOADING or VALIDATING snapshot → FAILED with error :e.
