@@ -84,15 +84,17 @@ class BadIdentityError(ConfigurationError):
     )
 
 
-_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
-_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: errnos of a write refused for want of permission (a read-only folder or mount) and for want of room (no space,
+#: a quota, a file-size limit); the restore of a folder reads them too (tenure.snapshots.restore)
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def os_error(exc: OSError, what: str, path: str) -> ObjectStoreError:
     """The one translation of an operating-system error of the object folder into tenure's errors."""
-    if exc.errno in _READ_ONLY:
+    if exc.errno in READ_ONLY_ERRNOS:
         return ObjectStoreReadOnlyError(f"cannot {what}: {exc}", path=path)
-    if exc.errno in _FULL:
+    if exc.errno in FULL_ERRNOS:
         return ObjectStoreFullError(f"cannot {what}: {exc}", path=path)
     return ObjectStoreError(f"cannot {what}: {exc}", path=path)
 

@@ -2,7 +2,9 @@
 
 Sequence of :func:`restore_tree`:
 
-1. Refuse a target that exists and is not an empty folder.
+1. Refuse a target that exists and is not an empty folder. Operating-system
+   errors of the target become codes (:func:`target_error`): ``disk-full``,
+   ``restore-target-not-a-folder``, ``restore-target-read-only``.
 2. Verify the tree objects and ask the store which data objects it lacks
    (:func:`~tenure.snapshots.walk.check_tree`, holding none of them). An
    intact tree is then written record by record as its chunks stream in
@@ -47,9 +49,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from tenure.errors import InvalidInputError, TenureError
 from tenure.faults import crash_point, register
 from tenure.fsio import fsync_dir
 from tenure.objects import ObjectStore
+from tenure.objects.local import FULL_ERRNOS, READ_ONLY_ERRNOS
 from tenure.snapshots.errors import RestoreTargetNotEmptyError
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.heap import fix_mmap_threshold
@@ -94,6 +98,26 @@ def restore_tree(
     setgid are dropped everywhere, sticky from files).
     """
     dest = os.path.abspath(dest)
+    try:
+        return _restore_tree(root, objects, dest, partial, progress, index_path, workers, durable, keep_special_bits)
+    except OSError as exc:
+        mapped = target_error(exc, dest)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def _restore_tree(
+    root: str,
+    objects: ObjectStore,
+    dest: str,
+    partial: bool,
+    progress: Progress | None,
+    index_path: str | None,
+    workers: int | None,
+    durable: bool,
+    keep_special_bits: bool,
+) -> RestoreResult:
     _check_target(dest)
     fix_mmap_threshold()
     workers = workers or os.cpu_count() or 1
@@ -248,6 +272,76 @@ def _materialize(
     finally:
         m.close()
     return _Done(m.files, m.bytes_written, lost, gone, m.corrupt, m.index_entries())
+
+
+class RestoreTargetNotAFolderError(InvalidInputError):
+    """A folder on the target's path is a file (or another non-folder). ``context``: ``path``, ``blocked_by``."""
+
+    code = "restore-target-not-a-folder"
+    default_hint = "restore to a path whose every folder is a folder, or move the file out of the way"
+
+
+class RestoreTargetReadOnlyError(InvalidInputError):
+    """This user may not create the target: its folder refuses writes or entry, or it is on a read-only mount."""
+
+    code = "restore-target-read-only"
+    default_hint = "restore into a folder this user can write to, or give this user write access to it"
+
+
+class RestoreTargetFullError(TenureError):
+    """No room left for the restored folder: a full file system, a quota, or the process's file-size limit."""
+
+    code = "disk-full"
+    retryable = True
+    exit_code = 5  # as every disk-full (docs/operations.md, "Exit codes")
+    http_status = 503
+    default_hint = (
+        "free space on the file system that holds the target (or raise the quota or `ulimit -f` that stopped the"
+        " write), then restore again; the partly written folder was removed"
+    )
+
+
+def target_error(exc: OSError, dest: str) -> TenureError | None:
+    """An operating-system error of a restore into ``dest`` as tenure's error, or ``None`` when it is none of these.
+
+    No room is ``disk-full`` wherever it happened. A file where a folder of the
+    path should be, or no permission to create the target, count only for the
+    folders above the target and what the restore writes beside it (the
+    temporary folder), not for the data folder's index.
+    """
+    where = os.path.abspath(exc.filename) if isinstance(exc.filename, str) else dest
+    if exc.errno in FULL_ERRNOS:
+        at = f" ({where!r})" if where != dest else ""
+        return RestoreTargetFullError(f"cannot restore into {dest!r}: {exc.strerror}{at}", path=dest)
+    parent = os.path.dirname(dest)
+    if not (os.path.commonpath([parent, where]) == parent or dest.startswith(where.rstrip(os.sep) + os.sep)):
+        return None
+    if exc.errno == errno.ENOTDIR:
+        blocked = _not_a_folder(dest)
+        return RestoreTargetNotAFolderError(
+            f"cannot restore into {dest!r}: {blocked!r} is not a folder", path=dest, blocked_by=blocked
+        )
+    if exc.errno in READ_ONLY_ERRNOS:
+        refusing = os.path.dirname(where)  # the folder that would hold what could not be made (or looked up)
+        return RestoreTargetReadOnlyError(
+            f"cannot restore into {dest!r}: this user may not write in {refusing!r} ({exc.strerror})",
+            path=dest,
+            folder=refusing,
+        )
+    return None
+
+
+def _not_a_folder(dest: str) -> str:
+    """The first folder on the way to ``dest`` that exists and is not a folder (``dest`` if there is none)."""
+    current = os.sep
+    for part in [p for p in dest.split(os.sep) if p][:-1]:
+        current = os.path.join(current, part)
+        try:
+            if not stat.S_ISDIR(os.stat(current).st_mode):
+                return current
+        except OSError:
+            return current
+    return dest
 
 
 def _check_target(dest: str) -> None:
