@@ -50,7 +50,24 @@ def test_object_url_file_localhost_names_an_absolute_folder(tmp_path: Path) -> N
     assert any(len(name) == 2 for name in os.listdir(objects))
 
 
-@pytest.mark.parametrize("url", ["sqlite:///", "sqlite:///:memory:"])
+#: Every way a store URL can name a SQLite database that is no file: SQLite reads a name that starts
+#: with ``file:`` as a URI (it is built to), so in-memory and temporary URI filenames count too.
+THROW_AWAY = [
+    "sqlite:///",
+    "sqlite:///:memory:",
+    "sqlite:///file:x?mode=memory",
+    "sqlite:///file::memory:",
+    "sqlite:///file::memory:?cache=shared",
+    "sqlite:///file:x?cache=shared&mode=memory",
+    "sqlite:///file:x?mode=%6Demory",
+    "sqlite:///file:%3Amemory%3A",
+    "sqlite:///file:x?vfs=memdb",
+    "sqlite:///file:",
+    "sqlite:///file:?mode=rwc",
+]
+
+
+@pytest.mark.parametrize("url", THROW_AWAY)
 def test_throw_away_sqlite_store_is_bad_store_url(tmp_path: Path, url: str) -> None:
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -61,6 +78,30 @@ def test_throw_away_sqlite_store_is_bad_store_url(tmp_path: Path, url: str) -> N
         error = error_of(result)
         assert error["code"] == "bad-store-url" and "throw-away" in error["message"]
     assert os.listdir(cwd) == [] and not os.path.exists(data)
+
+
+@pytest.mark.parametrize("url", THROW_AWAY)
+def test_the_library_refuses_a_throw_away_sqlite_store_too(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenure.errors import ConfigurationError
+    from tenure.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError) as info:
+        open_store(url)
+    assert info.value.code == "bad-store-url" and os.listdir(tmp_path) == []
+
+
+def test_a_uri_filename_naming_a_file_is_still_a_store(tmp_path: Path) -> None:
+    from tenure.store import open_store
+
+    store = open_store(f"sqlite:///file:{tmp_path}/t.db?cache=private")
+    try:
+        store.workspaces.create("w")
+    finally:
+        store.close()
+    assert (tmp_path / "t.db").is_file()
 
 
 def test_read_only_object_folder_without_tmp_can_be_restored_from(tmp_path: Path) -> None:

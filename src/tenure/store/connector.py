@@ -35,6 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote
 
 from tenure.errors import ConfigurationError, StoreError
 from tenure.store.queries import STORE, Queries, load
@@ -193,10 +194,36 @@ class BaseTx:
 _THROWAWAY = ("", ":memory:")
 
 
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///PATH`` URL; a URL naming no file (a throw-away database) is refused."""
-    path = url[len("sqlite:///") :]
+def _throwaway(path: str) -> bool:
+    """Whether SQLite would open ``path`` as a database that is no file, one that vanishes on close.
+
+    The plain names ``""`` and ``:memory:``, and every URI filename that
+    means the same: SQLite reads a name that starts with ``file:`` as a URI
+    whenever it was built to (``SQLITE_USE_URI``, as Python's usually is),
+    whatever the caller asked, so ``file::memory:``, ``file:x?mode=memory``,
+    ``file:x?vfs=memdb`` and ``file:`` (an empty name: a temporary file) are
+    throw-away too. Percent-escapes are decoded first, as SQLite does.
+    """
     if path.strip() in _THROWAWAY:
+        return True
+    if not path.startswith("file:"):
+        return False
+    name, _, query = path[len("file:") :].partition("#")[0].partition("?")
+    if name.startswith("//"):  # an authority (empty or localhost), then the path
+        _, slash, rest = name[2:].partition("/")
+        name = slash + rest
+    params = {tuple(unquote(part).lower() for part in pair.partition("=")[::2]) for pair in query.split("&")}
+    return unquote(name).strip() in _THROWAWAY or bool(params & {("mode", "memory"), ("vfs", "memdb")})
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL; a URL naming no file (a throw-away database) is refused.
+
+    Refused too: every in-memory or temporary form a URI filename can take
+    (see :func:`_throwaway`).
+    """
+    path = url[len("sqlite:///") :]
+    if _throwaway(path):
         raise ConfigurationError(
             f"store URL {url!r} names no database file (SQLite would keep a throw-away database that vanishes"
             " when the command ends)",
