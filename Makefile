@@ -83,11 +83,15 @@ fuzz-api: setup
 	TENURE_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/serve/test_api_fuzz.py
 
 # tenure verify cluster for 10 minutes: 3 pods, every fault kind, the history checked (docs/operations.md,
-# "Verifying a cluster"). VERIFY_DB names a PostgreSQL database of its own; VERIFY_SEED picks the run.
+# "Verifying a cluster"). VERIFY_DB names a PostgreSQL database of its own; VERIFY_SEED picks the run;
+# VERIFY_PG_RESTART is the command the pg-restart fault runs (it restarts the server every other user of it
+# shares; empty: the fault is skipped); the skew fault needs faketime (Debian's faketime package).
 VERIFY_DB   ?= postgresql://postgres@127.0.0.1:5432/tenure_verify
 VERIFY_SEED ?= 1
+VERIFY_PG_RESTART ?= pg_ctlcluster --skip-systemctl-redirect $(shell ls /etc/postgresql 2>/dev/null | head -n 1) main restart
 verify-cluster: setup
-	$(BIN)/tenure verify cluster --db $(VERIFY_DB) --pods 3 --projects 6 --duration 600 --seed $(VERIFY_SEED)
+	$(BIN)/tenure verify cluster --db $(VERIFY_DB) --pods 3 --projects 6 --duration 600 --seed $(VERIFY_SEED) \
+		$(if $(strip $(VERIFY_PG_RESTART)),--pg-restart-cmd "$(VERIFY_PG_RESTART)")
 
 docs: setup
 	$(BIN)/python -m tenure.cli.docs docs/machines
