@@ -1,8 +1,10 @@
-"""The daemon around a node (tenure.serve.daemon.run): the pod becomes RUNNING — ready, placed on — only
-once its HTTP server listens, and a pod whose server cannot listen never does."""
+"""The daemon around a node (tenure.serve.daemon.run, ``tenure serve``): the pod becomes RUNNING — ready,
+placed on — only once its HTTP server listens, a pod whose server cannot listen never does, and a listen
+address that names no reachable endpoint is refused before anything starts."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -10,8 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
 from tenure.objects.local import LocalObjectStore
+from tenure.projects.pods import PodRegistry
 from tenure.projects.records import PodStatus
 from tenure.serve.api import create_app
 from tenure.serve.daemon import run
@@ -114,3 +118,26 @@ def test_start_with_no_arguments_still_ends_running(store: Store, tmp_path: Path
         assert node.ready
     finally:
         node.stop()
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "[::]"])
+def test_a_wildcard_listen_needs_a_public_url(tmp_path: Path, wildcard: str) -> None:
+    """``0.0.0.0`` names no address anybody can reach the pod at: without ``--public-url`` the pod would
+    advertise ``http://0.0.0.0:PORT`` to every redirect and placement. Refused before anything starts (the
+    port is held here, so a pod that did start would fail to listen rather than serve)."""
+    from tenure.cli.main import root
+
+    data = ["--data", str(tmp_path / "d"), "--json"]
+    made = CliRunner().invoke(root, [*data, "token", "create", "--admin"], obj={})
+    assert made.exit_code == 0, made.output
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        listen = f"{wildcard}:{port}"
+        refused = CliRunner().invoke(root, [*data, "serve", "--listen", listen, "--no-self-pull"], obj={})
+    assert refused.exit_code == 2, refused.output
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "public-url-required" and f"--public-url http://HOST:{port}" in error["hint"], error
+    with open_store(f"sqlite:///{tmp_path}/d/tenure.db") as store:
+        assert PodRegistry(store).list() == [], "no pod row was written"

@@ -101,6 +101,7 @@ def serve(
     from tenure.serve.node import Node, ServeConfig
 
     host, port = split_listen(listen)
+    refuse_wildcard_without_public_url(listen, host, port, public_url)
     svc = services(ctx)
     config = ServeConfig(
         data_dir=svc.config.data_dir,
@@ -144,6 +145,27 @@ def load(specs: tuple[str, ...]) -> list:  # type: ignore[type-arg]
     from tenure.engines import load_engines
 
     return list(load_engines(list(specs)))
+
+
+def refuse_wildcard_without_public_url(listen: str, host: str, port: int, public_url: str | None) -> None:
+    """A wildcard listen (``0.0.0.0``, ``[::]``) names no address to reach the pod at: ``--public-url`` must."""
+    import ipaddress
+
+    from tenure.errors import ConfigurationError
+
+    try:
+        wildcard = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        wildcard = False
+    if wildcard and not public_url:
+        raise ConfigurationError(
+            f"--listen {listen} listens on every address of this host and names none that other pods and"
+            " clients can reach: without --public-url, redirects and placements would point at"
+            f" http://{listen}",
+            code="public-url-required",
+            listen=listen,
+            hint=f"pass --public-url http://HOST:{port} with a name or address of this host that others reach",
+        )
 
 
 def open_without_tokens(store: object, host: str, loopback: bool) -> None:
