@@ -5,6 +5,7 @@ read through the API, the store and the host-local mount store (S-53, S-57, S-58
 * kill -9 while a project runs: the restarted pod runs it again at once, with its uncommitted files;
 * killed inside a checkpoint after its key is recorded: the checkpoint is published once, under that key;
 * killed inside a suspend: the project ends SUSPENDED with its files in the head;
+* killed after a suspend's checkpoint, the mount UNMOUNTING or CLOSED: the restart finishes the cleanup;
 * killed in the middle of reconciliation: the next start ends where an uninterrupted one does;
 * the store unreachable at restart (a TCP proxy in front of PostgreSQL, cut): the pod refuses to start with
   one line and an exit code, and touches nothing in its data folder; healed, the next start converges.
@@ -151,9 +152,13 @@ def bring_with_file(pod: Pod, name: str, path: str, content: bytes) -> None:
 
 def post_until_killed(pod: Pod, path: str) -> None:
     """A request during which the pod kills itself: it gets no answer."""
-    with pod.client() as c, pytest.raises(httpx.TransportError):
-        c.post(path)
-    died(pod)
+    with pod.client() as c:
+        try:
+            answer = c.post(path)
+        except httpx.TransportError:
+            died(pod)
+            return
+    pytest.fail(f"the pod answered {answer.status_code} {answer.text!r} instead of dying: {pod.output()}")
 
 
 # ------------------------------------------------------------------------------------------ (a) kill -9 while running
@@ -244,6 +249,40 @@ def test_killed_inside_a_suspend_ends_suspended_at_restart_with_its_files_in_the
     assert [m.state.value for m in mounts(second)] in ([], ["CLOSED"]), "no live mount is left"
     assert not os.path.exists(os.path.join(second.data, "workspaces", project.id))
     with second.client() as client:  # and it comes back with its files
+        assert client.post(f"/api/v1/projects/{T}/p/bring").json()["status"] == "RUNNING"
+        assert client.get(f"/api/v1/projects/{T}/p/files/kept.txt").content == b"suspended state"
+
+
+# ------------------------------------------------------------------------------------- (c') after a suspend's publish
+
+#: the mount UNMOUNTING (the folder removed, not yet CLOSED); CLOSED (the project not yet SUSPENDED)
+UNMOUNT_POINTS = [("mounts.after_unmounting", "cleanup-incomplete"), ("suspend.after_workspace", "safe-to-delete")]
+
+
+@pytest.mark.parametrize(("point", "verdict"), UNMOUNT_POINTS, ids=[p for p, _ in UNMOUNT_POINTS])
+def test_killed_after_a_suspends_checkpoint_the_restart_finishes_the_local_cleanup_and_loses_nothing(
+    cluster: tuple[Cluster, Store], monkeypatch: pytest.MonkeyPatch, point: str, verdict: str
+) -> None:
+    """S-56, S-66: killed after the final checkpoint published and the folder was removed, with the mount left
+    UNMOUNTING (or CLOSED). The restart classifies cleanup incomplete (or safe to delete), finishes the cleanup
+    (the record closed and removed) and the project ends SUSPENDED with its files in the head."""
+    c, store = cluster
+    first = start_crashing(c, "host", point, monkeypatch, *LONG_TTL)
+    bring_with_file(first, "p", "kept.txt", b"suspended state")
+    post_until_killed(first, f"/api/v1/projects/{T}/p/suspend")
+    left = only_mount(first)
+    assert left.state.value == ("UNMOUNTING" if verdict == "cleanup-incomplete" else "CLOSED"), left
+    assert left.checkpoint_key is None and not os.path.isdir(left.folder), "the checkpoint and the removal happened"
+    assert ProjectStore(store).get(T, "p").status.value == "SUSPENDING"
+    second = c.start("host", *LONG_TTL, pull=False)
+    assert reconciled(second) == {verdict: 1.0}
+    assert mounts(second) == [], "the cleanup finished: the record is closed and gone"
+    project = ProjectStore(store).get(T, "p")
+    assert project.status.value == "SUSPENDED"
+    published = snapshots_of(store, "p")
+    assert [s.idempotency_key.split(":")[0] for s in published] == ["suspend"], "published once"
+    assert head_files(c, store, "p") == {"kept.txt": b"suspended state"}
+    with second.client() as client:
         assert client.post(f"/api/v1/projects/{T}/p/bring").json()["status"] == "RUNNING"
         assert client.get(f"/api/v1/projects/{T}/p/files/kept.txt").content == b"suspended state"
 

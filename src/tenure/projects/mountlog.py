@@ -29,11 +29,17 @@ import os
 import time
 
 from tenure.errors import ConflictError
+from tenure.faults import crash_point, register
 from tenure.mounts.store import Mount, MountStore
 from tenure.projects.records import Project
 from tenure.states import SessionState as M
 
-__all__ = ["MountLog"]
+__all__ = ["MountLog", "AFTER_UNMOUNTING"]
+
+AFTER_UNMOUNTING = register(
+    "mounts.after_unmounting",
+    "suspend or drain: the final checkpoint published and the folder removed, the mount UNMOUNTING, not yet CLOSED",
+)
 
 
 class MountLog:
@@ -123,6 +129,7 @@ class MountLog:
             self.store.transition(mount.id, M.CHECKPOINTING, M.UNMOUNTING)
         elif current.state is M.MOUNTED:
             self.store.transition(mount.id, M.MOUNTED, M.UNMOUNTING)
+        crash_point(AFTER_UNMOUNTING)  # restart reconciliation: cleanup incomplete, finished there
         self.store.transition(mount.id, M.UNMOUNTING, M.CLOSED)
 
     def preserving(self, project: Project, folder: str, target: str, reason: str) -> Mount:
