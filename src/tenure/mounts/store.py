@@ -2,8 +2,10 @@
 
 A **mount** is a workspace folder materialized on this host for a project
 running here: the folder, the snapshot it was restored from, the generation
-the claim gave, the checkpoint in flight (idempotency key and pending
-snapshot) and any local cleanup left to do. The records live in a SQLite
+the claim gave, the checkpoint in flight (its idempotency key: the pending
+snapshot is found by it in the control-plane store, and the objects uploaded
+so far by the build's own existence check, ADR 0021) and any local cleanup
+left to do. The records live in a SQLite
 file under the data folder (``<data>/mounts.db``; WAL, ``synchronous=FULL``,
 so a record is on disk when a call returns) and survive the process: restart
 reconciliation reads them at the next start.
