@@ -454,6 +454,13 @@ def test_an_exhausted_connection_pool_is_503_store_unavailable(
         store.close()
 
 
+def test_a_verify_sample_that_is_not_a_finite_number_is_422(client: TestClient) -> None:
+    for sample in ("nan", "inf"):
+        refused = client.post("/api/v1/snapshots/s-nope/verify", params={"sample": sample})
+        body = is_problem(refused, 422, "invalid-request")
+        assert body["context"]["errors"][0]["loc"] == ["query", "sample"]
+
+
 def test_openapi_lists_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/api/v1/projects", "/api/v1/projects/{tenant}/{name}/files/{path}", "/api/v1/pods/{pod_id}/drain"} <= set(

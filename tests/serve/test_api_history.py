@@ -61,6 +61,17 @@ def test_history_answers_the_project_and_its_events_newest_first(client: TestCli
     assert missing.status_code == 404 and missing.json()["code"] == "project-not-found"
 
 
+def test_history_refuses_a_before_that_is_not_a_finite_number(client: TestClient) -> None:
+    """``before=nan`` compares false with every time (and ``inf`` is no store-clock time): bad input, 422."""
+    assert client.post("/api/v1/projects", json={"tenant": T, "name": "web"}).status_code == 201
+    for before in ("nan", "NaN", "inf", "-inf", "Infinity"):
+        refused = client.get(f"{P}/history", params={"before": before})
+        assert refused.status_code == 422, (before, refused.text)
+        assert refused.json()["code"] == "invalid-request"
+        assert refused.json()["context"]["errors"][0]["loc"] == ["query", "before"]
+    assert client.get(f"{P}/history", params={"before": "1e12"}).status_code == 200
+
+
 def test_a_tenant_token_reads_only_its_tenants_history(client: TestClient, store: Store) -> None:
     for tenant in (T, "other"):
         assert client.post("/api/v1/projects", json={"tenant": tenant, "name": "web"}).status_code == 201

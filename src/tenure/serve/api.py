@@ -1016,7 +1016,9 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         tenant: str,
         name: str,
         limit: int = Query(100, ge=1, le=1000, description="at most this many events"),
-        before: float | None = Query(None, description="only events before this store-clock time (paging back)"),
+        before: float | None = Query(
+            None, allow_inf_nan=False, description="only events before this store-clock time (paging back)"
+        ),
         principal: Principal = principal_dep,
     ) -> dict[str, Any]:
         """The project's ownership timeline, newest first: claims, takeovers, brings, suspends, drift, …"""
@@ -1032,7 +1034,9 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
     @app.post(PREFIX + "/snapshots/{snapshot_id}/verify", tags=["snapshots"])
     def verify_snapshot(
         snapshot_id: str,
-        sample: float = Query(1.0, gt=0.0, le=1.0, description="fraction of data objects to re-hash"),
+        sample: float = Query(
+            1.0, gt=0.0, le=1.0, allow_inf_nan=False, description="fraction of data objects to re-hash"
+        ),
         principal: Principal = principal_dep,
     ) -> dict[str, Any]:
         """Re-hash the snapshot's objects; a damaged READY snapshot becomes DEGRADED (``ok`` false)."""
