@@ -187,13 +187,29 @@ def test_i34_runtime_and_index_written_atomically(ws: Workspace) -> None:
 
     reader = threading.Thread(target=read)
     reader.start()
+    advanced = []
     try:
         for i in range(15):
-            store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id=f"p{i}")
+            advanced.append(store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id=f"p{i}"))
     finally:
         stop.set()
         reader.join()
     assert bad == []
+    # each advance wrote one generation on top of the one before: BUILDING_CASE checkpointed in place
+    assert [p.generation for p in advanced] == list(range(3, 18))
+    assert [(p.state, p.latest.step_id if p.latest else None) for p in advanced] == [
+        (State.BUILDING_CASE, f"p{i}") for i in range(15)
+    ]
+    assert [len(p.chain) for p in advanced] == list(range(3, 18))
+    last = advanced[-1]
+    assert store.current("case-A", "pkg-1").fingerprint == last.fingerprint
+    written = json.loads(index.read_text())
+    assert (written["file"], written["generation"], written["fingerprint"]) == (
+        "g00000017.zip",
+        17,
+        last.fingerprint,
+    )
+    assert json.loads(ws.runtime_file.read_text()) is None
     assert not [p for p in index.parent.iterdir() if p.name.startswith(".tmp-")]
 
 
