@@ -1,5 +1,6 @@
 """`tenure verify cluster` end to end: real pods on PostgreSQL under faults give a clean history; a violation
-planted in the recorded history is found, named, and fails the command."""
+planted in the recorded history is found, named, and fails the command; a fencing bug planted in the pods
+themselves (the test-only launcher ``tenure.verify.planted``) is caught as a stale write."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,9 @@ from tests.verify.test_history import history_of, two_holders
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def run_kit(pg_url: str, workdir: Path, *extra: str) -> tuple[int, dict[str, object], str]:
+def run_kit(
+    pg_url: str, workdir: Path, *extra: str, pods: int = 3, projects: int = 3
+) -> tuple[int, dict[str, Any], str]:
     args = [
         sys.executable,
         "-m",
@@ -29,9 +33,9 @@ def run_kit(pg_url: str, workdir: Path, *extra: str) -> tuple[int, dict[str, obj
         "--db",
         pg_url,
         "--pods",
-        "3",
+        str(pods),
         "--projects",
-        "3",
+        str(projects),
         "--workdir",
         str(workdir),
         *extra,
@@ -66,6 +70,43 @@ def test_pods_under_kill_pause_and_partition_leave_a_history_without_violations(
     faults = report["faults"]
     assert isinstance(faults, list) and {f["fault"] for f in faults} <= {"kill", "stop", "partition"} and faults
     assert (tmp_path / "history.json").is_file()
+    # the paused and cut pods were probed straight, and none of them took a write or a checkpoint
+    probes = report["probes"]
+    assert probes, faults
+    assert all("ok" not in outcomes for outcomes in probes.values()), probes
+
+
+def probes_of(workdir: Path) -> list[dict[str, Any]]:
+    history = json.loads((workdir / "history.json").read_text())
+    return [op for op in history["operations"] if op["payload"].get("probe")]
+
+
+@pytest.mark.postgres
+def test_a_pod_that_skips_the_generation_check_is_caught_writing_under_a_stale_generation(
+    pg_url: str, tmp_path: Path
+) -> None:
+    code, report, stderr = run_kit(
+        pg_url,
+        tmp_path,
+        "--duration",
+        "12",
+        "--seed",
+        "3",
+        "--fault",
+        "stop",
+        "--plant-bug",
+        "skip-generation-check",
+        pods=2,
+        projects=4,
+    )
+    assert report, stderr
+    probes = [(op["id"], op["kind"], op["outcome"], op["code"], op["generation"]) for op in probes_of(tmp_path)]
+    assert code == 1, (report["faults"], probes, stderr)
+    assert report["planted_bug"] == "skip-generation-check" and report["planted"] is None
+    # the paused pod, probed straight once resumed, acknowledged a checkpoint of a project taken over from it
+    assert report["probes"].get("checkpoint", {}).get("ok"), (report["faults"], probes)
+    stale = [v for v in report["violations"] if v["rule"] == "stale-write"]
+    assert any(set(v["records"]) & {op[0] for op in probes} for v in stale), report["violations"]
 
 
 @pytest.mark.postgres

@@ -18,6 +18,7 @@ __all__ = ["verify"]
 
 _RULE_NAMES = ("single-holder", "generation-order", "stale-write", "checkpoint-restorable", "ownerless")
 _FAULT_NAMES = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
+_BUG_NAMES = ("skip-generation-check",)
 
 
 @click.group()
@@ -52,6 +53,12 @@ def verify() -> None:
     type=click.Choice(_RULE_NAMES),
     help="Corrupt the recorded history with one violation of RULE before checking (exercises the checker).",
 )
+@click.option(
+    "--plant-bug",
+    "plant_bug",
+    type=click.Choice(_BUG_NAMES),
+    help="Start every pod with BUG planted (test-only launcher tenure.verify.planted; shows the kit catching it).",
+)
 @click.option("--workdir", metavar="DIR", help="Where pods' data folders and logs go (default: a new temp folder).")
 @json_option
 @click.pass_context
@@ -68,6 +75,7 @@ def cluster(
     beat: float,
     pg_restart_cmd: str | None,
     plant: str | None,
+    plant_bug: str | None,
     workdir: str | None,
 ) -> None:
     """Run pods on PostgreSQL under a seeded workload and faults; check the history (exit 1 on a violation)."""
@@ -95,6 +103,7 @@ def cluster(
         liveness_ttl=max(beat * 3, lease_ttl / 2),
         pg_restart_cmd=pg_restart_cmd,
         plant=plant,
+        plant_bug=plant_bug,
         workdir=workdir,
     )
     quiet = bool(root.get("json"))
@@ -125,6 +134,15 @@ def _human(doc: dict[str, Any]) -> None:
         f"{doc['restored']} restored; {doc['observations']} ownership samples; {doc['seconds']} s; "
         f"workdir {printable(doc['workdir'])}"
     )
+    if doc["probes"]:
+        console.print(
+            "probes of paused or cut pods: "
+            + "; ".join(
+                f"{k} " + ", ".join(f"{c} {n}" for c, n in sorted(v.items())) for k, v in sorted(doc["probes"].items())
+            )
+        )
+    if doc["planted_bug"]:
+        console.print(f"planted bug: {doc['planted_bug']} (every pod ran with it)")
     if doc["planted"]:
         console.print(f"planted violation: {doc['planted']} (the recorded history was corrupted before checking)")
     if not doc["violations"]:

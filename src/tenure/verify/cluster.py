@@ -11,7 +11,11 @@ around every sample; when the store cannot be read (it is restarting) the kit's 
 clock (monotonic time plus the last measured offset) stands in.
 
 ``plant`` corrupts the recorded history before it is checked, to show the checker catching a violation end to
-end; the pods themselves are never changed.
+end; the pods themselves are unchanged. ``plant_bug`` instead starts every pod through the test-only launcher
+:mod:`tenure.verify.planted`, which plants a real fencing bug in the pod processes. After a pause or a cut past
+the TTL the kit probes the faulted pod with a write and a checkpoint of a project it held and another pod took
+over, sent straight to it (no redirect followed): a sound pod refuses or redirects them; a bugged one
+acknowledges the checkpoint under its older generation, which the ``stale-write`` rule reports.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from tenure.verify.history import (
     Violation,
     check,
 )
+from tenure.verify.planted import BUGS
 from tenure.workspaces import WorkspaceService
 
 TENANT = "verify"
@@ -82,6 +87,8 @@ class ClusterConfig:
     sample_every: float = 0.1
     pg_restart_cmd: str | None = None
     plant: str | None = None
+    #: a bug of :data:`tenure.verify.planted.BUGS` planted in every pod (test-only launcher)
+    plant_bug: str | None = None
     workdir: str | None = None
 
 
@@ -98,6 +105,9 @@ class Report:
     seconds: float = 0.0
     tick: float = 0.0
     planted: str | None = None
+    planted_bug: str | None = None
+    #: the probes of faulted pods: operation kind → outcome (or refusal code) → count
+    probes: dict[str, dict[str, int]] = field(default_factory=dict)
     workdir: str = ""
     #: seconds spent starting the pods, running the workload, suspending everything and restoring checkpoints
     phases: dict[str, float] = field(default_factory=dict)
@@ -116,6 +126,8 @@ class Report:
             "observations": self.observations,
             "tick": self.tick,
             "planted": self.planted,
+            "planted_bug": self.planted_bug,
+            "probes": self.probes,
             "rules": RULES,
             "violations": [v.to_dict() for v in self.violations],
             "workdir": self.workdir,
@@ -273,11 +285,12 @@ class Pods:
         port = free_port()
         db = pod.proxy.url(self.config.db) if pod.proxy is not None else self.config.db
         c = self.config
+        launcher = ["tenure.cli.main"] if c.plant_bug is None else ["tenure.verify.planted", c.plant_bug, "--"]
         args = [
             *prefix,
             sys.executable,
             "-m",
-            "tenure.cli.main",
+            *launcher,
             "--data",
             pod.data,
             "--db",
@@ -620,7 +633,7 @@ class Kit:
         self.pods = Pods(config, self.workdir, self.objects)
         self.recorder = Recorder()
         self.digests: dict[int, str] = {}
-        self.report = Report(workdir=self.workdir, planted=config.plant)
+        self.report = Report(workdir=self.workdir, planted=config.plant, planted_bug=config.plant_bug)
         self.failed = threading.Event()
         self.stop_sampling = threading.Event()
         self.names = [f"p{i}" for i in range(config.projects)]
@@ -789,6 +802,7 @@ class Kit:
     def _inject(self, until: float) -> None:
         available = self._available_faults()
         ttl = self.config.lease_ttl
+        self.fault_store = open_store(self.config.db)
         try:
             # a first quiet period, then one fault at a time, every fault kind before any repeats
             queue: list[str] = []
@@ -797,7 +811,7 @@ class Kit:
                     if not queue:
                         queue = self.rng.sample(available, len(available))
                     fault = queue.pop()
-                    pod = self.rng.choice(self.pods.pods)
+                    pod = self._target(fault)
                     began = time.monotonic()
                     self.say(f"fault {fault} on {pod.name}")
                     detail = self._fault(fault, pod)
@@ -809,6 +823,129 @@ class Kit:
         except Exception as exc:  # noqa: BLE001 - a fault the kit could not carry out ends the run
             self.report.faults.append({"fault": "error", "detail": f"{type(exc).__name__}: {exc}"})
             self.failed.set()
+        finally:
+            self.fault_store.close()
+
+    def _held(self, pod: Pod) -> dict[str, int]:
+        """The kit's projects RUNNING on ``pod`` now (name → generation); empty when the store cannot say."""
+        try:
+            held = Ownership(self.fault_store).find_running_by_home_pod_id(pod.pod_id)
+        except Exception:  # noqa: BLE001 - the store is unreachable now: nothing known
+            return {}
+        return {p.name: p.generation for p in held if p.tenant == TENANT and p.name in self.names}
+
+    def _target(self, fault: str) -> Pod:
+        """A random pod; for a pause or a cut, one a project runs on (so its takeover matters), waiting up to
+        twice the TTL for one while the workload has every project suspended."""
+        pods = self.pods.pods
+        if fault in ("stop", "partition"):
+            deadline = time.monotonic() + 2 * self.config.lease_ttl
+            while not (holding := [p for p in pods if self._held(p)]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            pods = holding or pods
+        return self.rng.choice(pods)
+
+    def _probe(self, pod: Pod, held: dict[str, int]) -> list[int]:
+        """Straight to ``pod``, back from a pause or a cut past the TTL: a write and a checkpoint of each project
+        it held before that another pod has since taken over (a newer generation sampled), no redirect followed.
+
+        A sound pod redirects (307) or refuses them; one that does not check its generation acknowledges the
+        checkpoint under the generation it held, older than the newest one issued — a ``stale-write``."""
+        ttl = self.config.lease_ttl
+        clock = Clock(self.fault_store)
+        recorded: list[int] = []
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), follow_redirects=False) as http:
+            for name, generation in sorted(held.items()):
+                project = f"{TENANT}/{name}"
+
+                def taken_over(project: str = project, generation: int = generation) -> bool:
+                    with self.recorder.lock:
+                        return any(
+                            o.project == project and o.generation > generation and o.live and o.holder != pod.pod_id
+                            for o in self.recorder.observations[-50 * (len(self.names) + 1) :]
+                        )
+
+                try:
+                    wait_until(taken_over, 2 * ttl, f"{project} taken over")
+                except TimeoutError:
+                    continue  # nobody took it over: nothing stale to probe
+                path = f"{pod.url}/api/v1/projects/{project}"
+                content = {"content": f"probe {generation}\n".encode()}
+                write = self._probe_one(
+                    http, clock, pod, project, Kind.WRITE, "PUT", f"{path}/files/probe.txt", content
+                )
+                recorded.append(write.id)
+                if write.outcome is not Outcome.OK:
+                    continue
+                # the folder changed: its checkpoint is a new snapshot, unless refused; a refusal other than "not
+                # here" (the new owner's own checkpoint or suspend is under way) is asked again a few times
+                for _ in range(4):
+                    done = self._probe_one(http, clock, pod, project, Kind.CHECKPOINT, "POST", f"{path}/checkpoint", {})
+                    recorded.append(done.id)
+                    if done.outcome is not Outcome.REFUSED or done.code in ("redirected", "not-running-here"):
+                        break
+                    time.sleep(ttl / 4)
+        return recorded
+
+    def _probe_one(
+        self,
+        http: httpx.Client,
+        clock: Clock,
+        pod: Pod,
+        project: str,
+        kind: Kind,
+        method: str,
+        url: str,
+        kw: dict[str, Any],
+    ) -> Operation:
+        deadline = time.monotonic() + self.config.lease_ttl
+        invoked = clock.now()
+        while True:
+            try:
+                r: httpx.Response | None = http.request(method, url, **kw)
+            except httpx.HTTPError:
+                r = None
+            if r is None or r.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # not served yet (the store is coming back): asked again, still only this pod
+        completed = clock.now() if r is not None else None
+        body = _json(r) if r is not None else None
+        body = body if isinstance(body, dict) else {}
+        ok = r is not None and 200 <= r.status_code < 300
+        generation: int | None = None
+        payload: dict[str, Any] = {"probe": True}
+        if r is not None and not ok and r.status_code != 307:
+            payload["message"] = str(body.get("detail") or r.status_code)
+        if ok and kind is Kind.CHECKPOINT:
+            snapshot = body.get("snapshot") or {}
+            payload["snapshot"] = snapshot.get("id")
+            if not body.get("unchanged"):
+                generation = snapshot.get("generation")
+            if isinstance(snapshot.get("id"), str):
+                with self.recorder.lock:
+                    self.recorder.snapshots[str(snapshot["id"])] = str(snapshot["workspace_id"])
+        if r is None:
+            outcome, code = Outcome.UNKNOWN, "no-answer"
+        elif ok:
+            outcome, code = Outcome.OK, None
+        else:
+            outcome = Outcome.REFUSED
+            code = "redirected" if r.status_code == 307 else str(body.get("code") or r.status_code)
+        record = self.recorder.add(
+            kind=kind,
+            project=project,
+            pod=pod.pod_id,
+            invoked=invoked,
+            completed=completed,
+            outcome=outcome,
+            generation=generation,
+            code=code,
+            payload=payload,
+        )
+        by = self.report.probes.setdefault(kind.value, {})
+        key = outcome.value if code is None else code
+        by[key] = by.get(key, 0) + 1
+        return record
 
     def _fault(self, fault: str, pod: Pod) -> dict[str, Any]:
         ttl = self.config.lease_ttl
@@ -821,9 +958,11 @@ class Kit:
                 proc.wait(10)
                 self.pods.start(pod)
             elif fault == "stop":
+                held = self._held(pod)
                 os.kill(proc.pid, signal.SIGSTOP)
                 time.sleep(ttl * 1.5)  # paused past the lease TTL: the others take its projects over
                 os.kill(proc.pid, signal.SIGCONT)
+                return {"probes": len(self._probe(pod, held))}
             elif fault == "drain":
                 proc.send_signal(signal.SIGTERM)
                 code = proc.wait(60)
@@ -831,9 +970,11 @@ class Kit:
                 return {"drain_exit": code}
             elif fault == "partition":
                 assert pod.proxy is not None
+                held = self._held(pod)
                 pod.proxy.cut()
                 time.sleep(ttl * 1.5)  # cut past the lease TTL
                 pod.proxy.heal()
+                return {"probes": len(self._probe(pod, held))}
             elif fault == "skew":
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
@@ -991,4 +1132,6 @@ def run_cluster(config: ClusterConfig, say: Callable[[str], None] = lambda _: No
     """Run the kit once (see the module's doc)."""
     if config.plant is not None and config.plant not in RULES:
         raise ValueError(f"unknown rule {config.plant!r}")
+    if config.plant_bug is not None and config.plant_bug not in BUGS:
+        raise ValueError(f"unknown planted bug {config.plant_bug!r}")
     return Kit(config, say).run()
