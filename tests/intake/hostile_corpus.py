@@ -268,6 +268,10 @@ class Member:
     external: int | None = None
     #: write a data descriptor (sets flag bit 3; local CRC and sizes are 0)
     descriptor: bool = False
+    #: the data descriptor holds 8-byte sizes (zip64)
+    descriptor_wide: bool = False
+    #: the local header's sizes are 0xFFFFFFFF and a zip64 extra field holds them
+    zip64_local: bool = False
     #: raw bytes stored for the entry; default: ``plain`` compressed with ``method``
     data: bytes | None = None
     local: dict[str, Any] = field(default_factory=dict)
@@ -298,12 +302,16 @@ class Member:
             "csize": 0 if self.descriptor else len(data),
             "usize": 0 if self.descriptor else len(self.plain),
         }
+        if self.zip64_local:
+            fields["extra"] = zip64_extra(fields["usize"], fields["csize"])
+            fields["usize"] = fields["csize"] = 0xFFFFFFFF
         fields.update(self.local)
         name = fields.pop("name", self.name)
         record = local_header(name, **fields) + data
         if self.descriptor:
             desc = {"crc": self.crc, "csize": len(data), "usize": len(self.plain), **self.descriptor_fields}
-            record += DESCRIPTOR_SIG + struct.pack("<3L", desc["crc"], desc["csize"], desc["usize"])
+            layout = "<LQQ" if self.descriptor_wide else "<3L"
+            record += DESCRIPTOR_SIG + struct.pack(layout, desc["crc"], desc["csize"], desc["usize"])
         return record
 
     def central_record(self, offset: int) -> bytes:
@@ -1129,6 +1137,21 @@ def _benign_entries() -> Iterable[tuple[str, Callable[[str], bytes]]]:
     yield "builder-deflate", package
     yield "builder-stored", functools.partial(package, method=0)
     yield "builder-descriptor", lambda c: assemble([replace(m, descriptor=True) for m in package_members(c)])
+    # small entries with 64-bit data descriptors, the manifest first (so the writer copies each record alone):
+    # with a zip64 local extra (APPNOTE 4.3.9.2), and without one
+    yield (
+        "builder-descriptor-zip64-local-extra",
+        lambda c: assemble(
+            [
+                replace(m, descriptor=True, descriptor_wide=True, zip64_local=True, version=45)
+                for m in package_members(c)
+            ]
+        ),
+    )
+    yield (
+        "builder-descriptor-zip64-plain",
+        lambda c: assemble([replace(m, descriptor=True, descriptor_wide=True, version=45) for m in package_members(c)]),
+    )
     yield "builder-zip64-records", lambda c: assemble(package_members(c), zip64=True)
     yield (
         "builder-zip64-records-marked",

@@ -101,12 +101,18 @@ def check_entry_name(name: str, limits: Limits) -> None:
 
 
 class Entry(zipfile.ZipInfo):
-    """One listed entry, with where its bytes are and the name bytes it was stored under."""
+    """One listed entry, with where its bytes are and the name bytes it was stored under.
 
-    __slots__ = ("raw_name", "data_offset")
+    ``record_end`` is where its local record (header, data and data
+    descriptor, in whichever form the scan found) ends: a copy of the record
+    takes the bytes from ``header_offset`` to there.
+    """
+
+    __slots__ = ("raw_name", "data_offset", "record_end")
 
     raw_name: bytes
     data_offset: int
+    record_end: int
 
     def _encodeFilenameFlags(self) -> tuple[bytes, int]:  # noqa: N802 - zipfile's name
         # a copied entry keeps the exact name bytes of its copied local header
@@ -381,7 +387,7 @@ class _Scanner:
         entry.CRC, entry.compress_size, entry.file_size = crc, csize, usize
         entry.volume, entry.internal_attr, entry.external_attr = 0, internal, external
         entry.header_offset = offset
-        entry.data_offset = -1
+        entry.data_offset = entry.record_end = -1
         return entry, end
 
     # -------------------------------------------------------------- entry rules
@@ -527,7 +533,7 @@ class _Scanner:
             raise _layout(f"entry {entry.filename!r}'s data runs into the central directory")
         if flags & 0x08:
             end = self._descriptor(entry, end, min(following, cd_offset))
-        entry.data_offset = data
+        entry.data_offset, entry.record_end = data, end
         return end
 
     def _descriptor(self, entry: Entry, at: int, following: int) -> int:

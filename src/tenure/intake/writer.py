@@ -260,7 +260,16 @@ def _clone(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
 
 
 def _record_length(src: IO[bytes], info: zipfile.ZipInfo) -> int:
-    """Bytes of one local record: header, name, extra, data, data descriptor."""
+    """Bytes of one local record: header, name, extra, data, data descriptor.
+
+    An entry the scanner read knows where its record ends: a data descriptor
+    may hold 4- or 8-byte sizes whatever the sizes are (a zip64 local extra
+    asks for 8, and some writers use 8 without one), and the scanner took the
+    form that ends where the next record starts.
+    """
+    end = getattr(info, "record_end", -1)
+    if end >= 0:
+        return int(end) - info.header_offset
     src.seek(info.header_offset + 26)
     name_len, extra_len = struct.unpack("<HH", src.read(4))
     length: int = 30 + name_len + extra_len + info.compress_size
