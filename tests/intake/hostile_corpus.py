@@ -967,6 +967,7 @@ def _entries() -> Iterable[tuple[str, str, Callable[[str], bytes], Iterable[str]
     # rule 3: versions, flags, methods
     yield "version-64", "3", lambda c: _mutate(c, 1, version=64), {"unsupported-zip-version"}
     yield "version-65535", "3", lambda c: _mutate(c, 1, version=0xFFFF), {"unsupported-zip-version"}
+    yield "local-version-64", "3", lambda c: local_field(c, version=64), {"unsupported-zip-version"}
     yield "flag-encrypted", "3", lambda c: _mutate(c, 1, flags=0x1), {"encrypted-entry"}
     yield "flag-strong-encryption", "3", lambda c: _mutate(c, 1, flags=0x40), {"encrypted-entry"}
     yield "flag-masked-directory", "3", lambda c: _mutate(c, 1, flags=0x2000), {"encrypted-entry"}
@@ -1171,6 +1172,16 @@ def _benign_entries() -> Iterable[tuple[str, Callable[[str], bytes]]]:
         yield f"builder-regular-mode-host-{host_name}", functools.partial(mode_entry, host=host, mode=FILE_MODE)
     yield "builder-utf8-name", functools.partial(with_file, name="input/résumé.txt".encode(), flags=0x800)
     yield "builder-version-63", lambda c: assemble([replace(m, version=63) for m in package_members(c)])
+    # version needed is advisory: Info-ZIP's zip -fz writes 4.5 in a folder's local header, 1.0 in its central one
+    yield (
+        "builder-local-version-differs",
+        lambda c: assemble(
+            [
+                Member(b"input/", b"", method=0, version=10, mode=DIR_MODE, local={"version": 45}),
+                *(replace(m, local={"version": 45}) for m in package_members(c)),
+            ]
+        ),
+    )
     yield "builder-manifest-last", lambda c: assemble(list(reversed(package_members(c))))
     yield "json-int-2-53-minus-1", functools.partial(_manifest_raw, raw=str(2**53 - 1))
     yield "json-depth-32", functools.partial(_manifest_raw, raw=_nested(32))

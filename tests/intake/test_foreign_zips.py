@@ -3,7 +3,8 @@
 (a) Every ``*.zip`` shipped in the running Python's test folder (and the system Python's, if there is one) is polled:
 whatever it is, the result is never ERROR and the file never stays in the inbox.
 
-(b) Packages archived by ordinary tools (Info-ZIP ``zip`` with and without extra fields, streamed to a pipe, stored;
+(b) Packages archived by ordinary tools (Info-ZIP ``zip`` with and without extra fields, streamed to a pipe, stored,
+with zip64 records forced;
 ``jar``; Python's ``zipfile`` stored, deflated, through a non-seekable stream and with a comment) are admitted and
 their stored generation reads back. Folder entries are allowed.
 """
@@ -163,6 +164,7 @@ TOOLS: dict[str, Callable[[Path, Path], None]] = {
     "zip-default-extras": _zip(),
     "zip-no-folder-entries": _zip("-D"),
     "zip-stored": _zip("-0"),
+    "zip-force-zip64": _zip("-fz"),
     "zip-best": _zip("-9", "-X"),
     "zip-to-pipe": _zip_to_pipe,
     "jar-cfM": _jar,

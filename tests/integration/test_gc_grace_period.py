@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import pytest
 
 from tenure.objects import ObjectStore, encode, open_object_store
+from tenure.snapshots import build_tree
 from tenure.snapshots.gc import collect
+from tenure.states import SnapshotState
 from tenure.store import Store, open_store
 from tenure.workspaces import WorkspaceService
 
@@ -106,3 +108,33 @@ def test_unreferenced_object_is_kept_within_the_grace_period_and_removed_after_i
     pair.age(aging, GRACE_S + 1)
     later = collect(pair.store, pair.objects, grace_s=GRACE_S)
     assert later.removed == 2 and pair.stored() == referenced
+
+
+def test_objects_only_a_failed_snapshot_reaches_are_removed_without_waiting_for_the_grace_period(
+    pair: Pair, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """A FAILED snapshot is never read again: what only its tree reaches goes at once, unless a live pin names it."""
+    referenced = _referenced(pair, tmp_path)
+    (tmp_path / "src" / "c.bin").write_bytes(os.urandom(1 << 20))  # content only the failed upload stores
+    ws_store = pair.store.workspaces
+    lease = ws_store.acquire("w", "cli@test:1", 60.0)
+    ticket = ws_store.begin_checkpoint(lease, "failed-after-its-root")
+    built = build_tree(str(tmp_path / "src"), pair.objects)
+    ws_store.mark_uploaded(ticket, built.root, built.files, built.bytes_read, built.bytes_new, [])
+    ws_store.abandon_checkpoint(lease, ticket, error="publication failed")
+    ws_store.release(lease)
+    assert pair.store.snapshots.get(ticket.snapshot_id).state is SnapshotState.FAILED
+    only_failed = set(built.objects) - referenced
+    assert len(only_failed) >= 3  # c.bin's chunk, the new root and folder record at least
+    needed, *_ = sorted(only_failed)
+    pin = pair.store.snapshots.pin_objects("a live upload", [needed], 600.0)  # another upload relies on one
+    stray, _ = encode(b"unreferenced, never part of any tree, young")
+    pair.objects.put_many([(stray, _)])
+
+    result = collect(pair.store, pair.objects, grace_s=GRACE_S)
+    assert pair.stored() == referenced | {needed, stray}, "the failed upload's objects waited for the grace period"
+    assert result.failed_uploads == len(only_failed) and result.removed == len(only_failed) - 1
+    assert result.young == 1 and result.spared_by_pins == 1
+    pair.store.snapshots.unpin(pin)
+    later = collect(pair.store, pair.objects, grace_s=GRACE_S)  # the failed tree is gone: nothing traces it now
+    assert (later.removed, later.young) == (0, 2), "the object the pin spared waits for the grace period"

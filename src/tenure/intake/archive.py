@@ -12,7 +12,8 @@ canonical** (ADR 0108):
   record the directory does not list; the comment runs exactly to the end of
   the file and holds no second end record;
 * each entry's local header agrees with its central header (name bytes,
-  flags, method, time, CRC and sizes — or its data descriptor does);
+  flags, method, time, CRC and sizes — or its data descriptor does); the
+  version needed to extract may differ, as long as tenure reads both;
 * the entry count is read from the end record and checked against the
   limits *before* the directory is read, and the directory is read one
   record at a time, so any archive under the size limit is judged in bounded
@@ -506,9 +507,14 @@ class _Scanner:
             wrong.append("name")
         if flags != entry.flag_bits:
             wrong.append("flags")
-        # a far offset makes a writer raise the central version to zip64's 4.5 alone
-        if needed != entry.extract_version and not (entry.extract_version == 45 and start > 0x7FFFFFFF):
-            wrong.append("version needed")
+        # version needed is advisory (ADR 0108): writers disagree with themselves (Info-ZIP's zip -fz writes 4.5
+        # in a folder's local header and 1.0 in its central one), so each only has to be one tenure reads
+        if needed > MAX_VERSION:
+            raise _reject(
+                f"entry {entry.filename!r}'s local header needs zip version {needed / 10:.1f} (tenure reads up to 6.3)",
+                "unsupported-zip-version",
+                entry=entry.filename,
+            )
         if method != entry.compress_type:
             wrong.append("method")
         if dos_time != central_time:

@@ -3,8 +3,10 @@
 Write sequence per batch (restic's): write each payload to a temp file in
 ``<root>/tmp``, fsync it, rename it into place, then fsync every directory
 that received an entry, once, and the root. Only then does ``put_many``
-return, so an acknowledged object survives power loss. A crash leaves at most
-stray temp files, which :meth:`LocalObjectStore.clean_temp` removes. The
+return, so an acknowledged object survives power loss. A write that fails
+removes its temp files; a crash leaves at most stray temp files, which
+:meth:`LocalObjectStore.clean_temp` (run by ``tenure gc``) removes once they
+are an hour old. The
 root and ``tmp`` are created with their parents synced, by the first write:
 opening and reading need no write access, so a read-only copy of an object
 folder (without ``tmp``) can be restored from.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -68,6 +71,8 @@ class ObjectStoreFullError(ObjectStoreError):
     )
 
 
+#: A temp file untouched for this long was left by a writer that died (:meth:`LocalObjectStore.clean_temp`).
+ABANDONED_TEMP_S = 3600.0
 #: The identity file at the root of an object folder (tenure.objects.base: identity).
 IDENTITY_FILE = "tenure-objects.json"
 #: Where objects found corrupt are moved (tenure.objects.base: set_aside); GC and lists ignore it.
@@ -164,10 +169,14 @@ class LocalObjectStore:
                 tmp = os.path.join(self._tmp, f"{oid}.{uuid.uuid4().hex}")
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 try:
-                    write_all(fd, payload)
-                    fsync_file(fd)
-                finally:
-                    os.close(fd)
+                    try:
+                        write_all(fd, payload)
+                        fsync_file(fd)
+                    finally:
+                        os.close(fd)
+                except BaseException:
+                    _unlink_quietly(tmp)  # half written (a full disk): it must not hold the space
+                    raise
                 staged.append((tmp, final))
             for tmp, final in staged:
                 parent = os.path.dirname(final)
@@ -179,11 +188,12 @@ class LocalObjectStore:
                 fsync_dir(parent)
             if dirs:
                 fsync_dir(self.root)
-        except OSError as exc:
+        except BaseException as exc:
             for tmp, _ in staged:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            raise os_error(exc, f"write objects under {self.root}", self.root) from exc
+                _unlink_quietly(tmp)  # renamed into place already, or written in full and now given up
+            if isinstance(exc, OSError):
+                raise os_error(exc, f"write objects under {self.root}", self.root) from exc
+            raise
         return len(staged)
 
     def get(self, oid: str) -> bytes:
@@ -234,18 +244,32 @@ class LocalObjectStore:
             raise os_error(exc, f"delete objects under {self.root}", self.root) from exc
         return removed
 
-    def clean_temp(self, older_than: float = 3600.0) -> int:
-        """Remove temp files a crashed writer left behind (older than ``older_than`` s)."""
-        import time
+    def clean_temp(self, older_than: float = ABANDONED_TEMP_S) -> int:
+        """Remove temp files a crashed writer left behind: those not modified for ``older_than`` s; how many.
 
+        A writer holds a temp file only within one ``put_many`` (or identity
+        write), from its write to its rename, and removes it itself when the
+        write fails; one untouched for that long belongs to a process that
+        died (``tenure gc`` calls this). Never a young one, whatever the
+        GC's grace: it may be a live writer's.
+        """
+        now = time.time()
         removed = 0
-        if not os.path.isdir(self._tmp):
-            return 0
-        with os.scandir(self._tmp) as entries:
+        try:
+            with os.scandir(self._tmp) as scan:
+                entries = list(scan)
             for entry in entries:
-                if time.time() - entry.stat().st_mtime > older_than:
+                try:
+                    if now - entry.stat(follow_symlinks=False).st_mtime <= older_than:
+                        continue
                     os.unlink(entry.path)
-                    removed += 1
+                except FileNotFoundError:
+                    continue  # renamed into place or removed meanwhile
+                removed += 1
+        except FileNotFoundError:
+            return removed  # no write ever happened here
+        except OSError as exc:
+            raise os_error(exc, f"remove abandoned temp files under {self._tmp}", self.root) from exc
         return removed
 
     def sync(self) -> None:
@@ -367,6 +391,14 @@ def _sync_ancestors(folder: str) -> None:
         except OSError:
             return
         current = parent
+
+
+def _unlink_quietly(path: str) -> None:
+    """Remove a temp file this writer made, if it is still there; a failure to do so leaves it to ``clean_temp``."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _sync_existing(final: str) -> bool:

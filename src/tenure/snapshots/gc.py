@@ -9,11 +9,15 @@ transactions. A GC run:
    DELETING, or pinned) is collected;
 2. *trace* (no lock): the closure of those roots is read from tree objects;
    candidates are stored objects outside it that are older than the grace
-   period;
+   period, and those only FAILED snapshots' trees reach, whatever their age
+   (:func:`_failed_uploads`);
 3. *sweep* (in batches, each under the GC lock held exclusively): objects
    named by a live upload pin, or reachable from a root published since the
    mark (a checkpoint that finished and dropped its pins meanwhile), are
    spared; the rest are deleted.
+
+Last, a local object folder's temp files that writers which died left
+behind (untouched for an hour) are removed.
 
 A crash at any point leaves only unreachable objects behind; the next run
 finishes the job. A damaged snapshot (a tree object missing or corrupt) does
@@ -43,6 +47,7 @@ from tenure.errors import ConfigurationError, IntegrityError
 from tenure.faults import crash_point, register
 from tenure.objects import ObjectStore
 from tenure.objects.codec import reserved
+from tenure.states import SnapshotState
 from tenure.store import Store
 
 register("gc.after_mark", "DELETING snapshots are DELETED, no object removed yet")
@@ -88,6 +93,10 @@ class GcResult:
     young: int = 0
     #: Seconds until the last of the ``young`` objects is older than the grace period (None: there are none).
     young_reclaimable_in: float | None = None
+    #: Candidates younger than the grace period taken anyway: only FAILED uploads' trees reach them.
+    failed_uploads: int = 0
+    #: Temp files of writes that died, removed from a local object folder (older than an hour).
+    temp_removed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "damaged": list(self.damaged)}
@@ -104,7 +113,8 @@ def collect(
     damaged: list[str] = []
     for root in roots:
         reachable |= _closure(root, objects, damaged)
-    stored = referenced = young = 0
+    failed = _failed_uploads(store, objects, reachable)
+    stored = referenced = young = of_failed = 0
     youngest = None
     candidates = []
     for oid, created in objects.list_ids():
@@ -115,6 +125,9 @@ def collect(
             referenced += 1
         elif created.timestamp() < mark_time - grace_s:
             candidates.append(oid)
+        elif oid in failed:
+            candidates.append(oid)
+            of_failed += 1
         else:
             young += 1
             youngest = created.timestamp() if youngest is None else max(youngest, created.timestamp())
@@ -132,6 +145,8 @@ def collect(
         if progress is not None:
             progress(min(start + step, len(candidates)), len(candidates))
         crash_point("gc.mid_sweep")
+    clean_temp = getattr(objects, "clean_temp", None)  # a local folder's temp files of writers that died
+    temp_removed = clean_temp() if callable(clean_temp) else 0
     return GcResult(
         len(roots),
         len(reachable),
@@ -144,18 +159,42 @@ def collect(
         referenced=referenced,
         young=young,
         young_reclaimable_in=None if youngest is None else round(youngest + grace_s - mark_time, 3),
+        failed_uploads=of_failed,
+        temp_removed=int(temp_removed),
     )
 
 
-def _closure(root: str, objects: ObjectStore, damaged: list[str]) -> frozenset[str]:
-    """The closure of ``root``; for a damaged tree, as much of it as can still be read (and reported)."""
+def _failed_uploads(store: Store, objects: ObjectStore, reachable: set[str]) -> frozenset[str]:
+    """Objects only FAILED snapshots' trees reach: they need not wait for the grace period.
+
+    A FAILED snapshot is never published, read or adopted again, and a
+    writer that relies on an object it did not store pins it before it asks
+    whether it is stored (ADR 0004), so the sweep spares any of these that a
+    live upload needs, and any a snapshot published since the mark reaches.
+    Read after the mark: one that became DELETING (prune) since is in the
+    mark's roots or among the roots the sweep reads again. Only a FAILED
+    snapshot that got as far as its root tree has anything here; an upload
+    that failed while it stored objects (a full disk) named none of them.
+    """
+    found: set[str] = set()
+    for ws in store.workspaces.workspaces():
+        for snap in store.snapshots.list(ws.id):
+            if snap.state is SnapshotState.FAILED and snap.root_oid is not None:
+                found |= _closure(snap.root_oid, objects, None)
+    return frozenset(found - reachable)
+
+
+def _closure(root: str, objects: ObjectStore, damaged: list[str] | None) -> frozenset[str]:
+    """The closure of ``root``; for a damaged tree, as much of it as can still be read (and reported in
+    ``damaged``, if given)."""
     from tenure.snapshots import tree_closure
     from tenure.snapshots.walk import load_listing
 
     try:
         return tree_closure(root, objects)
     except IntegrityError:
-        damaged.append(root)
+        if damaged is not None:
+            damaged.append(root)
     try:
         listing = load_listing(root, objects, with_ids=True)
     except IntegrityError:
