@@ -578,3 +578,31 @@ def test_a_suspend_whose_engine_will_not_stop_is_finished_by_the_beat_never_left
         assert (restored / "kept.txt").read_text() == "kept"
     finally:
         release.set()
+
+
+def test_a_checkpoint_on_a_pod_that_lost_the_project_is_fenced_not_published_under_the_new_owners_lease(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+) -> None:
+    """A pod paused past its TTL still has the project in its registry when it resumes; a checkpoint asked of
+    it then (accepted before the pause, or before its beat sees the loss) must run under the generation it
+    brought the project under, so the store refuses it — never under the store's newest generation, whose
+    writer lease belongs to the pod that took the project over."""
+    ttl = 0.4
+    ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
+    a = make_node(store, tmp_path, objects_dir, "a", lease_ttl=ttl)
+    b = make_node(store, tmp_path, objects_dir, "b", lease_ttl=ttl)
+    nodes.extend([a, b])
+    a.start()
+    b.start()
+    project = a.bring(T, "p")
+    Path(a.lifecycle.folder(project), "a.txt").write_text("written on a before it lost the lease")
+    wait_past(store, ttl + 0.05)  # a renews nothing: its lease runs out
+    taken = b.bring(T, "p")
+    assert taken.generation > project.generation
+    Path(b.lifecycle.folder(taken), "b.txt").write_text("b")
+    b.checkpoint(T, "p")
+    head_before = store.workspaces.workspace(project.workspace_id).head_snapshot_id
+    with pytest.raises(TenureError) as refused:
+        a.checkpoint(T, "p")
+    assert refused.value.code in ("stale-generation", "lease-lost")
+    assert store.workspaces.workspace(project.workspace_id).head_snapshot_id == head_before, "nothing published"

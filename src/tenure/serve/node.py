@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenure.errors import ConfigurationError, ConflictError, TenureError
@@ -742,16 +742,30 @@ class Node:
         project = self.projects.get(tenant, name)
         started = time.perf_counter()
         with self.gate.writing(project.id, project.ref):
-            if project.id not in self.registry:  # asked inside the gate: an ending operation is done with it
-                raise ConflictError(
-                    f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
-                )
+            # asked inside the gate: an ending operation is done with it; and under the generation the
+            # project runs under here, never the store's newest (another pod's, after a takeover)
+            project = self._as_running_here(project)
             self.journals.keep(self.registry.ids())
             interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
             result = self.lifecycle.checkpoint_running(project, interval=interval)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result
+
+    def _as_running_here(self, project: Project) -> Project:
+        """``project`` at the generation it runs under on this pod (its engines', its writer lease's).
+
+        A checkpoint or hand-over must use that generation, never the one the store holds now: after a
+        takeover the store's generation is the new owner's, and its writer lease would let this pod's
+        folder be published as the new owner's work. With this pod's own generation the store's fence
+        refuses it (``stale-generation``). Raises ``not-running-here`` when it does not run here.
+        """
+        running = self.registry.generation(project.id)
+        if running is None:
+            raise ConflictError(
+                f"project {project.ref} does not run on this pod", code="not-running-here", project=project.ref
+            )
+        return project if running == project.generation else replace(project, generation=running)
 
     def route(self, tenant: str, name: str, *, bring: bool = False) -> Route:
         """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later.
@@ -840,7 +854,7 @@ class Node:
             project = self.projects.by_id(project_id)
             try:
                 with self.gate.closing(project_id):
-                    self.lifecycle.hand_over(project)
+                    self.lifecycle.hand_over(self._as_running_here(project))
                 moved.append(project.ref)
                 self._event(project, EventKind.DRAIN)
                 self._log("handed over", project=project.ref, generation=project.generation)
