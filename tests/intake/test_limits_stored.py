@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,31 @@ def test_new_intake_layout_folders_are_made_durable(tmp_path: Path, monkeypatch:
     Workspace(root)
     for name in ("inbox", "quarantine", "cache", "cases", "outbox", "review", "runtime", "runtime/locks"):
         assert str((root / name).parent) in synced, name
+
+
+def test_what_the_intake_compresses_itself_never_fails_the_ratio_limit(tmp_path: Path) -> None:
+    """A manifest at its size limit that deflates better than 200:1 grows past ``ratio_min_bytes`` once the
+    intake adds its fields, and an artifact of repeated bytes deflates better still: the intake stores such
+    an entry uncompressed, so its generations and its exports keep the ratio limit and read back."""
+    limit = 256 * 1024
+    config = IntakeConfig(limits=Limits(manifest_bytes=limit, ratio_min_bytes=limit))
+    ws = Workspace(tmp_path / "ws", config)
+    raw = canonical_json(_manifest_of_size(limit))
+    assert len(zlib.compress(raw)) * 400 < limit, "the manifest deflates far better than the ratio limit"
+    with zipfile.ZipFile(ws.inbox / "a.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("manifest.json", raw)
+        zf.writestr("input/report.txt", b"r")
+    assert _poll_one(ws) == (ResultKind.ACCEPTED, None)
+    store = CheckpointStore(ws)
+    zeros = bytes(4 * limit)
+    advanced = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b", artifacts={"out/zeros.bin": zeros})
+    assert advanced.read("out/zeros.bin") == zeros
+    with zipfile.ZipFile(advanced.path) as zf:
+        assert zf.getinfo("manifest.json").compress_type == zipfile.ZIP_STORED
+        assert zf.getinfo("out/zeros.bin").compress_type == zipfile.ZIP_STORED
+        assert zf.getinfo("input/report.txt").compress_type == zipfile.ZIP_DEFLATED
+    exported = store.export("case-A", "pkg-1", tmp_path / "export.zip")
+    for written in (*(ws.case_dir("case-A", "pkg-1") / n for n in _files_in(ws) if n.endswith(".zip")), exported.path):
+        with zipfile.ZipFile(written) as zf:
+            for info in zf.infolist():
+                assert info.file_size <= limit or info.file_size <= 200 * info.compress_size, (written, info)

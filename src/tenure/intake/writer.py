@@ -24,6 +24,7 @@ import copy
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -160,10 +161,28 @@ class PackageWriter:
                 zf.NameToInfo[info.filename] = info
             # files first, checkpoints after: the next generation copies the files as one range
             for name in sorted(additions, key=lambda n: (n.startswith(CHECKPOINT_DIR), n)):
-                zf.writestr(_new_info(name), additions[name])
+                self._add(zf, name, additions[name])
             if record is not None:
-                zf.writestr(_new_info(GENERATION_RECORD), canonical_json(record) + b"\n")
-            zf.writestr(_new_info(MANIFEST), manifest_bytes(manifest))
+                self._add(zf, GENERATION_RECORD, canonical_json(record) + b"\n")
+            self._add(zf, MANIFEST, manifest_bytes(manifest))
+
+    def _add(self, zf: zipfile.ZipFile, name: str, data: bytes) -> None:
+        """A new entry, deflated unless that would pass the limits' compression ratio: then stored.
+
+        What the intake writes is judged by the same limits as an input (a
+        stored generation, an export delivered to another intake), so an
+        entry over ``ratio_min_bytes`` that deflates better than ``max_ratio``
+        — a manifest of a million zeros, an artifact of repeated bytes — is
+        written uncompressed rather than refused as ``compression-ratio``.
+        """
+        info = _new_info(name)
+        limits = self.config.limits
+        if len(data) > limits.ratio_min_bytes:
+            packer = zlib.compressobj(self.config.compresslevel, zlib.DEFLATED, -15)
+            packed = len(packer.compress(data)) + len(packer.flush())
+            if len(data) / max(packed, 1) > limits.max_ratio:
+                info.compress_type = zipfile.ZIP_STORED
+        zf.writestr(info, data, compresslevel=self.config.compresslevel)
 
 
 def export_package(package: Package, target: Path, config: IntakeConfig | None = None) -> Package:
