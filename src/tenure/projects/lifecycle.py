@@ -236,7 +236,7 @@ class LifecycleService:
                 if ready is not None
                 else "repair the head from a live copy; there is no READY snapshot to fall back to"
             )
-            self.projects.record_error(project, f"workspace init failed: {exc.message}; {way_out}")
+            self._record_error(project, f"workspace init failed: {exc.message}; {way_out}")
             exc.context.setdefault("project", project.ref)
             exc.context["newest_ready"] = ready.id if ready is not None else None
             exc.hint = way_out
@@ -345,7 +345,7 @@ class LifecycleService:
                 # the engines already started must not run on: stop them, last started first
                 self._stop_quietly(project, list(reversed(self.engines[:index])))
                 self._event(project, EventKind.ENGINE_FAILURE, phase="start", error=str(exc))
-                self.projects.record_error(project, f"engine start failed: {exc}")
+                self._record_error(project, f"engine start failed: {exc}")
                 raise EngineFailedError(
                     f"an engine failed to start for {project.ref}: {exc}", project=project.ref
                 ) from exc
@@ -399,7 +399,7 @@ class LifecycleService:
             why = self._stop_one(engine, event, folder)
             if why is not None:
                 self._event(project, EventKind.ENGINE_FAILURE, phase="stop", error=why)
-                self.projects.record_error(project, f"engine stop {why}")
+                self._record_error(project, f"engine stop {why}")
                 raise EngineFailedError(
                     f"an engine stop {why} for {project.ref}; the project stays {stays}", project=project.ref
                 )
@@ -449,6 +449,23 @@ class LifecycleService:
         if point is not None:
             crash_point(point)
         self.workspaces.preserve_folder(folder, mount.preserved_folder)
+
+    def _record_error(self, project: Project, error: str) -> None:
+        """Record a failure on the project, best effort: the failure itself is what the caller raises.
+
+        A pod fenced meanwhile (``stale-generation``: another pod holds the
+        project now) or a store that refuses the write only leaves a log
+        line; the record stays the new owner's to write.
+        """
+        try:
+            self.projects.record_error(project, error)
+        except TenureError as exc:
+            log.warning(
+                "project error not recorded (%s): %s",
+                exc.code,
+                error,
+                extra={"tenure": {"project": project.ref, "pod": self.pod.pod_id, "reason": exc.message}},
+            )
 
     def _event(self, project: Project, kind: EventKind, **detail: object) -> None:
         """Record ``kind`` on the project's timeline for this pod (best effort: never raises)."""
