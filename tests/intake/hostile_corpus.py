@@ -842,7 +842,8 @@ def zip64_four_million_claim(case: str) -> bytes:
 
 
 def real_too_many(case: str) -> bytes:
-    files = {f"input/{i:03d}.txt": b"" for i in range(CORPUS_LIMITS.max_entries)}
+    """One producer file more than max_entries (manifest.json counts apart)."""
+    files = {f"input/{i:03d}.txt": b"" for i in range(CORPUS_LIMITS.max_entries + 1)}
     return package(case, files=files)
 
 

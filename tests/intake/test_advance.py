@@ -104,12 +104,13 @@ def test_i78_artifacts_and_checkpoint_in_one_generation(ws: Workspace) -> None:
 def test_i78_failed_validation_publishes_nothing(tmp_path: Path) -> None:
     from tenure.intake import IntakeConfig, Limits
 
-    # manifest.json + input/report.txt + two artifacts = 4 entries; checkpoints count apart
+    # input/report.txt + three artifacts = 4 entries; manifest.json and the checkpoints count apart
     ws = Workspace(tmp_path / "ws", IntakeConfig(limits=Limits(max_entries=3)))
     to_building(ws)
     store = CheckpointStore(ws)
+    artifacts = {"a.txt": b"1", "b.txt": b"2", "c.txt": b"3"}
     with pytest.raises(LifecycleError) as caught:
-        store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i", artifacts={"a.txt": b"1", "b.txt": b"2"})
+        store.advance("case-A", "pkg-1", "INTERPRETING", step_id="i", artifacts=artifacts)
     assert caught.value.code == "too-many-entries"
     folder = ws.case_dir("case-A", "pkg-1")
     assert sorted(os.listdir(folder)) == ["current.json", "g00000001.zip", "g00000002.zip"]

@@ -190,7 +190,7 @@ def test_limits_are_configuration(tmp_path: Path) -> None:
         )
     )
     cases = {
-        "too-many-entries": with_manifest(("a", b""), ("b", b""), ("c", b"")),
+        "too-many-entries": with_manifest(("a", b""), ("b", b""), ("c", b""), ("d", b"")),
         "path-too-deep": with_manifest(("a/b/c", b"")),
         "path-too-long": with_manifest(("x" * 21, b"")),
         "uncompressed-too-large": with_manifest(("a", b"y" * 2000)),

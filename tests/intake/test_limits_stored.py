@@ -40,16 +40,35 @@ def _files_in(ws: Workspace) -> list[str]:
 @pytest.mark.parametrize("extra", [0, 1])
 def test_package_with_exactly_max_entries_is_admitted_stored_and_advanced(tmp_path: Path, extra: int) -> None:
     ws = Workspace(tmp_path / "ws", IntakeConfig(limits=Limits(max_entries=20)))
-    files = {f"data/{i:02d}.txt": b"x" for i in range(19 + extra)}  # + manifest.json = 20 (+1)
+    files = {f"data/{i:02d}.txt": b"x" for i in range(20 + extra)}  # manifest.json counts apart
     put(ws, "a.zip", files=files)
     if extra:
         assert _poll_one(ws) == (ResultKind.QUARANTINED, "too-many-entries")
         return
     assert _poll_one(ws) == (ResultKind.ACCEPTED, None)
     stored = CaseStorage(ws).load_current("case-A", "pkg-1")
-    assert stored is not None and len(stored.files) == 21, "20 files and the admission checkpoint"
+    assert stored is not None and len(stored.files) == 22, "20 files, the manifest and the admission checkpoint"
     advanced = CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b")
     assert advanced.generation == 2 and len(advanced.chain) == 2
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_folder_entries_count_toward_max_entries(tmp_path: Path, extra: int) -> None:
+    """A folder entry is one of the producer's entries; stored generations hold none, so they never grow."""
+    ws = Workspace(tmp_path / "ws", IntakeConfig(limits=Limits(max_entries=20)))
+    manifest = canonical_json(new_manifest("case-A", "pkg-1"))
+    with zipfile.ZipFile(ws.inbox / "a.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("manifest.json", manifest)
+        for folder in ("data/", "data/more/"):
+            zf.mkdir(folder)
+        for i in range(18 + extra):
+            zf.writestr(f"data/more/{i:02d}.txt", b"x")
+    if extra:
+        assert _poll_one(ws) == (ResultKind.QUARANTINED, "too-many-entries")
+        return
+    assert _poll_one(ws) == (ResultKind.ACCEPTED, None)
+    stored = CaseStorage(ws).load_current("case-A", "pkg-1")
+    assert stored is not None and len(stored.files) == 20, "18 files, the manifest and the admission checkpoint"
 
 
 def test_package_declaring_exactly_the_uncompressed_limit_is_admitted(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ canonical** (ADR 0108):
   flags, method, time, CRC and sizes — or its data descriptor does); the
   version needed to extract may differ, as long as tenure reads both;
 * the entry count is read from the end record and checked against the
-  limits *before* the directory is read, and the directory is read one
+  limits *before* the directory is read (``max_entries`` counts the
+  producer's files and folder entries, not ``manifest.json``, the
+  checkpoints nor the generation record), and the directory is read one
   record at a time, so any archive under the size limit is judged in bounded
   time and memory.
 
@@ -44,7 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .canonical import MANIFEST
+from .canonical import GENERATION_RECORD, MANIFEST
 from .config import Limits
 from .errors import PackageRejectedError
 
@@ -272,7 +274,8 @@ class _Scanner:
 
     def scan(self) -> tuple[list[Entry], int]:
         count, cd_offset, cd_size, cd_end = self._end_records()
-        cap = self.limits.max_entries + self.limits.max_checkpoints
+        # the producer's entries, the checkpoints, and manifest.json and the generation record, which count for none
+        cap = self.limits.max_entries + self.limits.max_checkpoints + 2
         if count > cap:
             raise _reject(f"archive has {count} entries (limit {cap})", "too-many-entries", entries=count)
         if cd_offset + cd_size != cd_end:
@@ -411,10 +414,12 @@ class _Scanner:
             if entry.is_dir():
                 if entry.file_size:
                     raise _reject(f"folder entry {name!r} holds data", "corrupt-entry", entry=name)
-                plain += 1
+                plain += 1  # a folder entry is one of the producer's entries
                 continue
             files.add(name)
-            if name.startswith(CHECKPOINT_PREFIX):
+            if name == MANIFEST or name == GENERATION_RECORD:
+                pass  # limits of their own; the intake's bookkeeping, not the producer's files
+            elif name.startswith(CHECKPOINT_PREFIX):
                 checkpoints += 1
                 if entry.file_size > limits.manifest_bytes:
                     raise _reject(
@@ -424,11 +429,10 @@ class _Scanner:
                     )
             else:
                 plain += 1
-                if name != MANIFEST:
-                    total += entry.file_size
+                total += entry.file_size
         if plain > limits.max_entries:
             raise _reject(
-                f"archive has {plain} entries besides its checkpoints (limit {limits.max_entries})",
+                f"archive has {plain} entries besides manifest.json and its checkpoints (limit {limits.max_entries})",
                 "too-many-entries",
                 entries=plain,
             )

@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+#: the record of a stored generation (format v2, ADR 0110); in the checkpoint namespace, but no checkpoint
+GENERATION_RECORD = "history/checkpoints/generation.json"
 
 
 def canonical_json(value: Any) -> bytes:

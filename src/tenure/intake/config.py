@@ -32,7 +32,8 @@ class Limits:
     archive_bytes: int = 256 * MiB
     #: sum of declared uncompressed sizes; code ``uncompressed-too-large``
     uncompressed_bytes: int = 1 * GiB
-    #: number of entries in the central directory; code ``too-many-entries``
+    #: the producer's entries: its files and folder entries, not manifest.json, the checkpoints nor a
+    #: stored generation's record; code ``too-many-entries``
     max_entries: int = 10_000
     #: uncompressed / compressed, checked for entries above ``ratio_min_bytes``;
     #: code ``compression-ratio``
@@ -52,9 +53,9 @@ class Limits:
     def stored(self) -> Limits:
         """The limits a stored generation is read under: these, plus room for the intake's bookkeeping.
 
-        ``max_entries`` and ``uncompressed_bytes`` count the producer's files
-        only (not ``manifest.json`` nor the checkpoints), so they hold for a
-        stored generation as given. What the intake adds is bounded apart: a
+        ``max_entries`` and ``uncompressed_bytes`` count the producer's entries
+        only (not ``manifest.json``, the checkpoints nor the generation record),
+        so they hold for a stored generation as given. What the intake adds is bounded apart: a
         manifest may grow by :data:`MANIFEST_RESERVE` (the lifecycle fields
         and artifact pointers an advance adds; an advance that would pass it
         is refused), and each checkpoint the intake writes is at most

@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any, cast
 
 from .archive import CHECKPOINT_PREFIX, SafeArchive, check_entry_name, open_archive
-from .canonical import MANIFEST, canonical_json, parse_aware, sha256_hex, step_hash, strict_json_loads
+from .canonical import (
+    GENERATION_RECORD,
+    MANIFEST,
+    canonical_json,
+    parse_aware,
+    sha256_hex,
+    step_hash,
+    strict_json_loads,
+)
 from .config import IntakeConfig, Limits
 from .errors import PackageRejectedError, StorageCorruptError
 from .history import History, fingerprint_record
@@ -61,9 +69,9 @@ __all__ = [
 
 CHECKPOINT_DIR = CHECKPOINT_PREFIX
 _CHECKPOINT_PATH = re.compile(r"^history/checkpoints/([0-9a-f]{64})\.json$")
-#: the stored generation record (format v2): in the namespace reserved to the lifecycle service, so no
-#: producer file can have its name, and a v1 reader refuses a v2 generation (an orphan) instead of misreading it
-GENERATION_RECORD = "history/checkpoints/generation.json"
+#: the stored generation record (format v2), :data:`~tenure.intake.canonical.GENERATION_RECORD`: in the namespace
+#: reserved to the lifecycle service, so no producer file can have its name, and a v1 reader refuses a v2
+#: generation (an orphan) instead of misreading it
 #: ``format`` and ``format_version`` of the generation record
 RECORD_FORMAT = "tenure-intake-generation"
 STORED_FORMAT = 2
