@@ -10,19 +10,25 @@
   ``max_jobs`` and is polled after the others next time;
 * whatever an input's bytes make the reader do, the input ends QUARANTINED
   with a code, never ERROR;
-* inbox names that are not UTF-8 are quarantined with a valid UTF-8 report.
+* inbox names that are not UTF-8 are quarantined with a valid UTF-8 report;
+* an inbox name that is no regular file (a FIFO, a socket, a folder) is
+  quarantined by a rename, never opened.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tenure.faults import at
-from tenure.intake import InboxProcessor, ResultKind, Workspace
+from tenure.intake import InboxProcessor, PollResult, ResultKind, Workspace
 from tenure.intake.inbox import ACK_PREFIX, ACK_RENAMED
 from tests.intake.intake_support import put
 
@@ -126,3 +132,81 @@ def test_inbox_name_that_is_not_utf8_is_quarantined_with_a_utf8_report(ws: Works
     report = json.loads((folder / "validation_error.json").read_bytes().decode("utf-8"))
     assert report["input_name"] == "\\xff\\xfebad.zip"
     assert list(ws.inbox.iterdir()) == []
+
+
+def _make_special(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))
+    else:
+        path.mkdir()
+        (path / "inside.zip").write_bytes(b"whatever a folder holds")
+
+
+@pytest.mark.parametrize(("kind", "described"), [("fifo", "FIFO"), ("socket", "socket"), ("folder", "folder")])
+def test_input_that_is_not_a_regular_file_is_quarantined_by_a_rename(ws: Workspace, kind: str, described: str) -> None:
+    """A FIFO, a socket or a folder in the inbox ends QUARANTINED not-a-regular-file, next to a valid package
+    admitted in the same pass: moved whole into its quarantine folder, never opened (a FIFO nobody writes to
+    would block a reader forever), and nothing is left in the inbox for the next pass."""
+    special = ws.inbox / f"special-{kind}"
+    _make_special(special, kind)
+    put(ws, "valid.zip")
+    results = _poll_in_a_thread(ws)
+    assert [(r.input_path.name if r.input_path else None, r.kind, r.code) for r in results] == [
+        ("special-" + kind, ResultKind.QUARANTINED, "not-a-regular-file"),
+        ("valid.zip", ResultKind.ACCEPTED, None),
+    ]
+    assert list(ws.inbox.iterdir()) == []
+    folder = Path(results[0].paths["quarantine"])
+    assert sorted(os.listdir(folder)) == ["input", "validation_error.json"]
+    moved = folder / "input"
+    assert {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "folder": stat.S_ISDIR}[kind](os.lstat(moved).st_mode)
+    report = json.loads((folder / "validation_error.json").read_text())
+    assert (report["code"], report["input_kind"], report["input_name"]) == (
+        "not-a-regular-file",
+        described,
+        f"special-{kind}",
+    )
+    assert [r.kind for r in InboxProcessor(ws).poll() if r.input_path is not None] == []
+
+
+def test_input_that_turns_into_a_fifo_before_it_is_opened_is_quarantined(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name held a regular file when it was looked at and a FIFO when it was opened: the open does not
+    wait for a writer, and the input is quarantined as what it is."""
+    fifo = ws.inbox / "swapped.zip"
+    os.mkfifo(fifo)
+    real_lstat = os.lstat
+    regular = real_lstat(put(ws, "valid.zip"))
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        return regular if os.fspath(path) == os.fspath(fifo) else real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    results = _poll_in_a_thread(ws)
+    monkeypatch.undo()
+    assert [(r.kind, r.code) for r in results] == [
+        (ResultKind.QUARANTINED, "not-a-regular-file"),
+        (ResultKind.ACCEPTED, None),
+    ]
+    assert list(ws.inbox.iterdir()) == []
+
+
+def _poll_in_a_thread(ws: Workspace) -> list[PollResult]:
+    """One poll, given 30 s; a poll stuck on a FIFO is released (by opening its write end) and fails the test."""
+    found: list[list[PollResult]] = []
+    worker = threading.Thread(target=lambda: found.append(InboxProcessor(ws).poll()), daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():
+        for folder, _dirs, names in os.walk(ws.root):
+            for name in names:
+                path = os.path.join(folder, name)
+                if stat.S_ISFIFO(os.lstat(path).st_mode):
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+        pytest.fail("the poll waited on a FIFO")
+    return found[0]

@@ -80,6 +80,10 @@ CODES: dict[str, tuple[str, str]] = {
     "invalid-manifest": ("rejected", "fix manifest.json to match manifest-v1.schema.json"),
     "invalid-package": ("rejected", "fix the package so it agrees with its manifest"),
     "symlink-input": ("rejected", "publish regular files into the inbox, not symbolic links"),
+    "not-a-regular-file": (
+        "rejected",
+        "publish regular files into the inbox, not folders, FIFOs, sockets or devices",
+    ),
     "non-canonical-zip": (
         "rejected",
         "the archive holds bytes outside its listed entries (a prefix, a gap, a hidden or appended record); "

@@ -2,7 +2,9 @@
 
 For each inbox file (sorted by name, inputs that ended ERROR on an earlier
 pass last; names starting with ``.`` are a producer's unfinished uploads and
-are skipped): symlinks are rejected without being followed; oversized files
+are skipped): symlinks are rejected without being followed; anything else that
+is not a regular file (a folder, a FIFO, a socket, a device) is moved into
+quarantine by a rename, never opened; oversized files
 are moved straight to quarantine; others are copied to ``cache/<sha256>.zip``
 (bounded by the archive limit) and the copy is validated — never the live
 file. Every input the validator refuses, or cannot read at all, is
@@ -87,6 +89,10 @@ BATCH_ACKNOWLEDGED = register(
 #: ``observer(event, inbox_path)`` is told ``"cached"`` and ``"published"``.
 Observer = Callable[[str, Path], None]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: inbox files are opened without waiting: a FIFO swapped in under an input's name opens at once (and is refused)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+#: what an input that is not a regular file is called inside its quarantine folder (it is no zip)
+SPECIAL_INPUT = "input"
 _CHUNK = 1024 * 1024
 #: an inbox original being acknowledged lives under this private name for a moment
 ACK_PREFIX = ".tenure-ack-"
@@ -268,9 +274,13 @@ class InboxProcessor:
         if stat.S_ISLNK(st.st_mode):
             return self._reject_symlink(item)
         if not stat.S_ISREG(st.st_mode):
-            return None
+            return self._reject_special(item, st.st_mode)
         limit = self.config.limits.archive_bytes
-        if st.st_size > limit or not self._cache(item, limit):
+        try:
+            cached = st.st_size <= limit and self._cache(item, limit)
+        except _NotRegular as swapped:
+            return self._reject_special(item, swapped.mode)
+        if not cached:
             error = PackageRejectedError(f"input is larger than {limit} bytes", code="archive-too-large", limit=limit)
             return self._quarantine(item, error, move=True)
         self._notify("cached", item.entry)
@@ -298,7 +308,11 @@ class InboxProcessor:
         tmp = cache / tmp_name(".zip")
         digest = hashlib.sha256()
         total = 0
-        fd = os.open(item.entry, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(item.entry, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced since it was looked at
+            os.close(fd)
+            raise _NotRegular(mode)
         with os.fdopen(fd, "rb") as src, open(tmp, "xb") as dst:
             while chunk := src.read(_CHUNK):
                 total += len(chunk)
@@ -627,6 +641,31 @@ class InboxProcessor:
             paths={"quarantine": str(folder)},
         )
 
+    def _reject_special(self, item: _Input, mode: int) -> PollResult:
+        """Quarantine an input that is not a regular file: renamed into its folder as ``input``, never opened.
+
+        A FIFO is never read (nothing waits for a writer), a socket never
+        connected to, a folder moved whole; the report says what it was.
+        """
+        kind = _kind_of(mode)
+        error = PackageRejectedError(
+            f"inbox inputs must be regular files; this one is a {kind}", code="not-a-regular-file", kind=kind
+        )
+        folder = self._new_quarantine()
+        os.rename(item.entry, folder / SPECIAL_INPUT)
+        fsync_dir(folder)
+        fsync_dir(item.entry.parent)  # the input leaves the inbox durably only once it is durably here
+        crash_point(QUARANTINE_COPIED)
+        self._report(folder, item, error, input_kind=kind)
+        crash_point(QUARANTINE_REPORTED)
+        return PollResult(
+            ResultKind.QUARANTINED,
+            input_path=item.entry,
+            code=error.code,
+            message=error.message,
+            paths={"quarantine": str(folder)},
+        )
+
     def _report(self, folder: Path, item: _Input, error: LifecycleError, **extra: Any) -> None:
         report = {
             "format": "tenure-validation-error",
@@ -772,9 +811,9 @@ def _key(entry: Path) -> str:
 
 
 def _sha256_of(path: Path) -> str | None:
-    """SHA-256 of a regular file (never following a link), or None if it is not one."""
+    """SHA-256 of a regular file (never following a link nor waiting on a FIFO), or None if it is not one."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
     except OSError:
         return None
     digest = hashlib.sha256()
@@ -784,6 +823,28 @@ def _sha256_of(path: Path) -> str | None:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class _NotRegular(Exception):
+    """The inbox name was a regular file when looked at, and something else when opened."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(mode)
+        self.mode = mode
+
+
+def _kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, for the report."""
+    for test, kind in (
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return kind
+    return f"file of type {stat.S_IFMT(mode):#o}"
 
 
 def _unreadable(error: Exception) -> PackageRejectedError:
