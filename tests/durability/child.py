@@ -432,6 +432,44 @@ def intake_advance(work: Work) -> Spec:
     )
 
 
+def intake_commit_new_folder(work: Work) -> Spec:
+    """The commit sequence on top of a package read from the inbox (admission one at a time): commit() creates
+    the case folder and stores generation 1 there, holding its whole history."""
+    from tenure.intake.canonical import utc_now
+    from tenure.intake.commit import commit
+    from tenure.intake.machine import intake_machine
+    from tenure.intake.package import read_package
+    from tenure.intake.plan import make_request, plan_advance
+    from tenure.intake.storage import CaseStorage
+
+    ws = _intake_setup(work)
+    incoming = read_package(ws.inbox / os.path.basename(_put_package(ws, "in.zip")), ws.config)
+    machine = intake_machine(ws.config.phases)
+    request = make_request(machine, ws.config, "VALIDATED", step_id=f"admission:{incoming.fingerprint}")
+    now = utc_now()
+    plan = plan_advance(incoming, request, machine, now, ws.config.limits)
+    folder = ws.case_dir("case-A", "pkg-1")
+    _on_disk(ws)
+    _mark_publish()
+    work.begin()
+    package = commit(ws, incoming, plan, folder, now)
+    mark("ack")
+    cases, runtime, root = str(ws.cases), str(ws.runtime_file), str(ws.root)
+    stored = CaseStorage(ws).load_current("case-A", "pkg-1")
+    finals = (os.path.join(folder, "g00000001.zip"), os.path.join(folder, "current.json"))
+    return Spec(
+        [Scope(cases, root), Scope(runtime, root)],
+        [Ack("published", scopes=(cases,)), Ack("ack")],
+        [Window("begin", "ack", finals)],
+        {
+            "generation": package.generation,
+            "state": package.state.value,
+            "link": package.link.file if package.link else None,
+            "reads_back": stored is not None and stored.fingerprint == package.fingerprint,
+        },
+    )
+
+
 def _intake_spans(work: Work, advances: int) -> Any:
     """An intake whose case has ``advances`` advances after admission, in spans of 2 (ADR 0110)."""
     from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig
@@ -493,6 +531,7 @@ SCENARIOS: dict[str, Callable[[Work], Spec]] = {
     "intake-quarantine-large": intake_quarantine_large,
     "intake-advance": intake_advance,
     "intake-advance-span": intake_advance_span,
+    "intake-commit-new-folder": intake_commit_new_folder,
     "intake-collect": intake_collect,
 }
 
@@ -599,6 +638,11 @@ def _intake_cache_no_fsync() -> None:
     _patch("tenure.intake.inbox", "fsync_file", lambda fd: None)
 
 
+def _intake_commit_plain_mkdir() -> None:
+    """commit() creates the package folder with a plain mkdir: the new folders' parents are not synced."""
+    _patch("tenure.intake.commit", "make_dirs_durable", lambda folder: os.makedirs(folder, exist_ok=True))
+
+
 def _intake_collect_no_folder_fsync() -> None:
     _patch("tenure.intake.collect", "fsync_dir", lambda folder: None)
 
@@ -627,6 +671,7 @@ MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
     "intake-writer-no-fsync": ("intake-advance", _intake_writer_no_fsync),
     "intake-span-writer-no-fsync": ("intake-advance-span", _intake_writer_no_fsync),
     "intake-collect-no-folder-fsync": ("intake-collect", _intake_collect_no_folder_fsync),
+    "intake-commit-plain-mkdir": ("intake-commit-new-folder", _intake_commit_plain_mkdir),
 }
 
 

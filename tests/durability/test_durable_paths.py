@@ -31,6 +31,7 @@ EXPECTED = {
     "intake-quarantine-large": {"rename into scope": 2, "fsync": 4, "mkdir": 1},
     "intake-advance": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
     "intake-advance-span": {"link into scope": 1, "rename into scope": 3, "fsync": 5},
+    "intake-commit-new-folder": {"link into scope": 1, "rename into scope": 3, "fsync": 5, "mkdir": 2},
     "intake-collect": {"unlink": 2, "fsync": 1},
 }
 #: intake scenario → what its operation reported
@@ -41,6 +42,7 @@ INTAKE = {
     "intake-quarantine-large": {"results": [["QUARANTINED", "archive-too-large"]], "cached": []},
     "intake-advance": {"admitted": [["ACCEPTED", None]], "generation": 2, "state": "BUILDING_CASE"},
     "intake-advance-span": {"generation": 3, "link": "g00000001.zip"},
+    "intake-commit-new-folder": {"generation": 1, "state": "VALIDATED", "link": None, "reads_back": True},
     "intake-collect": {
         "removed": ["g00000002.zip", "g00000004.zip"],
         "left": ["current.json", "g00000001.zip", "g00000003.zip", "g00000005.zip", "g00000006.zip"],

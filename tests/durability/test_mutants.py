@@ -3,8 +3,8 @@
 A mutant is a monkeypatch applied in the child process just before the
 operation begins (:data:`tests.durability.child.MUTANTS`). Each must produce
 a violation of its rule, under both recorders; a mutant of an object put,
-delete, ``atomic_write``, an intake quarantine or an advance must also
-produce a bad crash state.
+delete, ``atomic_write``, an intake quarantine, an advance or a commit into a
+new case folder must also produce a bad crash state.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ RULES = {
     "intake-writer-no-fsync": ("(a)",),  # a generation linked into place unsynced
     "intake-span-writer-no-fsync": ("(a)",),  # a generation that closes a span linked into place unsynced
     "intake-collect-no-folder-fsync": ("(d)",),  # unreferenced generations removed, the folder not synced
+    "intake-commit-plain-mkdir": ("(c)",),  # commit() makes the case folders with a plain mkdir
 }
 CRASHES = {
     "put",
@@ -44,6 +45,7 @@ CRASHES = {
     "intake-advance",
     "intake-advance-span",
     "intake-collect",
+    "intake-commit-new-folder",
 }
 
 

@@ -152,6 +152,32 @@ def test_an_exported_package_is_the_same_input(ws_span: Workspace, tmp_path: Pat
     assert [c.step_id for c in moved.chain[1:]] == [c.step_id for c in exported.chain]
 
 
+def test_commit_on_a_package_from_elsewhere_stores_its_whole_history_in_a_new_folder(ws: Workspace) -> None:
+    """A generation links only within its own folder: committed on top of a package read from the inbox (an
+    admission one at a time), generation 1 holds its whole history, in the case folder commit() creates."""
+    from tenure.intake.canonical import utc_now
+    from tenure.intake.commit import commit
+    from tenure.intake.machine import intake_machine
+    from tenure.intake.plan import make_request, plan_advance
+    from tenure.intake.storage import CaseStorage
+    from tests.intake.intake_support import put
+
+    incoming = read_package(put(ws, "in.zip"), ws.config)
+    machine = intake_machine(ws.config.phases)
+    request = make_request(machine, ws.config, "VALIDATED", step_id=f"admission:{incoming.fingerprint}")
+    now = utc_now()
+    folder = ws.case_dir("case-A", "pkg-1")
+    assert not folder.exists()
+    package = commit(ws, incoming, plan_advance(incoming, request, machine, now, ws.config.limits), folder, now)
+    assert (package.generation, package.state.value, package.link) == (1, "VALIDATED", None)
+    assert package.path == folder / "g00000001.zip"
+    _validated.clear()
+    stored = CaseStorage(ws).load_current("case-A", "pkg-1")
+    assert stored is not None and stored.fingerprint == package.fingerprint and len(stored.history) == 1
+    advanced = CheckpointStore(ws).advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b")
+    assert advanced.link is not None and advanced.link.file == "g00000001.zip"
+
+
 def test_a_stored_generation_delivered_as_input_is_quarantined(ws: Workspace) -> None:
     package = to_building(ws)
     shutil.copy(package.path, ws.inbox / "copied-generation.zip")

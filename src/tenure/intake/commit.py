@@ -4,7 +4,8 @@
 2. write the coarse runtime summary atomically;
 3. publish the fully validated next generation through PackageWriter
    (stored format v2: it holds its own checkpoint and links to the one
-   before, ADR 0110);
+   before, ADR 0110; on top of a package read from elsewhere, such as an
+   input, it holds its whole history and the case folder is created);
 4. update the local index, then clear the runtime summary to null;
 5. (admission only, caller) acknowledge the inbox original after checking
    that its bytes still match the cached snapshot.
@@ -65,17 +66,23 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
     )
     crash_point(RUNTIME_WRITTEN)
     try:
-        make_dirs_durable(folder)  # (the temporary files of a dead writer went when the caller loaded base)
-        layout = storage.layout(base)  # format v2: link to base, or close a span (ADR 0110)
-        written = PackageWriter(workspace.config).write(
-            folder,
-            plan.manifest,
-            base=base,
-            additions={**layout.carried, **plan.additions},
-            stored=True,
-            linked=layout.linked,
-            anchor=layout.anchor,
-        )
+        # the folder and each new parent's entry are durable before a generation is named in it (the temporary
+        # files of a dead writer went when the caller loaded base)
+        make_dirs_durable(folder)
+        writer = PackageWriter(workspace.config)
+        if base.path.parent == folder:
+            layout = storage.layout(base)  # format v2: link to base, or close a span (ADR 0110)
+            written = writer.write(
+                folder,
+                plan.manifest,
+                base=base,
+                additions={**layout.carried, **plan.additions},
+                stored=True,
+                linked=layout.linked,
+                anchor=layout.anchor,
+            )
+        else:  # a package read from elsewhere (an input): a generation only links within its own folder
+            written = writer.write(folder, plan.manifest, base=base, additions=plan.additions, stored=True)
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)
     except BaseException:
