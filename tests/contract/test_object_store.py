@@ -71,6 +71,17 @@ def test_list_and_delete(backend: ObjectStore) -> None:
     assert backend.has_many([o for o, _ in stored]) == {o for o, _ in stored[2:]}
 
 
+def test_the_first_store_bound_stays_and_is_not_an_object(backend: ObjectStore) -> None:
+    from tenure.objects import BoundStore
+
+    assert backend.bound_store() is None
+    first, second = BoundStore("store-1", "sqlite:///a.db"), BoundStore("store-2", "postgresql://u:***@h/db")
+    assert backend.bind_store(first) == first
+    assert backend.bind_store(second) == first, "a second store replaced the first"
+    assert backend.bound_store() == first
+    assert list(backend.list_ids()) == []  # the record is not content: GC and lists never see it
+
+
 def test_decode_detects_corruption() -> None:
     oid, payload = encode(b"payload")
     other_oid, other = encode(b"other")

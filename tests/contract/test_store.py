@@ -36,6 +36,20 @@ def test_migrations_are_idempotent(store: Store) -> None:
     assert versions == {m.version for m in migrations()}
 
 
+def test_every_store_has_an_identity_of_its_own(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from tenure.store import open_store
+
+    identity = store.identity()
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", identity)
+    again = open_store(store.url)
+    other = open_store(f"sqlite:///{tmp_path}/other.db")
+    assert again.identity() == identity != other.identity()
+    again.close()
+    other.close()
+
+
 def test_create_goes_through_creating_to_idle(store: Store) -> None:
     ws = store.workspaces.create("alpha")
     assert ws.state is WorkspaceState.IDLE and ws.version == 0 and ws.head_snapshot_id is None

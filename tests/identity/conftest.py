@@ -18,9 +18,10 @@ def backend(request, tmp_path) -> Iterator[Backend]:  # type: ignore[no-untyped-
             f"file://{tmp_path}/objects",
             f"file://{tmp_path}/other-objects",
             tmp_path,
+            f"sqlite:///{tmp_path}/other-tenure.db",
         )
         return
     from tests.conftest import new_pg_schema_url
 
     url = new_pg_schema_url()
-    yield Backend("postgres", url, url, new_pg_schema_url(), tmp_path)
+    yield Backend("postgres", url, url, new_pg_schema_url(), tmp_path, new_pg_schema_url())

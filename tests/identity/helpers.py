@@ -19,9 +19,21 @@ class Backend:
     objects_url: str
     other_objects_url: str
     tmp: Path
+    #: Another store of the same kind (not a copy: it has an identity of its own).
+    other_store_url: str = ""
 
-    def store(self) -> Store:
-        return open_store(self.store_url)
+    def store(self, url: str | None = None) -> Store:
+        return open_store(url or self.store_url)
+
+    def drop_bound_store(self) -> None:
+        """Make the object store look as one an earlier tenure bound: it names no store."""
+        if self.kind == "folder":
+            os.unlink(os.path.join(self.objects_url[len("file://") :], "tenure-objects-store.json"))
+            return
+        import psycopg
+
+        with psycopg.connect(self.objects_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM tenure_objects_store")
 
     def objects(self, url: str | None = None) -> ObjectStore:
         return open_object_store(url or self.objects_url)

@@ -3,7 +3,9 @@
 The store records the identity of the object store it is first used with;
 any other object store (or one without an identity) is refused with
 ``object-store-mismatch`` before anything is written, and the usual one
-keeps working.
+keeps working. The other way round, the object store records the store that
+first bound it; another store is refused with ``object-store-taken`` before
+anything is written (ADR 0040).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tenure.objects.local import IDENTITY_FILE, LocalObjectStore
+from tenure.objects.local import IDENTITY_FILE, STORE_FILE, LocalObjectStore
 from tenure.workspaces import ObjectStoreMismatchError, WorkspaceService, bind_object_store
-from tenure.workspaces.binding import recorded_binding
+from tenure.workspaces.binding import ObjectStoreTakenError, recorded_binding
 from tests.identity.helpers import Backend, read_tree, write_tree
 
 
@@ -79,6 +81,107 @@ def test_the_first_binding_stays(backend: Backend, tmp_path: Path) -> None:
     store.close()
 
 
+def test_an_object_store_bound_by_one_store_is_refused_to_another_before_anything_is_written(
+    backend: Backend, tmp_path: Path
+) -> None:
+    src, theirs = tmp_path / "src", tmp_path / "theirs"
+    write_tree(src)
+    write_tree(theirs)
+    (theirs / "only-theirs.txt").write_bytes(b"content the first store has never seen")
+    store, objects = backend.store(), backend.objects()
+    service = WorkspaceService(store, objects, str(tmp_path / "data"))
+    service.create("notes")
+    snap = service.checkpoint("notes", str(src)).snapshot
+    bound = objects.bound_store()
+    assert bound is not None and bound.identity == store.identity()
+
+    other = backend.store(backend.other_store_url)
+    assert other.identity() != store.identity()
+    before = {oid for oid, _ in objects.list_ids()}
+    for create in (False, True):  # at service creation (any command) and at a checkpoint's binding
+        with pytest.raises(ObjectStoreTakenError) as refused:
+            bind_object_store(other, backend.objects(), create=create)
+        error = refused.value
+        assert error.code == "object-store-taken" and error.exit_code == 2
+        assert error.context["bound_store"] == store.identity() and store.identity() in error.message
+        assert error.context["store_identity"] == other.identity()
+    assert recorded_binding(other) is None and {oid for oid, _ in objects.list_ids()} == before
+    assert objects.bound_store() == bound
+
+    # The store it belongs to keeps working, its gc included.
+    again = WorkspaceService(store, backend.objects(), str(tmp_path / "data"))
+    again.gc(grace_s=0)
+    assert again.verify(snap.id).ok
+    again.restore("notes", str(tmp_path / "out"))
+    assert read_tree(tmp_path / "out") == read_tree(src)
+    other.close()
+    store.close()
+
+
+def test_an_object_store_an_earlier_tenure_bound_is_recorded_by_its_own_store_only(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The object store of a store an earlier tenure bound names no store; that store records itself there on its
+    next run. Another store is refused before that (the objects there are not its own) and after (they are the
+    first store's)."""
+    src = tmp_path / "src"
+    write_tree(src)
+    store = backend.store()
+    service = WorkspaceService(store, backend.objects(), str(tmp_path / "data"))
+    service.create("notes")
+    snap = service.checkpoint("notes", str(src)).snapshot
+    backend.drop_bound_store()
+    objects = backend.objects()
+    assert objects.bound_store() is None and recorded_binding(store) is not None
+
+    other = backend.store(backend.other_store_url)
+    with pytest.raises(ObjectStoreTakenError) as refused:
+        WorkspaceService(other, objects, str(tmp_path / "other-data"))
+    assert refused.value.context["bound_store"] is None and "none of this store's snapshots" in refused.value.message
+    assert objects.bound_store() is None and recorded_binding(other) is None  # nothing written, in either
+
+    mine = WorkspaceService(store, backend.objects(), str(tmp_path / "data"))  # its next run records itself
+    assert objects.bound_store().identity == store.identity()  # type: ignore[union-attr]
+    assert mine.verify(snap.id).ok
+    with pytest.raises(ObjectStoreTakenError):
+        WorkspaceService(other, objects, str(tmp_path / "other-data"))
+    other.close()
+    store.close()
+
+
+def test_an_unbound_store_binds_an_object_store_naming_no_store_that_holds_its_snapshots(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The binding row deleted by hand to rebind (docs/operations.md), the object store naming no store: the
+    store's own snapshots are there, so it binds it again."""
+    src = tmp_path / "src"
+    write_tree(src)
+    store = backend.store()
+    service = WorkspaceService(store, backend.objects(), str(tmp_path / "data"))
+    service.create("notes")
+    snap = service.checkpoint("notes", str(src)).snapshot
+    backend.drop_bound_store()
+    with store.db.sql_transaction() as tx:
+        tx.execute_sql("DELETE FROM object_store_binding")
+    objects = backend.objects()
+    assert bind_object_store(store, objects, create=False) == objects.identity()
+    assert objects.bound_store().identity == store.identity()  # type: ignore[union-attr]
+    assert WorkspaceService(store, objects, str(tmp_path / "data")).verify(snap.id).ok
+    store.close()
+
+
+def test_of_two_stores_binding_one_new_object_store_the_first_keeps_it(backend: Backend, tmp_path: Path) -> None:
+    first, second = backend.store(), backend.store(backend.other_store_url)
+    objects = backend.objects()
+    assert bind_object_store(first, objects) == objects.identity()
+    with pytest.raises(ObjectStoreTakenError):
+        bind_object_store(second, backend.objects())
+    assert bind_object_store(first, backend.objects()) == objects.identity()
+    assert recorded_binding(second) is None
+    first.close()
+    second.close()
+
+
 def test_a_store_left_unbound_by_an_empty_object_folder_is_bound_by_its_first_checkpoint(tmp_path: Path) -> None:
     """A command that only reads creates no object folder; the first checkpoint writes the identity."""
     store_url = f"sqlite:///{tmp_path}/tenure.db"
@@ -112,6 +215,7 @@ def test_an_object_folder_from_before_identities_is_adopted(tmp_path: Path) -> N
     snap = service.checkpoint("w", str(src)).snapshot
     # Make it look as it did before identities existed.
     os.unlink(tmp_path / "objects" / IDENTITY_FILE)
+    os.unlink(tmp_path / "objects" / STORE_FILE)
     with store.db.sql_transaction() as tx:
         tx.execute_sql("DELETE FROM object_store_binding")
     store.close()
@@ -122,6 +226,7 @@ def test_an_object_folder_from_before_identities_is_adopted(tmp_path: Path) -> N
     identity = objects.identity()
     assert identity is not None and adopted.object_store_id == identity
     assert recorded_binding(store).identity == identity  # type: ignore[union-attr]
+    assert objects.bound_store().identity == store.identity()  # type: ignore[union-attr]
     assert adopted.verify(snap.id).ok
     adopted.restore("w", str(tmp_path / "out"))
     assert read_tree(tmp_path / "out") == read_tree(src)

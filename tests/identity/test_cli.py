@@ -62,6 +62,61 @@ def test_a_checkpoint_with_another_object_store_is_refused_and_the_usual_one_kee
     assert read_tree(tmp_path / "out") == read_tree(src)
 
 
+def _store_identity(db: Path) -> str:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return str(conn.execute("SELECT identity FROM store_identity").fetchone()[0])
+
+
+def _two_stores_one_object_folder(tmp_path: Path, *, legacy: bool) -> None:
+    """The usual store with a checkpoint; a second data folder pointed at the usual object folder is refused."""
+    mine, theirs = tmp_path / "notes", tmp_path / "theirs"
+    write_tree(mine)
+    write_tree(theirs)
+    (theirs / "only-theirs.txt").write_text("the second store's own file\n")
+    ok_json(_cli(tmp_path, "workspace", "create", "notes"))
+    ok_json(_cli(tmp_path, "workspace", "checkpoint", "notes", "--from", str(mine)))
+    usual = tmp_path / ".tenure" / "objects"
+    record = usual / "tenure-objects-store.json"
+    if legacy and record.exists():  # bound by an earlier tenure: the object folder names no store yet
+        os.chmod(record, 0o644)
+        os.unlink(record)
+    before = sorted(p.name for p in usual.rglob("*"))
+
+    other = ["--data", str(tmp_path / "B")]
+    ok_json(_cli(tmp_path, *other, "workspace", "create", "wb"))
+    refused = _cli(
+        tmp_path, *other, "--objects", f"file://{usual}", "workspace", "checkpoint", "wb", "--from", str(theirs)
+    )
+    assert refused.returncode == 2, refused.stderr
+    error = error_of(refused)
+    assert error["code"] == "object-store-taken" and str(usual) in error["message"]
+    usual_store = _store_identity(tmp_path / ".tenure" / "tenure.db")
+    assert error["context"]["store_identity"] == _store_identity(tmp_path / "B" / "tenure.db") != usual_store
+    assert error["context"]["bound_store"] == (None if legacy else usual_store)
+    assert "own" in error["hint"]
+    assert sorted(p.name for p in usual.rglob("*")) == before  # nothing written there
+    assert ok_json(_cli(tmp_path, *other, "snapshot", "list", "wb")) == []
+
+    # gc of the usual store, then everything of it still restores; the second store works on its own objects.
+    ok_json(_cli(tmp_path, "gc", "--grace", "0"))
+    ok_json(_cli(tmp_path, "workspace", "restore", "notes", "--to", str(tmp_path / "out")))
+    assert read_tree(tmp_path / "out") == read_tree(mine)
+    assert json.loads(record.read_text())["store"] == usual_store  # legacy: recorded by the usual store's run
+    ok_json(_cli(tmp_path, *other, "workspace", "checkpoint", "wb", "--from", str(theirs)))
+    ok_json(_cli(tmp_path, *other, "workspace", "restore", "wb", "--to", str(tmp_path / "out-b")))
+    assert read_tree(tmp_path / "out-b") == read_tree(theirs)
+
+
+def test_a_second_store_on_the_object_folder_of_another_is_refused_and_gc_keeps_everything(tmp_path: Path) -> None:
+    _two_stores_one_object_folder(tmp_path, legacy=False)
+
+
+def test_a_second_store_on_an_object_folder_an_earlier_tenure_bound_is_refused_too(tmp_path: Path) -> None:
+    _two_stores_one_object_folder(tmp_path, legacy=True)
+
+
 def test_a_read_only_object_folder_with_its_identity_can_be_read(tmp_path: Path) -> None:
     src = tmp_path / "notes"
     write_tree(src)

@@ -14,7 +14,7 @@ conformance suite in ``tests/contract/test_object_store.py``:
   :mod:`tenure.objects.s3` (the ``s3`` extra: boto3).
 """
 
-from tenure.objects.base import ObjectMissingError, ObjectStore, open_object_store
+from tenure.objects.base import BoundStore, ObjectMissingError, ObjectStore, open_object_store
 from tenure.objects.codec import decode, encode, object_id
 
-__all__ = ["ObjectStore", "ObjectMissingError", "open_object_store", "encode", "decode", "object_id"]
+__all__ = ["ObjectStore", "ObjectMissingError", "BoundStore", "open_object_store", "encode", "decode", "object_id"]

@@ -20,6 +20,14 @@
   writers racing agree on one). A control-plane store records the identity
   the first time the two are used together and refuses any other
   (:func:`tenure.workspaces.bind_object_store`).
+* ``bound_store`` returns the control-plane store the object store is
+  bound to (:class:`BoundStore`: that store's own identity and its URL,
+  password redacted), or ``None`` when no store has bound it yet; it never
+  writes. ``bind_store`` records one unless one is recorded already —
+  written once and durably, so that of two stores racing the first one's
+  stays — and returns the one recorded. The binding refuses an object store
+  bound to another store, so one store's GC never sees objects of snapshots
+  it does not know.
 * ``set_aside`` takes ``(oid, payload)`` pairs of objects found corrupt and
   moves each one out of the way if its stored payload is still exactly that
   (the folder: into ``<root>/corrupt/``; PostgreSQL: into
@@ -36,6 +44,7 @@ stored through this same interface under reserved names (``key.N``), and
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -49,6 +58,14 @@ class ObjectMissingError(IntegrityError):
     """An object that a record references is not in the object store."""
 
     code = "object-missing"
+
+
+@dataclass(frozen=True)
+class BoundStore:
+    """The control-plane store an object store is bound to: that store's identity, and its URL when it bound it."""
+
+    identity: str
+    url: str
 
 
 @runtime_checkable
@@ -79,6 +96,15 @@ class ObjectStore(Protocol):
 
     def ensure_identity(self) -> str:
         """The identity, written first if there is none (durably; concurrent callers agree on one)."""
+        ...
+
+    def bound_store(self) -> BoundStore | None:
+        """The control-plane store this object store is bound to, ``None`` if none has bound it; never writes."""
+        ...
+
+    def bind_store(self, store: BoundStore) -> BoundStore:
+        """Record ``store`` unless one is recorded already (durably; of racing stores the first stays);
+        return the one recorded."""
         ...
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:

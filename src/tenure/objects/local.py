@@ -27,7 +27,9 @@ content, is what is in doubt (``snapshot verify`` re-hashes content).
 
 The folder's identity is ``<root>/tenure-objects.json`` (a UUID), written
 by the first write that needs it and read without writing, so a read-only
-folder that has one can be used to read. Objects found corrupt are moved
+folder that has one can be used to read. The control-plane store it is bound
+to is in ``<root>/tenure-objects-store.json``, written once the same way by the
+first store that binds it. Objects found corrupt are moved
 into ``<root>/corrupt/`` (``set_aside``), which object listings skip.
 """
 
@@ -50,7 +52,7 @@ from tenure.fsio import (
     sync_filesystem,
     write_all,
 )
-from tenure.objects.base import ObjectMissingError
+from tenure.objects.base import BoundStore, ObjectMissingError
 
 
 class ObjectStoreReadOnlyError(ObjectStoreError):
@@ -75,6 +77,8 @@ class ObjectStoreFullError(ObjectStoreError):
 ABANDONED_TEMP_S = 3600.0
 #: The identity file at the root of an object folder (tenure.objects.base: identity).
 IDENTITY_FILE = "tenure-objects.json"
+#: The file naming the control-plane store an object folder is bound to (tenure.objects.base: bound_store).
+STORE_FILE = "tenure-objects-store.json"
 #: Where objects found corrupt are moved (tenure.objects.base: set_aside); GC and lists ignore it.
 CORRUPT_FOLDER = "corrupt"
 
@@ -283,7 +287,55 @@ class LocalObjectStore:
 
     def identity(self) -> str | None:
         """The UUID in ``<root>/tenure-objects.json``, or ``None`` when there is none yet; never writes."""
-        path = os.path.join(self.root, IDENTITY_FILE)
+        record = self._read_record(IDENTITY_FILE, "identity")
+        if record is None:
+            return None
+        found = record.get("identity")
+        if not isinstance(found, str) or not found:
+            raise self._bad_record(IDENTITY_FILE, "identity")
+        return found
+
+    def ensure_identity(self) -> str:
+        """The identity, written first if there is none (:meth:`_write_once`: of racing writers the first stays)."""
+        found = self.identity()
+        if found is not None:
+            return found
+        self._write_once(
+            IDENTITY_FILE,
+            {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1},
+            "give the object folder {root} its identity (it has none yet, and one is needed before anything is stored)",
+        )
+        found = self.identity()
+        assert found is not None
+        return found
+
+    def bound_store(self) -> BoundStore | None:
+        """The store named in ``<root>/tenure-objects-store.json``, ``None`` when none has bound it; never writes."""
+        record = self._read_record(STORE_FILE, "bound store")
+        if record is None:
+            return None
+        store, url = record.get("store"), record.get("url")
+        if not isinstance(store, str) or not store or not isinstance(url, str):
+            raise self._bad_record(STORE_FILE, "bound store")
+        return BoundStore(store, url)
+
+    def bind_store(self, store: BoundStore) -> BoundStore:
+        """``store`` recorded unless a store has bound the folder already (:meth:`_write_once`); the one recorded."""
+        found = self.bound_store()
+        if found is not None:
+            return found
+        self._write_once(
+            STORE_FILE,
+            {"store": store.identity, "url": store.url, "bound_at": datetime.now(UTC).isoformat(), "format": 1},
+            "record in the object folder {root} the store it is bound to (needed before anything is stored)",
+        )
+        found = self.bound_store()
+        assert found is not None
+        return found
+
+    def _read_record(self, name: str, what: str) -> dict[str, object] | None:
+        """The JSON object of ``<root>/NAME``, ``None`` when there is no such file; never writes."""
+        path = os.path.join(self.root, name)
         try:
             with open(path, "rb") as fh:
                 raw = fh.read()
@@ -291,37 +343,33 @@ class LocalObjectStore:
             return None
         except OSError as exc:
             raise ObjectStoreError(
-                f"cannot read the identity of the object folder {self.root}: {exc}", path=path
+                f"cannot read the {what} of the object folder {self.root}: {exc}", path=path
             ) from exc
         try:
-            found = json.loads(raw).get("identity")
-        except (ValueError, AttributeError):
-            found = None
-        if not isinstance(found, str) or not found:
-            raise BadIdentityError(f"the identity file {path} of the object folder is not valid", path=path)
-        return found
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            raise self._bad_record(name, what)
+        return record
 
-    def ensure_identity(self) -> str:
-        """The identity, written first if there is none: staged with ``atomic_write``, then hard-linked
-        into place, so that of two writers racing, the first one's stays and both return it."""
-        found = self.identity()
-        if found is not None:
-            return found
-        final = os.path.join(self.root, IDENTITY_FILE)
-        body = (
-            json.dumps(
-                {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1}, indent=1
-            ).encode()
-            + b"\n"
-        )
+    def _bad_record(self, name: str, what: str) -> BadIdentityError:
+        path = os.path.join(self.root, name)
+        return BadIdentityError(f"the {what} file {path} of the object folder is not valid", path=path)
+
+    def _write_once(self, name: str, record: dict[str, object], what: str) -> None:
+        """``<root>/NAME`` written once: staged with ``atomic_write``, then hard-linked into place, so that of
+        two writers racing, the first one's stays (the caller reads it back); the root is fsynced."""
+        final = os.path.join(self.root, name)
+        body = json.dumps(record, indent=1).encode() + b"\n"
         try:
             self._make_writable()
-            staged = os.path.join(self._tmp, f"identity.{uuid.uuid4().hex}")
+            staged = os.path.join(self._tmp, f"{name}.{uuid.uuid4().hex}")
             atomic_write(staged, body, mode=0o444)
             try:
                 os.link(staged, final)
             except FileExistsError:
-                pass  # another writer's came first: it is the identity
+                pass  # another writer's came first: it stays
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP) or os.path.exists(final):
                     raise
@@ -331,15 +379,7 @@ class LocalObjectStore:
                     os.unlink(staged)
             fsync_dir(self.root)
         except OSError as exc:
-            raise os_error(
-                exc,
-                f"give the object folder {self.root} its identity (it has none yet, and"
-                " one is needed before anything is stored)",
-                self.root,
-            ) from exc
-        found = self.identity()
-        assert found is not None
-        return found
+            raise os_error(exc, what.format(root=self.root), self.root) from exc
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
         """Move each object whose file still holds exactly the given bytes into ``<root>/corrupt/``

@@ -13,7 +13,9 @@ recorded in ``tenure_objects_migrations``), applied when it is opened. Its
 URL may name another database than the store's (docs/adr/0010-object-store-schema.md).
 
 Its identity is the one row of ``tenure_objects_identity`` (migration 0003
-writes it); objects found corrupt are moved into ``tenure_objects_corrupt``.
+writes it), the control-plane store it is bound to the one row of
+``tenure_objects_store`` (migration 0004; written by the first store that
+binds it); objects found corrupt are moved into ``tenure_objects_corrupt``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from tenure.errors import ObjectStoreError, TenureError
-from tenure.objects.base import ObjectMissingError
+from tenure.objects.base import BoundStore, ObjectMissingError
 from tenure.store.migrate import migrate
 from tenure.store.postgres import PostgresConnector
 from tenure.store.queries import load
@@ -111,6 +113,20 @@ class PostgresObjectStore:
                 hint="it was removed by hand; restore it from a backup",
             )
         return found
+
+    def bound_store(self) -> BoundStore | None:
+        """The row of ``tenure_objects_store``, if a store has bound this object store yet; never writes."""
+        with self._failing("read the store the object store is bound to"), self.db.transaction(write=False) as tx:
+            row = tx.one("object_store_bound_store")
+        return None if row is None else BoundStore(str(row["store"]), str(row["url"]))
+
+    def bind_store(self, store: BoundStore) -> BoundStore:
+        """``store`` recorded unless a store has bound this object store already (the first row stays)."""
+        with self._failing("record the store the object store is bound to"), self.db.transaction() as tx:
+            tx.count("object_store_bind_store", {"store": store.identity, "url": store.url})
+            row = tx.one("object_store_bound_store")
+        assert row is not None
+        return BoundStore(str(row["store"]), str(row["url"]))
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
         """Move each object whose row still holds exactly the given payload into ``tenure_objects_corrupt``."""

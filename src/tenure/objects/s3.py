@@ -1,8 +1,10 @@
 """Object store in an S3-compatible bucket: ``s3://BUCKET/PREFIX?endpoint=…&region=…``.
 
 Layout under the prefix: ``objects/<oid>`` (the id first, so keys spread
-over the service's partitions), the identity ``tenure-objects.json`` and
-objects found corrupt under ``corrupt/<oid>.<random>``.
+over the service's partitions), the identity ``tenure-objects.json``, the
+control-plane store it is bound to ``tenure-objects-store.json`` (written once
+by the first store that binds it) and objects found corrupt under
+``corrupt/<oid>.<random>``.
 
 * **Never an overwrite.** Every object is written with ``If-None-Match: *``
   (a single PUT, or a multipart upload whose completion carries it, for
@@ -55,8 +57,8 @@ except ImportError as missing:  # pragma: no cover - the s3 extra is part of the
         code="s3-client-missing",
     ) from missing
 
-from tenure.objects.base import ObjectMissingError
-from tenure.objects.local import CORRUPT_FOLDER, IDENTITY_FILE, BadIdentityError, ObjectStoreReadOnlyError
+from tenure.objects.base import BoundStore, ObjectMissingError
+from tenure.objects.local import CORRUPT_FOLDER, IDENTITY_FILE, STORE_FILE, BadIdentityError, ObjectStoreReadOnlyError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -212,6 +214,7 @@ class S3ObjectStore:
         self.bucket = self.location.bucket
         self._objects = f"{self.location.prefix}objects/"
         self._identity_key = f"{self.location.prefix}{IDENTITY_FILE}"
+        self._store_key = f"{self.location.prefix}{STORE_FILE}"
         self._corrupt = f"{self.location.prefix}{CORRUPT_FOLDER}/"
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -435,21 +438,12 @@ class S3ObjectStore:
 
     def identity(self) -> str | None:
         """The UUID in ``<prefix>tenure-objects.json``, or ``None`` when there is none yet; never writes."""
-        with self._failing("read the object store's identity"):
-            try:
-                raw = self.client.get_object(Bucket=self.bucket, Key=self._identity_key)["Body"].read()
-            except botocore.exceptions.ClientError as exc:
-                if _is_missing(exc):
-                    return None
-                raise
-        try:
-            found = json.loads(raw).get("identity")
-        except (ValueError, AttributeError):
-            found = None
+        record = self._read_record(self._identity_key, "identity")
+        if record is None:
+            return None
+        found = record.get("identity")
         if not isinstance(found, str) or not found:
-            raise BadIdentityError(
-                f"the identity object s3://{self.bucket}/{self._identity_key} is not valid", key=self._identity_key
-            )
+            raise self._bad_record(self._identity_key, "identity")
         return found
 
     def ensure_identity(self) -> str:
@@ -457,21 +451,68 @@ class S3ObjectStore:
         found = self.identity()
         if found is not None:
             return found
-        body = (
-            json.dumps(
-                {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1}, indent=1
-            ).encode()
-            + b"\n"
+        self._write_once(
+            self._identity_key,
+            {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1},
+            "give the object store its identity",
         )
-        with self._failing("give the object store its identity", write=True):
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=self._identity_key, Body=body, IfNoneMatch="*")
-            except botocore.exceptions.ClientError as exc:
-                if not _exists_already(exc):
-                    raise
         found = self.identity()
         assert found is not None
         return found
+
+    def bound_store(self) -> BoundStore | None:
+        """The store named in ``<prefix>tenure-objects-store.json``, ``None`` when none has bound it; never writes."""
+        record = self._read_record(self._store_key, "bound store")
+        if record is None:
+            return None
+        store, url = record.get("store"), record.get("url")
+        if not isinstance(store, str) or not store or not isinstance(url, str):
+            raise self._bad_record(self._store_key, "bound store")
+        return BoundStore(store, url)
+
+    def bind_store(self, store: BoundStore) -> BoundStore:
+        """``store`` recorded unless a store has bound the object store already (``If-None-Match: *``)."""
+        found = self.bound_store()
+        if found is not None:
+            return found
+        self._write_once(
+            self._store_key,
+            {"store": store.identity, "url": store.url, "bound_at": datetime.now(UTC).isoformat(), "format": 1},
+            "record the store the object store is bound to",
+        )
+        found = self.bound_store()
+        assert found is not None
+        return found
+
+    def _read_record(self, key: str, what: str) -> dict[str, object] | None:
+        """The JSON object stored under ``key``, ``None`` when there is none; never writes."""
+        with self._failing(f"read the object store's {what}"):
+            try:
+                raw = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            except botocore.exceptions.ClientError as exc:
+                if _is_missing(exc):
+                    return None
+                raise
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            raise self._bad_record(key, what)
+        return record
+
+    def _bad_record(self, key: str, what: str) -> BadIdentityError:
+        return BadIdentityError(f"the {what} object s3://{self.bucket}/{key} is not valid", key=key)
+
+    def _write_once(self, key: str, record: dict[str, object], what: str) -> None:
+        """``key`` written with ``If-None-Match: *``: of racing writers the first one's stays (the caller reads it)."""
+        body = json.dumps(record, indent=1).encode() + b"\n"
+        with self._failing(what, write=True):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
+            except botocore.exceptions.ClientError as exc:
+                if not _exists_already(exc):
+                    raise
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
         """Copy each object that still holds exactly the given bytes to ``corrupt/<oid>.<random>`` (only if

@@ -12,7 +12,7 @@ Both backends pass one conformance suite (``tests/contract/``).
 
 from __future__ import annotations
 
-from tenure.store.connector import Connector, open_connector
+from tenure.store.connector import Connector, StoreCorruptError, open_connector
 from tenure.store.migrate import migrate
 from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
 from tenure.store.snapshots import SnapshotStore
@@ -44,6 +44,17 @@ class Store:
     @property
     def url(self) -> str:
         return self.db.url
+
+    def identity(self) -> str:
+        """This store's own identity (a UUID its migration 0011 wrote), recorded in the object store it binds."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("store_identity")
+        if row is None:
+            raise StoreCorruptError(
+                "the store has no identity row in store_identity",
+                hint="it was removed by hand; restore it from a backup (the object store it is bound to names it)",
+            )
+        return str(row["identity"])
 
     def close(self) -> None:
         self.db.close()

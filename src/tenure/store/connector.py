@@ -6,8 +6,9 @@ query files (:mod:`tenure.store.queries`) and passes parameters::
     tx.execute("workspace_by_ref", {"r": ref})
 
 The transaction looks the name up for its dialect, translates the ``:name``
-parameters and the ``{now}`` store-clock placeholder once per statement, and
-binds the values. A list value is a list parameter: PostgreSQL receives an
+parameters, the ``{now}`` store-clock placeholder and the ``{uuid}``
+placeholder (a fresh random UUID, as text) once per statement, and binds the
+values. A list value is a list parameter: PostgreSQL receives an
 array (``= ANY(:ids)``), SQLite a JSON array
 (``IN (SELECT value FROM json_each(:ids))``).
 
@@ -49,6 +50,9 @@ _PARAM = re.compile(r"(?<!:):([a-zA-Z_][a-zA-Z0-9_]*)")
 
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 POSTGRES_NOW = "extract(epoch from clock_timestamp())::double precision"
+#: A fresh random UUID as text: 16 random bytes in the 8-4-4-4-12 form (SQLite has no UUID function).
+SQLITE_UUID = "lower(" + " || '-' || ".join(f"hex(randomblob({n}))" for n in (4, 2, 2, 2, 6)) + ")"
+POSTGRES_UUID = "gen_random_uuid()::text"
 
 
 class StoreCorruptError(StoreError):
@@ -120,11 +124,13 @@ class Connector(Protocol):
 
 
 def translate(dialect: str, sql: str) -> str:
-    """``:name`` parameters and ``{now}`` in the driver's form."""
+    """``:name`` parameters, ``{now}`` and ``{uuid}`` in the driver's form."""
     if dialect == "sqlite":
-        return sql.replace("{now}", SQLITE_NOW)
+        return sql.replace("{now}", SQLITE_NOW).replace("{uuid}", SQLITE_UUID)
     if dialect == "postgres":
-        return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%").replace("{now}", POSTGRES_NOW))
+        return _PARAM.sub(
+            r"%(\1)s", sql.replace("%", "%%").replace("{now}", POSTGRES_NOW).replace("{uuid}", POSTGRES_UUID)
+        )
     raise ValueError(f"unknown SQL dialect {dialect!r}")
 
 

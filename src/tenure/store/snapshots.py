@@ -243,6 +243,15 @@ class SnapshotStore:
             roots = tx.execute("gc_roots_since", {"m": mark_time, **READABLE})
             yield {r["oid"] for r in rows}, {r["root_oid"] for r in roots}
 
+    def newest_roots(self, limit: int = 16) -> builtins.list[str]:
+        """The root trees of the ``limit`` newest published snapshots (READY or DEGRADED), newest first."""
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(
+                "snapshot_roots_newest",
+                {"limit": limit, **state_params(SnapshotState.READY, SnapshotState.DEGRADED)},
+            )
+        return [str(r["root_oid"]) for r in rows]
+
     def stats(self) -> dict[str, Any]:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("snapshots_count_by_state")

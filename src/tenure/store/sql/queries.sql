@@ -447,6 +447,13 @@ WHERE root_oid IS NOT NULL
   AND (state IN (:uploading, :validating, :ready, :degraded, :deleting)
        OR id IN (SELECT snapshot_id FROM pins WHERE snapshot_id IS NOT NULL));
 
+-- name: snapshot_roots_newest
+-- The root trees of the :limit newest published (READY or DEGRADED) snapshots: does an object store hold this
+-- store's snapshots (tenure.workspaces.binding)?
+SELECT root_oid FROM snapshots
+WHERE state IN (:ready, :degraded) AND root_oid IS NOT NULL
+ORDER BY created_at DESC, id DESC LIMIT :limit;
+
 -- name: gc_roots_since
 -- Root trees of readable snapshots changed since store time :m.
 SELECT DISTINCT root_oid FROM snapshots
@@ -788,6 +795,10 @@ SELECT endpoint FROM pods WHERE id = :id AND status IN (:running, :draining) AND
 
 
 -- ==================================================================== object store binding
+
+-- name: store_identity
+-- This store's own identity (migration 0011), which it records in the object store it binds.
+SELECT identity FROM store_identity WHERE one = 1;
 
 -- name: object_store_binding
 -- The object store this store is bound to (identity, url, bound_at), if it is bound yet.

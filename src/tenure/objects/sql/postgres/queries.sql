@@ -64,6 +64,14 @@ DELETE FROM tenure_objects WHERE oid = ANY(:oids);
 -- The identity written into this object store when it was created.
 SELECT identity FROM tenure_objects_identity WHERE one = 1;
 
+-- name: object_store_bound_store
+-- The control-plane store this object store is bound to (its identity and URL), if one has bound it yet.
+SELECT store, url FROM tenure_objects_store WHERE one = 1;
+
+-- name: object_store_bind_store
+-- Bind this object store to store :store (at :url), unless it is bound already (the first binding stays).
+INSERT INTO tenure_objects_store (one, store, url) VALUES (1, :store, :url) ON CONFLICT (one) DO NOTHING;
+
 -- name: object_set_aside
 -- Move object :oid into tenure_objects_corrupt if its stored payload is still exactly :payload (a corrupt one).
 WITH moved AS (DELETE FROM tenure_objects WHERE oid = :oid AND payload = :payload RETURNING oid, payload)
