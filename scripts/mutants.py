@@ -218,16 +218,18 @@ MUTANTS: list[Mutant] = [
     M(
         "fence-claim-keeps-generation",
         QUERIES,
-        "generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now}",
-        "generation = generation, updated_at = {now}",
+        "generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now},",
+        "generation = generation, updated_at = {now},",
         (PROJECTS,),
+        after="-- name: project_claim",
     ),
     M(
         "fence-claim-ignores-live-lease",
         QUERIES,
-        "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at < {now} - :ttl)",
-        "AND (home_pod_id IS NULL OR home_pod_id = :pod OR claimed_at IS NULL OR claimed_at <= {now})",
+        "OR ((claimed_at IS NULL OR claimed_at < {now} - :ttl)",
+        "OR ((claimed_at IS NULL OR claimed_at <= {now})",
         (PROJECTS,),
+        after="-- name: project_claim",
     ),
     # ------------------------------------------------------------------ publication
     M(
@@ -312,6 +314,7 @@ MUTANTS: list[Mutant] = [
         "sync_filesystem(os.path.dirname(temp))  # same file system; temp may have lost its read bit",
         "pass",
         (f"{DURABLE}::test_restore_flushes_with_one_syncfs_not_per_file",),
+        after="def _restore_streaming",
     ),
     M(
         "restore-no-parent-fsync",
@@ -420,8 +423,8 @@ MUTANTS: list[Mutant] = [
     M(
         "intake-ack-without-checking-the-bytes",
         INBOX,
-        "if digest.hexdigest() != item.sha256:",
-        "if False:",
+        "if _sha256_of(private) == item.sha256:",
+        "if True:",
         ("tests/intake/test_admission.py", "tests/intake/test_crash.py"),
     ),
     M(
