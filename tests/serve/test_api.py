@@ -170,6 +170,26 @@ def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient
     is_problem(client.post("/api/v1/sessions/c-nope/bind", json={"connection_id": "x"}), 404, "session-not-found")
 
 
+def test_a_client_releases_its_own_binding_and_only_its_own(client: TestClient, node: Node) -> None:
+    """Unbind: the connection a session is bound to releases it (idempotently), another connection cannot, and
+    once released another connection may bind it."""
+    create(client)
+    session = client.post(f"{P}/sessions").json()["id"]
+    assert client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-1"}).status_code == 200
+    body = is_problem(
+        client.post(f"/api/v1/sessions/{session}/unbind", json={"connection_id": "conn-2"}), 409, "already-bound"
+    )
+    assert body["context"]["connection"] == "conn-1"
+    released = client.post(f"/api/v1/sessions/{session}/unbind", json={"connection_id": "conn-1"})
+    assert released.status_code == 200, released.text
+    assert released.json()["bound_connection_id"] is None and released.json()["bound_pod_id"] is None
+    again = client.post(f"/api/v1/sessions/{session}/unbind", json={"connection_id": "conn-1"})
+    assert again.status_code == 200 and again.json()["bound_connection_id"] is None, "idempotent"
+    rebound = client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-2"})
+    assert rebound.status_code == 200 and rebound.json()["bound_connection_id"] == "conn-2"
+    is_problem(client.post("/api/v1/sessions/c-nope/unbind", json={"connection_id": "x"}), 404, "session-not-found")
+
+
 # ---------------------------------------------------------------------- paths
 
 

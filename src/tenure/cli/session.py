@@ -95,3 +95,20 @@ def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
             hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
         )
     _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/bind", json={"connection_id": connection_id})])
+
+
+@session.command("unbind")
+@click.argument("session_id")
+@click.option("--connection", "connection_id", required=True, help="The client connection the session is bound to.")
+@json_option
+@click.pass_context
+def unbind(ctx: click.Context, session_id: str, connection_id: str) -> None:
+    """Release SESSION_ID from its client connection on the pod that runs its project (idempotent)."""
+    api = remote(ctx)
+    if api is None:
+        raise InvalidInputError(
+            "unbinding a session happens on the pod that runs its project",
+            code="needs-a-pod",
+            hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
+        )
+    _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/unbind", json={"connection_id": connection_id})])

@@ -337,6 +337,33 @@ class ProjectStore:
             connection=row["bound_connection_id"],
         )
 
+    def unbind_session(self, session_id: str, connection_id: str, generation: int) -> Session:
+        """Release a session from the client connection it is bound to, fenced by the project generation.
+
+        Idempotent: a session already unbound is returned as it is. A session
+        bound to *another* connection is left alone (``already-bound``): a
+        client releases only its own binding.
+        """
+        with self.db.transaction() as tx:
+            rows = tx.count("session_unbind", {"c": connection_id, "id": session_id, "g": generation, **_CLOSED})
+            row = tx.one("session_with_project", {"id": session_id})
+        if row is None:
+            raise NotFoundError(f"no session {session_id}", code="session-not-found")
+        if rows == 1 or (row["bound_connection_id"] is None and int(row["generation"]) == generation):
+            return Session.from_row(row)
+        if int(row["generation"]) != generation:
+            raise StaleGenerationError(
+                f"session {session_id}: project generation {generation} is fenced",
+                generation=generation,
+                current_generation=int(row["generation"]),
+            )
+        if row["status"] == ProjectStatus.CLOSED.value:
+            raise ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
+        raise AlreadyBoundError(
+            f"session {session_id} is bound to connection {row['bound_connection_id']}, not {connection_id}",
+            connection=row["bound_connection_id"],
+        )
+
     def unbind_sessions(self, project: Project) -> int:
         """Step 1a: unbind every session of ``project``, fenced by its generation (idempotent).
 

@@ -923,6 +923,22 @@ def create_app(node: Node, *, tokens: TokenStore | None = None) -> FastAPI:
         bound = node.projects.bind_session(session_id, body.connection_id, node.pod.pod_id, running.generation)
         return _session_dict(bound)
 
+    @app.post(PREFIX + "/sessions/{session_id}/unbind", tags=["sessions"])
+    def unbind_session(
+        request: Request, session_id: str, body: BindBody, principal: Principal = principal_dep
+    ) -> dict[str, Any]:
+        """Release the session from the client connection it is bound to, on the pod that runs its project.
+
+        Idempotent; a session bound to another connection is 409 ``already-bound`` (a client releases only
+        its own binding).
+        """
+        session = node.projects.session(session_id)
+        project = node.projects.by_id(session.project_id)
+        if not principal.sees(project.tenant):
+            raise NotFoundError(f"no session {session_id}", code="session-not-found")
+        running = served(request, project.tenant, project.name)
+        return _session_dict(node.projects.unbind_session(session_id, body.connection_id, running.generation))
+
     # ------------------------------------------------------------------ files
 
     @app.get(p + "/files", tags=["files"])

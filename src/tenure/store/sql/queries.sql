@@ -759,6 +759,13 @@ WHERE id = :id AND (bound_connection_id IS NULL OR bound_connection_id = :c)
   AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g
               AND p.status <> :closed);
 
+-- name: session_unbind
+-- Release session :id from connection :c (only that connection's binding), fenced by project generation :g.
+UPDATE sessions SET bound_connection_id = NULL, bound_pod_id = NULL, updated_at = {now}
+WHERE id = :id AND bound_connection_id = :c
+  AND EXISTS (SELECT 1 FROM projects p WHERE p.id = sessions.project_id AND p.generation = :g
+              AND p.status <> :closed);
+
 -- name: session_with_project
 -- Session :id with its project's generation and status.
 SELECT s.*, p.generation, p.status FROM sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = :id;
