@@ -424,7 +424,7 @@ class WorkspaceService:
             ws_store.mark_uploaded(
                 ticket, built.root, built.files, built.bytes_read, built.bytes_new, list(built.skipped)
             )
-            self._verify_closure(ticket.snapshot_id, built.objects)
+            self._verify_closure(ticket.snapshot_id, built.objects, ticket.generation)
             self.objects.sync()  # objects found already stored may be a crashed writer's, never synced
             snap = ws_store.publish(lease, ticket)
             return CheckpointResult(
@@ -452,11 +452,17 @@ class WorkspaceService:
         except Exception:  # noqa: BLE001 - fenced or already gone: the original error matters more
             pass
 
-    def _verify_closure(self, snapshot_id: str, closure: frozenset[str]) -> None:
-        """VALIDATING: every object of the tree's closure (as built, pinned) is in the store, asked once."""
+    def _verify_closure(self, snapshot_id: str, closure: frozenset[str], generation: int) -> None:
+        """VALIDATING: every object of the tree's closure (as built, pinned) is in the store, asked once.
+
+        The snapshot is failed only under the ticket's ``generation``: a former writer whose checkpoint a newer
+        one adopted (S-33) cannot fail the adopted one.
+        """
         missing = closure - self.objects.has_many(closure)
         if missing:
-            self.store.workspaces.fail_snapshot(snapshot_id, f"{len(missing)} objects missing after upload")
+            self.store.workspaces.fail_snapshot(
+                snapshot_id, f"{len(missing)} objects missing after upload", generation=generation
+            )
             raise ClosureIncomplete(
                 f"snapshot {snapshot_id}: {len(missing)} objects missing after upload",
                 snapshot=snapshot_id,
