@@ -40,7 +40,8 @@ def _skip_generation_check() -> None:
     rewrites = {
         "workspace_begin_checkpoint": ((r"writer_generation = :g", "writer_generation >= :g"),),
         "workspace_publish": ((r"writer_generation = :g", "writer_generation >= :g"),),
-        "snapshot_mark_validating": ((r"generation = \(SELECT", "generation <= (SELECT"),),
+        # the ticket's own generation term dropped, and the snapshot's compared as "not newer than the current"
+        "snapshot_mark_validating": ((r" AND generation = :g(?=\s)", ""), (r"generation = \(", "generation <= (")),
     }
     lease_term = (r"l\.generation = :g", "l.generation >= :g")
     queries = load(STORE)
