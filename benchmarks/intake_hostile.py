@@ -10,6 +10,13 @@ the outcome (the rejection code, or ``ACCEPTED``), the median time of ``--repeat
 (``tracemalloc``, in one separate run, so tracing does not slow the timed runs) of both, and the ratios
 tenure / baseline. ``--large`` adds one row: an archive whose directory really lists 4,000,000 entries, judged under
 the default limits (no baseline: listing it with zipfile takes minutes and gigabytes).
+
+``--limits`` polls inputs at the default limits, each alone in a fresh intake and a fresh interpreter (after one
+warm-up poll of a small package), and reports what that one poll cost: CPU seconds (user + system, so a loaded
+machine does not inflate it) and the process's peak RSS. The budget is under 1 s and 100 MiB per input: 10,000
+files; 10,000 files whose central headers carry 1 KiB names, extra fields and comments; 20,000 such headers
+(refused); manifests of 1 MiB made of 500,000 zeros, of 350,000 empty objects, of 17,000 lists nested 30 deep,
+and of 60,000 keys.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import argparse
 import json
 import os
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +41,16 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tenure.intake import IntakeConfig, read_package  # noqa: E402
 from tenure.intake.errors import PackageRejectedError  # noqa: E402
-from tests.intake.hostile_corpus import BENIGN, CORPUS, CORPUS_CONFIG, write_many_entries  # noqa: E402
+from tenure.intake.pack import new_manifest  # noqa: E402
+from tests.intake.hostile_corpus import (  # noqa: E402
+    BENIGN,
+    CORPUS,
+    CORPUS_CONFIG,
+    Member,
+    assemble,
+    end_record,
+    write_many_entries,
+)
 
 RESULTS = ROOT / "benchmarks" / "results" / "intake_hostile.json"
 
@@ -112,6 +130,121 @@ def bench_large(folder: Path) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- at the limits
+
+_MiB = 1024 * 1024
+_LONG_EXTRA = struct.pack("<HH", 0xCAFE, 1020) + b"e" * 1020
+
+_POLL_ONE = """
+import json, resource, sys, time
+from pathlib import Path
+from tenure.intake import InboxProcessor, Workspace
+from tenure.intake.pack import new_manifest, write_package
+warm = Workspace(Path(sys.argv[2]))
+write_package(warm.inbox / "warm.zip", new_manifest("warm", "warm"), {"a.txt": b"a"})
+InboxProcessor(warm).poll()
+base = resource.getrusage(resource.RUSAGE_SELF)
+results = InboxProcessor(Workspace(Path(sys.argv[1]))).poll()
+done = resource.getrusage(resource.RUSAGE_SELF)
+cpu = done.ru_utime - base.ru_utime + done.ru_stime - base.ru_stime
+print(json.dumps({"results": [[r.kind.value, r.code] for r in results], "cpu_s": round(cpu, 3),
+                  "peak_mib": round(done.ru_maxrss / 1024, 1), "warm_mib": round(base.ru_maxrss / 1024, 1)}))
+"""
+
+
+def _manifest(metadata: Any) -> bytes:
+    return json.dumps(new_manifest("case-limits", "pkg", metadata=metadata), separators=(",", ":")).encode()
+
+
+def _files(count: int, long_headers: bool) -> bytes:
+    members = [Member(b"manifest.json", _manifest({}))]
+    for i in range(count):
+        if long_headers:
+            name = f"d{i // 100:03d}/{i:06d}".encode() + b"n" * 1013
+            members.append(Member(name, b"", method=0, central={"extra": _LONG_EXTRA, "comment": b"c" * 1024}))
+        else:
+            members.append(Member(f"e/{i:05d}".encode(), b"", method=0))
+    return assemble(members)
+
+
+def _headers_only(count: int) -> bytes:
+    """``count`` central headers with 1 KiB names, extra fields and comments, and no records: refused."""
+    records = []
+    for i in range(count):
+        name = f"{i:06d}".encode() + b"n" * 1018
+        records.append(Member(name, b"", method=0, central={"extra": _LONG_EXTRA, "comment": b"c" * 1024}))
+    directory = b"".join(member.central_record(30) for member in records)
+    return b"PK\x03\x04" + bytes(26) + directory + end_record(count=count, size=len(directory), offset=30)
+
+
+def _fill(item: str, size: int = _MiB) -> bytes:
+    """A manifest of exactly ``size`` bytes: its metadata a list of ``item`` repeated, padded with spaces."""
+    head = _manifest({"a": []})
+    count = (size - len(head)) // (len(item) + 1)
+    raw = head.replace(b'"a":[]', b'"a":[' + ",".join([item] * count).encode() + b"]")
+    return raw[:-1] + b" " * (size - len(raw)) + raw[-1:]
+
+
+def _with_manifest(raw: bytes) -> bytes:
+    return assemble([Member(b"manifest.json", raw), Member(b"input/report.txt", b"a report")])
+
+
+LIMITS: dict[str, Callable[[], bytes]] = {
+    "10000-files": lambda: _files(10_000, long_headers=False),
+    "10000-files-long-headers": lambda: _files(10_000, long_headers=True),
+    "20000-long-central-headers": lambda: _headers_only(20_000),
+    "manifest-1mib-zeros": lambda: _with_manifest(_fill("0")),
+    "manifest-1mib-empty-objects": lambda: _with_manifest(_fill("{}")),
+    "manifest-1mib-lists-30-deep": lambda: _with_manifest(_fill("[" * 30 + "]" * 30)),
+    "manifest-60000-keys": lambda: _with_manifest(_manifest({f"k{i}": i for i in range(60_000)})),
+}
+
+
+def bench_limits(folder: Path, only: str) -> list[dict[str, Any]]:
+    rows = []
+    for name in LIMITS:
+        if only not in name:
+            continue
+        root, warm = folder / name / "intake", folder / name / "warm"
+        # built in a child of its own: a child's peak RSS counts its parent's at the fork
+        built = subprocess.run(
+            [sys.executable, "-m", "benchmarks.intake_hostile", "--build", name, str(root)], env=_env(), cwd=ROOT
+        )
+        if built.returncode != 0:
+            raise SystemExit(f"{name}: could not build the input")
+        size = (root / "inbox" / f"{name}.zip").stat().st_size
+        done = subprocess.run(
+            [sys.executable, "-c", _POLL_ONE, str(root), str(warm)], capture_output=True, text=True, env=_env()
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: {done.stderr}")
+        found = json.loads(done.stdout)
+        [(kind, code)] = found.pop("results")
+        rows.append({"class": name, "bytes": size, "outcome": code or kind, **found})
+    return rows
+
+
+def build_limit_input(name: str, root: Path) -> None:
+    """Write the input ``name`` of :data:`LIMITS` into the inbox of a new intake at ``root``."""
+    from tenure.intake import Workspace
+
+    workspace = Workspace(root)
+    (workspace.inbox / f"{name}.zip").write_bytes(LIMITS[name]())
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+
+
+def print_limits(rows: list[dict[str, Any]]) -> None:
+    print(f"{'input at the limits':30} {'bytes':>10} {'outcome':18} {'cpu s':>7} {'peak MiB':>9} {'warm MiB':>9}")
+    for row in rows:
+        print(
+            f"{row['class']:30} {row['bytes']:>10} {row['outcome'][:18]:18} {row['cpu_s']:>7} "
+            f"{row['peak_mib']:>9} {row['warm_mib']:>9}"
+        )
+
+
 def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -146,16 +279,35 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per class (median reported)")
     parser.add_argument("--only", default="", help="only classes whose name contains this text")
     parser.add_argument("--large", action="store_true", help="add the 4,000,000-entry directory (about 190 MB)")
+    parser.add_argument(
+        "--limits", action="store_true", help="only poll inputs at the default limits, each in a fresh interpreter"
+    )
+    parser.add_argument("--build", nargs=2, metavar=("NAME", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build:
+        build_limit_input(args.build[0], Path(args.build[1]))
+        return
     rows: list[dict[str, Any]] = []
+    limits: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="intake-hostile-bench-") as tmp:
         folder = Path(tmp)
-        for group, members in (("hostile", CORPUS), ("benign", BENIGN)):
-            for name, item in members.items():
-                if args.only in name:
-                    rows.append(bench_class(folder, group, name, item.build(), max(1, args.repeat)))
-        if args.large:
-            rows.append(bench_large(folder))
+        if args.limits:
+            limits = bench_limits(folder, args.only)
+        else:
+            for group, members in (("hostile", CORPUS), ("benign", BENIGN)):
+                for name, item in members.items():
+                    if args.only in name:
+                        rows.append(bench_class(folder, group, name, item.build(), max(1, args.repeat)))
+            if args.large:
+                rows.append(bench_large(folder))
+    if limits:
+        print_limits(limits)
+        path = RESULTS.with_name("intake_limits.json")
+        path.write_text(
+            json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(), "results": limits}, indent=2) + "\n"
+        )
+        print(f"wrote {path}")
+        return
     print_table(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(

@@ -159,3 +159,26 @@ def test_i118_pack_directory(tmp_path: Path) -> None:
     with pytest.raises(PackageRejectedError) as caught:
         pack_directory(source, tmp_path / "out2.zip")
     assert caught.value.code == "invalid-manifest"
+
+
+def test_generations_with_zip64_fields_read_back(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's zip64 forms, made to appear on a small package: with the limit above which offsets, sizes
+    and the directory go to zip64 fields lowered to 64 bytes, new entries carry zip64 sizes, copied central
+    headers are rebuilt with zip64 offsets, and the end records are zip64; tenure and zipfile read it all."""
+    import tenure.intake.writer as writer
+
+    monkeypatch.setattr(writer, "_ZIP64_LIMIT", 64)
+    put(ws, "a.zip", files={"input/report.txt": b"a report " * 20, "input/small.txt": b"s"})
+    [result] = InboxProcessor(ws).poll()
+    assert (result.kind, result.code) == (ResultKind.ACCEPTED, None)
+    store = CheckpointStore(ws)
+    advanced = store.advance("case-A", "pkg-1", "BUILDING_CASE", step_id="b", artifacts={"out/x.txt": b"x" * 100})
+    exported = store.export("case-A", "pkg-1", ws.root / "export.zip")
+    for path in (advanced.path, exported.path):
+        with zipfile.ZipFile(path) as zf:
+            assert zf.testzip() is None
+            assert zf.read("input/report.txt") == b"a report " * 20
+        raw = path.read_bytes()
+        assert b"PK\x06\x06" in raw and b"PK\x06\x07" in raw, "zip64 end record and locator"
+    assert read_package(exported.path).fingerprint == advanced.fingerprint
+    assert advanced.read("out/x.txt") == b"x" * 100

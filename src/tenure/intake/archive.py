@@ -18,8 +18,8 @@ canonical** (ADR 0108):
   limits *before* the directory is read (``max_entries`` counts the
   producer's files and folder entries, not ``manifest.json``, the
   checkpoints nor the generation record), and the directory is read one
-  record at a time, so any archive under the size limit is judged in bounded
-  time and memory.
+  record at a time, each judged and counted as it comes, so any archive
+  under the size limit is judged in bounded time and memory.
 
 On top of the layout: entry names (no traversal, absolute paths, drive
 letters, backslashes, control characters, depth and length limits),
@@ -29,8 +29,16 @@ the zip version and feature flags, the compression method (stored or deflate
 only), the declared sizes and per-entry ratio. Each refusal is a
 :class:`~tenure.intake.errors.PackageRejectedError` with its own code.
 
-Entries are then read with :class:`SafeArchive`, which inflates each one
-itself, stops at the declared size and checks the CRC.
+What the scan keeps of an entry is an :class:`Entry`: its name, the fields
+the reader and the writer need, and where its local record and its central
+header are — not its extra field nor its comment, which stay in the file
+(the writer copies central headers from there), so memory grows by a few
+hundred bytes an entry whatever the headers carry. The file is read through
+a window of :data:`WINDOW` bytes, not one read per record.
+
+Entries are then read with :class:`SafeArchive` (or :func:`entry_chunks`),
+which inflates each one itself, stops at the declared size and checks the
+CRC.
 """
 
 from __future__ import annotations
@@ -40,7 +48,6 @@ import os
 import re
 import stat
 import struct
-import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +57,7 @@ from .canonical import GENERATION_RECORD, MANIFEST
 from .config import Limits
 from .errors import PackageRejectedError
 
-__all__ = ["SafeArchive", "open_archive", "check_entry_name", "CHECKPOINT_PREFIX"]
+__all__ = ["SafeArchive", "Entry", "open_archive", "check_entry_name", "entry_chunks", "CHECKPOINT_PREFIX"]
 
 #: where checkpoint artifacts live in a package (they have limits of their own)
 CHECKPOINT_PREFIX = "history/checkpoints/"
@@ -68,18 +75,28 @@ _END64_FMT = struct.Struct("<4sQ2H2L4Q")  # 56 bytes
 _LOCATOR64_FMT = struct.Struct("<4sLQL")  # 20 bytes
 _MAX_COMMENT = 0xFFFF
 _U16, _U32 = 0xFFFF, 0xFFFFFFFF
+_STORED, _DEFLATED = 0, 8
 
 #: the highest "version needed to extract" understood (6.3, as zipfile)
 MAX_VERSION = 63
 _ENCRYPTED_FLAGS = 0x0001 | 0x0040 | 0x2000  # traditional, strong, masked directory
 _KNOWN_FLAGS = 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0040 | 0x0800 | 0x2000
-#: a central header's extra field and comment are kept in memory; bound them
+#: a central header's extra field and comment are read while it is judged; bound them
 MAX_ENTRY_EXTRA = 1024
 MAX_ENTRY_COMMENT = 1024
+#: the file is read in windows of this many bytes (more when one record is larger)
+WINDOW = 256 * 1024
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_ALLOWED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+_ASCII_CONTROL = bytes(range(0x20)) + b"\x7f"
+#: the path parts no entry name may have (each shorter than three characters)
+_BAD_PARTS = frozenset(("", ".", ".."))
+#: flag bits that need a closer look (encryption, unknown features); 0x2, 0x4 (deflate options), 0x8
+#: (data descriptor) and 0x800 (UTF-8 name) are ordinary
+_UNUSUAL_FLAGS = 0xFFFF & ~(0x0002 | 0x0004 | 0x0008 | 0x0800)
+_IS_REGULAR = stat.S_IFREG
+_ALLOWED_METHODS = (_STORED, _DEFLATED)
 _CHUNK = 1024 * 1024
 
 
@@ -89,11 +106,16 @@ def _reject(message: str, code: str, **context: Any) -> PackageRejectedError:
 
 def check_entry_name(name: str, limits: Limits) -> None:
     """Raise unless ``name`` is a safe relative forward-slash path within limits."""
-    if len(name.encode("utf-8", "surrogatepass")) > limits.max_path_bytes:
+    encoded = name.encode("utf-8", "surrogatepass")
+    if len(encoded) > limits.max_path_bytes:
         raise _reject(f"entry name longer than {limits.max_path_bytes} bytes", "path-too-long", entry=name[:200])
     bad = not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) is not None
+    if encoded.isascii():  # the common case, at C speed: no byte below 0x20 nor 0x7f
+        control = len(encoded.translate(None, _ASCII_CONTROL)) != len(encoded)
+    else:
+        control = _CONTROL.search(name) is not None
     parts = name.rstrip("/").split("/")
-    if bad or _CONTROL.search(name) or any(part in ("", ".", "..") for part in parts):
+    if bad or control or min(map(len, parts)) < 3 and not _BAD_PARTS.isdisjoint(parts):
         raise _reject(f"unsafe entry name {name!r}", "unsafe-path", entry=name[:200])
     if len(parts) > limits.max_path_depth:
         raise _reject(
@@ -103,23 +125,123 @@ def check_entry_name(name: str, limits: Limits) -> None:
         )
 
 
-class Entry(zipfile.ZipInfo):
-    """One listed entry, with where its bytes are and the name bytes it was stored under.
+class Entry:
+    """One listed entry of a scanned archive: what its central header says, and where its bytes are.
 
-    ``record_end`` is where its local record (header, data and data
-    descriptor, in whichever form the scan found) ends: a copy of the record
-    takes the bytes from ``header_offset`` to there.
+    ``header_offset`` to ``record_end`` is its local record (header, data and
+    data descriptor, in whichever form the scan found); ``data_offset`` is
+    where its data starts; its central header is the ``central_size`` bytes
+    at ``central_offset``. ``dos_time`` is the header's date and time
+    (``date << 16 | time``).
     """
 
-    __slots__ = ("raw_name", "data_offset", "record_end")
+    __slots__ = (
+        "filename",
+        "flag_bits",
+        "compress_type",
+        "CRC",
+        "compress_size",
+        "file_size",
+        "extract_version",
+        "dos_time",
+        "header_offset",
+        "data_offset",
+        "record_end",
+        "central_offset",
+        "central_size",
+    )
 
-    raw_name: bytes
-    data_offset: int
-    record_end: int
+    def __init__(
+        self,
+        filename: str,
+        flag_bits: int,
+        compress_type: int,
+        crc: int,
+        compress_size: int,
+        file_size: int,
+        extract_version: int,
+        dos_time: int,
+        header_offset: int,
+        central_offset: int,
+        central_size: int,
+    ) -> None:
+        self.filename = filename
+        self.flag_bits = flag_bits
+        self.compress_type = compress_type
+        self.CRC = crc
+        self.compress_size = compress_size
+        self.file_size = file_size
+        self.extract_version = extract_version
+        self.dos_time = dos_time
+        self.header_offset = header_offset
+        self.data_offset = -1
+        self.record_end = -1
+        self.central_offset = central_offset
+        self.central_size = central_size
 
-    def _encodeFilenameFlags(self) -> tuple[bytes, int]:  # noqa: N802 - zipfile's name
-        # a copied entry keeps the exact name bytes of its copied local header
-        return self.raw_name, self.flag_bits
+    def is_dir(self) -> bool:
+        return self.filename.endswith("/")
+
+    def __repr__(self) -> str:
+        return f"Entry({self.filename!r}, size={self.file_size}, at={self.header_offset})"
+
+
+def entry_chunks(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
+    """The content of a scanned ``entry`` of the open file ``fh``, in pieces.
+
+    Raises ``corrupt-entry`` unless it inflates to exactly its declared size
+    and CRC, using exactly its declared compressed bytes.
+    """
+    produced = 0
+    crc = 0
+    for piece in _inflate(fh, entry):
+        produced += len(piece)
+        if produced > entry.file_size:
+            raise _corrupt(entry, "it inflates past its declared size")
+        crc = zlib.crc32(piece, crc)
+        yield piece
+    if produced != entry.file_size or crc != entry.CRC:
+        raise _corrupt(entry, "its size or CRC-32 does not match the directory")
+
+
+def _inflate(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
+    left = entry.compress_size
+    position = entry.data_offset
+    if entry.compress_type == _STORED:
+        while left:
+            fh.seek(position)
+            piece = fh.read(min(left, _CHUNK))
+            if not piece:
+                raise _corrupt(entry, "its data ends early")
+            position += len(piece)
+            left -= len(piece)
+            yield piece
+        return
+    inflater = zlib.decompressobj(-15)
+    pending = b""
+    try:
+        while not inflater.eof:
+            if not pending and left:
+                fh.seek(position)
+                pending = fh.read(min(left, _CHUNK))
+                if not pending:
+                    raise _corrupt(entry, "its data ends early")
+                position += len(pending)
+                left -= len(pending)
+            piece = inflater.decompress(pending, _CHUNK)
+            pending = inflater.unconsumed_tail
+            if piece:
+                yield piece
+            elif not pending and not left and not inflater.eof:
+                raise _corrupt(entry, "its deflate stream is incomplete")
+    except zlib.error as error:
+        raise _corrupt(entry, f"its deflate stream is damaged ({error})") from None
+    if left or pending or inflater.unused_data:
+        raise _corrupt(entry, "its deflate stream ends before its declared compressed size")
+
+
+def _corrupt(entry: Entry, why: str) -> PackageRejectedError:
+    return _reject(f"entry {entry.filename!r} is corrupt: {why}", "corrupt-entry", entry=entry.filename)
 
 
 class SafeArchive:
@@ -129,8 +251,8 @@ class SafeArchive:
         self.path = path
         self.limits = limits
         self._fh = fh
-        self._entries = entries
         self._end = end_of_entries
+        #: the file entries (not folders), in directory order, which is the order of their records
         self.infos: dict[str, Entry] = {e.filename: e for e in entries if not e.is_dir()}
 
     @property
@@ -154,58 +276,8 @@ class SafeArchive:
         return b"".join(self.chunks(name))
 
     def chunks(self, name: str) -> Iterator[bytes]:
-        """The entry's content in pieces; raises ``corrupt-entry`` unless it inflates to exactly
-        its declared size and CRC, using exactly its declared compressed bytes."""
-        entry = self.infos[name]
-        produced = 0
-        crc = 0
-        for piece in self._inflate(entry):
-            produced += len(piece)
-            if produced > entry.file_size:
-                raise self._corrupt(entry, "it inflates past its declared size")
-            crc = zlib.crc32(piece, crc)
-            yield piece
-        if produced != entry.file_size or crc != entry.CRC:
-            raise self._corrupt(entry, "its size or CRC-32 does not match the directory")
-
-    def _inflate(self, entry: Entry) -> Iterator[bytes]:
-        left = entry.compress_size
-        position = entry.data_offset
-        if entry.compress_type == zipfile.ZIP_STORED:
-            while left:
-                self._fh.seek(position)
-                piece = self._fh.read(min(left, _CHUNK))
-                if not piece:
-                    raise self._corrupt(entry, "its data ends early")
-                position += len(piece)
-                left -= len(piece)
-                yield piece
-            return
-        inflater = zlib.decompressobj(-15)
-        pending = b""
-        try:
-            while not inflater.eof:
-                if not pending and left:
-                    self._fh.seek(position)
-                    pending = self._fh.read(min(left, _CHUNK))
-                    if not pending:
-                        raise self._corrupt(entry, "its data ends early")
-                    position += len(pending)
-                    left -= len(pending)
-                piece = inflater.decompress(pending, _CHUNK)
-                pending = inflater.unconsumed_tail
-                if piece:
-                    yield piece
-                elif not pending and not left and not inflater.eof:
-                    raise self._corrupt(entry, "its deflate stream is incomplete")
-        except zlib.error as error:
-            raise self._corrupt(entry, f"its deflate stream is damaged ({error})") from None
-        if left or pending or inflater.unused_data:
-            raise self._corrupt(entry, "its deflate stream ends before its declared compressed size")
-
-    @staticmethod
-    def _corrupt(entry: Entry, why: str) -> PackageRejectedError:
-        return _reject(f"entry {entry.filename!r} is corrupt: {why}", "corrupt-entry", entry=entry.filename)
+        """The entry's content in pieces (see :func:`entry_chunks`)."""
+        return entry_chunks(self._fh, self.infos[name])
 
     def sha256(self, name: str) -> str:
         digest = hashlib.sha256()
@@ -213,12 +285,9 @@ class SafeArchive:
             digest.update(chunk)
         return digest.hexdigest()
 
-    def local_order(self) -> list[str]:
-        """File entry names in the order their bytes appear in the archive."""
-        return [e.filename for e in self._entries if not e.is_dir()]
-
-    def has_folders(self) -> bool:
-        return len(self.infos) != len(self._entries)
+    def entries(self) -> list[Entry]:
+        """The file entries in the order their records appear in the archive."""
+        return list(self.infos.values())
 
     def end_of_entries(self) -> int:
         """Offset where the central directory begins."""
@@ -253,8 +322,39 @@ def _truncated(message: str) -> PackageRejectedError:
     return _reject(f"archive is truncated or damaged: {message}", "truncated-zip")
 
 
+class _Window:
+    """Reads a file through one buffer: a record inside the buffered span is a slice of it; otherwise the
+    buffer moves there (:data:`WINDOW` bytes, or the record if it is larger)."""
+
+    __slots__ = ("fh", "size", "start", "data")
+
+    def __init__(self, fh: BinaryIO, size: int) -> None:
+        self.fh = fh
+        self.size = size
+        self.start = 0
+        self.data = b""
+
+    def get(self, offset: int, length: int) -> tuple[bytes, int]:
+        """The buffer and where ``offset`` is in it; at least ``length`` bytes follow."""
+        at = offset - self.start
+        if 0 <= at and at + length <= len(self.data):
+            return self.data, at
+        if offset < 0 or offset + length > self.size:
+            raise _truncated(f"a record at offset {offset} runs past the end of the file")
+        self.fh.seek(offset)
+        self.data = self.fh.read(min(max(length, WINDOW), self.size - offset))
+        self.start = offset
+        if len(self.data) < length:
+            raise _truncated(f"a record at offset {offset} runs past the end of the file")
+        return self.data, 0
+
+    def bytes_at(self, offset: int, length: int) -> bytes:
+        data, at = self.get(offset, length)
+        return data[at : at + length]
+
+
 class _Scanner:
-    """One pass over the end records, the central directory and every local header."""
+    """One pass over the end records and the central directory, then one over every local record."""
 
     def __init__(self, fh: BinaryIO, size: int, limits: Limits) -> None:
         self.fh = fh
@@ -281,7 +381,6 @@ class _Scanner:
         if cd_offset + cd_size != cd_end:
             raise _layout("the central directory does not end where the end record begins")
         entries = self._directory(count, cd_offset, cd_size)
-        self._check_entries(entries)
         self._locals(entries, cd_offset)
         return entries, cd_offset
 
@@ -338,137 +437,136 @@ class _Scanner:
     # -------------------------------------------------------------- central directory
 
     def _directory(self, count: int, cd_offset: int, cd_size: int) -> list[Entry]:
+        """Read and judge the central headers one at a time: each entry's rules, and the counts as they grow."""
         if cd_offset > self.size or cd_size > self.size - cd_offset:
             raise _truncated("the central directory lies outside the file")
+        limits = self.limits
+        window = _Window(self.fh, self.size)
+        unpack = _CENTRAL_FMT.unpack_from
         entries: list[Entry] = []
+        files: set[str] = set()
+        seen: set[str] = set()
+        plain = checkpoints = total = 0
         position = cd_offset
         stop = cd_offset + cd_size
         for _ in range(count):
-            entry, position = self._central(position, stop)
-            entries.append(entry)
-        if position != stop:
-            raise _layout("the central directory holds bytes its end record does not count")
-        return entries
-
-    def _central(self, position: int, stop: int) -> tuple[Entry, int]:
-        if position + _CENTRAL_FMT.size > stop:
-            raise _layout("the central directory is shorter than its entry count")
-        fields = _CENTRAL_FMT.unpack(self._read_at(position, _CENTRAL_FMT.size))
-        (sig, made_by, needed, flags, method, mtime, mdate, crc, csize, usize) = fields[:10]
-        (name_len, extra_len, comment_len, disk, internal, external, offset) = fields[10:]
-        if sig != _CENTRAL:
-            raise _layout(f"no central header at offset {position}")
-        end = position + _CENTRAL_FMT.size + name_len + extra_len + comment_len
-        if end > stop:
-            raise _layout("a central header runs past the central directory")
-        if extra_len > MAX_ENTRY_EXTRA or comment_len > MAX_ENTRY_COMMENT:
-            raise _reject(
-                f"a central header carries {extra_len} bytes of extra fields and a {comment_len}-byte comment "
-                f"(limit {MAX_ENTRY_EXTRA} each)",
-                "unsupported-zip-feature",
-            )
-        raw = self._read_at(position + _CENTRAL_FMT.size, name_len + extra_len + comment_len)
-        raw_name, extra, comment = raw[:name_len], raw[name_len : name_len + extra_len], raw[name_len + extra_len :]
-        name = _decode_name(raw_name, flags)
-        usize, csize, offset, disk = _apply_zip64(extra, usize, csize, offset, disk, name)
-        if disk != 0:
-            raise _layout(f"entry {name!r} lives on another disk")
-        entry = Entry(name)  # the name was checked by _decode_name: no NUL, so zipfile keeps it whole
-        entry.raw_name = raw_name
-        entry.orig_filename = name
-        entry.extra, entry.comment = extra, comment
-        entry.create_version, entry.create_system = made_by & 0xFF, made_by >> 8
-        entry.extract_version, entry.reserved = needed, 0
-        entry.flag_bits, entry.compress_type = flags, method
-        entry.date_time = (
-            (mdate >> 9) + 1980,
-            (mdate >> 5) & 0xF,
-            mdate & 0x1F,
-            mtime >> 11,
-            (mtime >> 5) & 0x3F,
-            (mtime & 0x1F) * 2,
-        )
-        entry.CRC, entry.compress_size, entry.file_size = crc, csize, usize
-        entry.volume, entry.internal_attr, entry.external_attr = 0, internal, external
-        entry.header_offset = offset
-        entry.data_offset = entry.record_end = -1
-        return entry, end
-
-    # -------------------------------------------------------------- entry rules
-
-    def _check_entries(self, entries: list[Entry]) -> None:
-        limits = self.limits
-        files: set[str] = set()
-        seen: set[str] = set()
-        checkpoints = plain = 0
-        total = 0
-        for entry in entries:
-            name = entry.filename
+            if position + 46 > stop:
+                raise _layout("the central directory is shorter than its entry count")
+            data, at = window.get(position, 46)
+            (
+                sig,
+                _made_by,
+                needed,
+                flags,
+                method,
+                mtime,
+                mdate,
+                crc,
+                csize,
+                usize,
+                name_len,
+                extra_len,
+                comment_len,
+                disk,
+                _internal,
+                external,
+                offset,
+            ) = unpack(data, at)
+            if sig != _CENTRAL:
+                raise _layout(f"no central header at offset {position}")
+            size = 46 + name_len + extra_len + comment_len
+            if position + size > stop:
+                raise _layout("a central header runs past the central directory")
+            if extra_len > MAX_ENTRY_EXTRA or comment_len > MAX_ENTRY_COMMENT:
+                raise _reject(
+                    f"a central header carries {extra_len} bytes of extra fields and a {comment_len}-byte comment "
+                    f"(limit {MAX_ENTRY_EXTRA} each)",
+                    "unsupported-zip-feature",
+                )
+            data, at = window.get(position + 46, name_len + extra_len)
+            name = _decode_name(data[at : at + name_len], flags)
+            if extra_len or usize == _U32 or csize == _U32 or offset == _U32 or disk == _U16:
+                extra = data[at + name_len : at + name_len + extra_len]
+                usize, csize, offset, disk = _apply_zip64(extra, usize, csize, offset, disk, name)
+            if disk != 0:
+                raise _layout(f"entry {name!r} lives on another disk")
+            folder = name.endswith("/")
             check_entry_name(name, limits)
-            _check_kind(entry)
-            _check_format(entry)
+            if folder or stat.S_IFMT(external >> 16) not in (0, _IS_REGULAR):
+                _check_kind(name, external, folder)
+            if flags & _UNUSUAL_FLAGS or needed > MAX_VERSION or method != _DEFLATED and (method, csize) != (0, usize):
+                _check_format(name, flags, needed, method, csize, usize)
             key = name.rstrip("/")
             if key in seen:
                 raise _reject(f"entry {name!r} appears twice", "duplicate-entry", entry=name)
             seen.add(key)
-            if entry.is_dir():
-                if entry.file_size:
+            if folder:
+                if usize:
                     raise _reject(f"folder entry {name!r} holds data", "corrupt-entry", entry=name)
                 plain += 1  # a folder entry is one of the producer's entries
-                continue
-            files.add(name)
-            if name == MANIFEST or name == GENERATION_RECORD:
-                pass  # limits of their own; the intake's bookkeeping, not the producer's files
-            elif name.startswith(CHECKPOINT_PREFIX):
-                checkpoints += 1
-                if entry.file_size > limits.manifest_bytes:
+            else:
+                files.add(name)
+                if name == MANIFEST or name == GENERATION_RECORD:
+                    pass  # limits of their own; the intake's bookkeeping, not the producer's files
+                elif name.startswith(CHECKPOINT_PREFIX):
+                    checkpoints += 1
+                    if checkpoints > limits.max_checkpoints:
+                        raise _reject(
+                            f"archive has more than {limits.max_checkpoints} checkpoints "
+                            f"(limit {limits.max_checkpoints})",
+                            "too-many-checkpoints",
+                            entries=checkpoints,
+                        )
+                    if usize > limits.manifest_bytes:
+                        raise _reject(
+                            f"checkpoint {name} is {usize} bytes (limit {limits.manifest_bytes})",
+                            "checkpoint-too-large",
+                            entry=name,
+                        )
+                else:
+                    plain += 1
+                    total += usize
+                    if total > limits.uncompressed_bytes:
+                        raise _reject(
+                            f"archive declares over {limits.uncompressed_bytes} uncompressed bytes "
+                            f"(limit {limits.uncompressed_bytes})",
+                            "uncompressed-too-large",
+                        )
+                if usize > limits.ratio_min_bytes and usize / max(csize, 1) > limits.max_ratio:
                     raise _reject(
-                        f"checkpoint {name} is {entry.file_size} bytes (limit {limits.manifest_bytes})",
-                        "checkpoint-too-large",
+                        f"entry {name!r} expands {usize / max(csize, 1):.0f}:1 (limit {limits.max_ratio:.0f}:1)",
+                        "compression-ratio",
                         entry=name,
                     )
-            else:
-                plain += 1
-                total += entry.file_size
-        if plain > limits.max_entries:
-            raise _reject(
-                f"archive has {plain} entries besides manifest.json and its checkpoints (limit {limits.max_entries})",
-                "too-many-entries",
-                entries=plain,
+            if plain > limits.max_entries:
+                raise _reject(
+                    f"archive has more than {limits.max_entries} entries besides manifest.json and its checkpoints "
+                    f"(limit {limits.max_entries})",
+                    "too-many-entries",
+                    entries=plain,
+                )
+            entries.append(
+                Entry(name, flags, method, crc, csize, usize, needed, mdate << 16 | mtime, offset, position, size)
             )
-        if checkpoints > limits.max_checkpoints:
-            raise _reject(
-                f"archive has {checkpoints} checkpoints (limit {limits.max_checkpoints})",
-                "too-many-checkpoints",
-                entries=checkpoints,
-            )
-        if total > limits.uncompressed_bytes:
-            raise _reject(
-                f"archive declares {total} uncompressed bytes (limit {limits.uncompressed_bytes})",
-                "uncompressed-too-large",
-            )
-        for entry in entries:
-            if entry.file_size > limits.ratio_min_bytes:
-                ratio = entry.file_size / max(entry.compress_size, 1)
-                if ratio > limits.max_ratio:
-                    raise _reject(
-                        f"entry {entry.filename!r} expands {ratio:.0f}:1 (limit {limits.max_ratio:.0f}:1)",
-                        "compression-ratio",
-                        entry=entry.filename,
-                    )
+            position += size
+        if position != stop:
+            raise _layout("the central directory holds bytes its end record does not count")
         for name in files:
             parent = name.rpartition("/")[0]
             while parent:
                 if parent in files:
                     raise _reject(f"{parent!r} is both a file and the folder of {name!r}", "path-conflict", entry=name)
                 parent = parent.rpartition("/")[0]
+        return entries
 
     # -------------------------------------------------------------- local records
 
     def _locals(self, entries: list[Entry], cd_offset: int) -> None:
+        window = _Window(self.fh, self.size)
         expected = 0
-        starts = [e.header_offset for e in entries[1:]] + [cd_offset]
-        for entry, following in zip(entries, starts):
+        last = len(entries) - 1
+        for index, entry in enumerate(entries):
+            following = entries[index + 1].header_offset if index < last else cd_offset
             if entry.header_offset < expected:
                 raise _reject(
                     f"entry {entry.filename!r} starts at offset {entry.header_offset}, inside the record before it",
@@ -480,11 +578,11 @@ class _Scanner:
                     f"entry {entry.filename!r} starts at offset {entry.header_offset}, not {expected}: "
                     "the bytes between belong to no listed entry"
                 )
-            expected = self._local(entry, cd_offset, following)
+            expected = self._local(window, entry, cd_offset, following)
         if expected != cd_offset:
             raise _layout(f"bytes {expected}..{cd_offset} before the central directory belong to no listed entry")
 
-    def _local(self, entry: Entry, cd_offset: int, following: int) -> int:
+    def _local(self, window: _Window, entry: Entry, cd_offset: int, following: int) -> int:
         """Check one local record against its central header; returns where the record ends.
 
         ``following`` is where the next listed record starts: a data
@@ -494,20 +592,18 @@ class _Scanner:
         start = entry.header_offset
         if start + _LOCAL_FMT.size > cd_offset:
             raise _layout(f"entry {entry.filename!r} has no room for its local header")
-        sig, needed, flags, method, mtime, mdate, crc, csize, usize, name_len, extra_len = _LOCAL_FMT.unpack(
-            self._read_at(start, _LOCAL_FMT.size)
+        data, at = window.get(start, _LOCAL_FMT.size)
+        sig, needed, flags, method, mtime, mdate, crc, csize, usize, name_len, extra_len = _LOCAL_FMT.unpack_from(
+            data, at
         )
         if sig != _LOCAL:
             raise _layout(f"entry {entry.filename!r} has no local header")
-        data = start + _LOCAL_FMT.size + name_len + extra_len
-        if data > cd_offset:
+        body = start + _LOCAL_FMT.size + name_len + extra_len
+        if body > cd_offset:
             raise _layout(f"entry {entry.filename!r}'s local header runs into the central directory")
-        raw = self._read_at(start + _LOCAL_FMT.size, name_len + extra_len)
-        name, extra = raw[:name_len], raw[name_len:]
-        dos_time = (mdate, mtime)
-        central_time = _dos(entry.date_time)
+        data, at = window.get(start + _LOCAL_FMT.size, name_len + extra_len)
         wrong = []
-        if name != entry.raw_name:
+        if not _same_name(data[at : at + name_len], entry):
             wrong.append("name")
         if flags != entry.flag_bits:
             wrong.append("flags")
@@ -521,16 +617,17 @@ class _Scanner:
             )
         if method != entry.compress_type:
             wrong.append("method")
-        if dos_time != central_time:
+        if mdate << 16 | mtime != entry.dos_time:
             wrong.append("time")
-        usize, csize, _, _ = _apply_zip64(extra, usize, csize, 0, 0, entry.filename, local=True)
-        described = (crc, csize, usize)
-        central = (entry.CRC, entry.compress_size, entry.file_size)
+        if extra_len or usize == _U32 or csize == _U32:
+            extra = data[at + name_len : at + name_len + extra_len]
+            usize, csize, _, _ = _apply_zip64(extra, usize, csize, 0, 0, entry.filename, local=True)
         if flags & 0x08:
             # values follow in a data descriptor; a streaming writer leaves each field zero or already right
-            if any(value not in (0, right) for value, right in zip(described, central)):
+            described = ((crc, entry.CRC), (csize, entry.compress_size), (usize, entry.file_size))
+            if any(value not in (0, right) for value, right in described):
                 wrong.append("CRC and sizes")
-        elif described != central:
+        elif (crc, csize, usize) != (entry.CRC, entry.compress_size, entry.file_size):
             wrong.append("CRC and sizes")
         if wrong:
             raise _reject(
@@ -538,15 +635,15 @@ class _Scanner:
                 "header-mismatch",
                 entry=entry.filename,
             )
-        end: int = data + int(entry.compress_size)
+        end: int = body + entry.compress_size
         if end > cd_offset:
             raise _layout(f"entry {entry.filename!r}'s data runs into the central directory")
         if flags & 0x08:
-            end = self._descriptor(entry, end, min(following, cd_offset))
-        entry.data_offset, entry.record_end = data, end
+            end = self._descriptor(window, entry, end, min(following, cd_offset))
+        entry.data_offset, entry.record_end = body, end
         return end
 
-    def _descriptor(self, entry: Entry, at: int, following: int) -> int:
+    def _descriptor(self, window: _Window, entry: Entry, at: int, following: int) -> int:
         """The data descriptor after an entry's data, ending exactly where the next record starts."""
         expected = (entry.CRC, entry.compress_size, entry.file_size)
         for signed in (True, False):
@@ -554,7 +651,7 @@ class _Scanner:
                 length = (4 if signed else 0) + (20 if wide else 12)
                 if at + length != following:
                     continue
-                raw = self._read_at(at, length)
+                raw = window.bytes_at(at, length)
                 if signed and raw[:4] != _DESCRIPTOR:
                     continue
                 body = raw[4:] if signed else raw
@@ -568,13 +665,20 @@ class _Scanner:
         )
 
 
-def _dos(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
-    year, month, day, hour, minute, second = date_time
-    return (year - 1980) << 9 | month << 5 | day, hour << 11 | minute << 5 | second // 2
+def _same_name(raw: bytes, entry: Entry) -> bool:
+    """Whether a local header's name bytes are the central header's (decoded alike: decoding is one-to-one)."""
+    try:
+        if raw.isascii():
+            return raw.decode("ascii") == entry.filename
+        return raw.decode("utf-8" if entry.flag_bits & 0x0800 else "cp437") == entry.filename
+    except UnicodeDecodeError:
+        return False
 
 
 def _decode_name(raw: bytes, flags: int) -> str:
-    if flags & 0x0800:
+    if raw.isascii():
+        name = raw.decode("ascii")
+    elif flags & 0x0800:
         try:
             name = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -623,43 +727,39 @@ def _apply_zip64(
     return usize, csize, offset, disk
 
 
-def _check_kind(entry: Entry) -> None:
+def _check_kind(name: str, external: int, folder: bool) -> None:
     """Judge the mode bits whatever host the archive names: only regular files and folders."""
-    mode = entry.external_attr >> 16
+    mode = external >> 16
     kind = stat.S_IFMT(mode)
-    name = entry.filename
     if not kind:
         return
     if stat.S_ISLNK(mode):
         raise _reject(f"entry {name!r} is a symbolic link", "symlink-entry", entry=name)
-    if stat.S_ISDIR(mode) and entry.is_dir() or stat.S_ISREG(mode) and not entry.is_dir():
+    if stat.S_ISDIR(mode) and folder or stat.S_ISREG(mode) and not folder:
         return
     raise _reject(f"entry {name!r} is not a regular file", "special-entry", entry=name)
 
 
-def _check_format(entry: Entry) -> None:
-    name = entry.filename
-    if entry.flag_bits & _ENCRYPTED_FLAGS:
+def _check_format(name: str, flags: int, needed: int, method: int, csize: int, usize: int) -> None:
+    if flags & _ENCRYPTED_FLAGS:
         raise _reject(f"entry {name!r} is encrypted", "encrypted-entry", entry=name)
-    if entry.flag_bits & ~_KNOWN_FLAGS:
+    if flags & ~_KNOWN_FLAGS:
         raise _reject(
-            f"entry {name!r} uses zip features tenure does not read (flags {entry.flag_bits:#06x})",
+            f"entry {name!r} uses zip features tenure does not read (flags {flags:#06x})",
             "unsupported-zip-feature",
             entry=name,
         )
-    if entry.extract_version > MAX_VERSION:
+    if needed > MAX_VERSION:
         raise _reject(
-            f"entry {name!r} needs zip version {entry.extract_version / 10:.1f} (tenure reads up to 6.3)",
+            f"entry {name!r} needs zip version {needed / 10:.1f} (tenure reads up to 6.3)",
             "unsupported-zip-version",
             entry=name,
         )
-    if entry.compress_type not in _ALLOWED_METHODS:
+    if method not in _ALLOWED_METHODS:
+        raise _reject(f"entry {name!r} uses compression method {method}", "unsupported-compression", entry=name)
+    if method == _STORED and csize != usize:
         raise _reject(
-            f"entry {name!r} uses compression method {entry.compress_type}", "unsupported-compression", entry=name
-        )
-    if entry.compress_type == zipfile.ZIP_STORED and entry.compress_size != entry.file_size:
-        raise _reject(
-            f"stored entry {name!r} declares {entry.compress_size} stored bytes for {entry.file_size}",
+            f"stored entry {name!r} declares {csize} stored bytes for {usize}",
             "header-mismatch",
             entry=name,
         )

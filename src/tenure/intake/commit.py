@@ -80,9 +80,12 @@ def commit(workspace: Workspace, base: Package, plan: Plan, folder: Path, starte
                 stored=True,
                 linked=layout.linked,
                 anchor=layout.anchor,
+                encoded=plan.encoded,
             )
         else:  # a package read from elsewhere (an input): a generation only links within its own folder
-            written = writer.write(folder, plan.manifest, base=base, additions=plan.additions, stored=True)
+            written = writer.write(
+                folder, plan.manifest, base=base, additions=plan.additions, stored=True, encoded=plan.encoded
+            )
         crash_point(GENERATION_WRITTEN)
         published = storage.publish(written, folder)
     except BaseException:

@@ -48,7 +48,7 @@ from .fsio import (
     tmp_name,
 )
 from .machine import intake_machine
-from .package import Package, read_package
+from .package import EncodedManifest, Package, read_package
 from .plan import Plan, make_request, plan_advance
 from .results import PollResult, ResultKind
 from .storage import CaseStorage, Staged, index_record
@@ -399,11 +399,22 @@ class InboxProcessor:
             )
             plan = plan_advance(incoming, request, self.machine, now, self.config.limits)
         else:
-            plan = Plan(manifest=dict(incoming.manifest), additions={}, checkpoint={})
+            plan = Plan(
+                manifest=dict(incoming.manifest),
+                additions={},
+                checkpoint={},
+                encoded=EncodedManifest.of_package(incoming),
+            )
         self._batch.folders.extend(_create_dirs(job.folder))
         remove_abandoned_temp(job.folder)  # the case lock is held: a temporary file here is a dead writer's
         written = PackageWriter(self.config).write(
-            job.folder, plan.manifest, base=incoming, additions=plan.additions, stored=True, sync=False
+            job.folder,
+            plan.manifest,
+            base=incoming,
+            additions=plan.additions,
+            stored=True,
+            sync=False,
+            encoded=plan.encoded,
         )
         index_tmp = job.folder / tmp_name(".json")
         try:

@@ -36,11 +36,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from .archive import CHECKPOINT_PREFIX, SafeArchive, check_entry_name, open_archive
+from .archive import CHECKPOINT_PREFIX, Entry, SafeArchive, check_entry_name, entry_chunks, open_archive
 from .canonical import (
     GENERATION_RECORD,
     MANIFEST,
     canonical_json,
+    canonical_parts,
+    join_parts,
     parse_aware,
     sha256_hex,
     step_hash,
@@ -54,6 +56,7 @@ from .schema import CHECKPOINT_SCHEMA, MANIFEST_SCHEMA, schema_errors
 
 __all__ = [
     "Package",
+    "EncodedManifest",
     "Checkpoint",
     "Link",
     "read_package",
@@ -194,6 +197,39 @@ class Files(Mapping[str, str]):
 
 
 @dataclass(frozen=True)
+class EncodedManifest:
+    """A manifest and its canonical JSON, member by member (:func:`~tenure.intake.canonical.canonical_parts`).
+
+    What the writer stores is ``stored`` (the canonical form and a newline);
+    reading the generation back compares the stored bytes with it instead of
+    parsing and encoding the manifest again. :meth:`derive` makes the next
+    generation's from this one, encoding only the members that changed.
+    """
+
+    value: Mapping[str, Any]
+    parts: Mapping[str, bytes]
+    stored: bytes
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any], parts: Mapping[str, bytes] | None = None) -> EncodedManifest:
+        parts = canonical_parts(manifest) if parts is None else parts
+        return cls(manifest, parts, join_parts(parts) + b"\n")
+
+    @classmethod
+    def of_package(cls, package: Package) -> EncodedManifest:
+        return cls.of(package.manifest, package.manifest_parts)
+
+    def derive(self, manifest: Mapping[str, Any], changed: Iterable[str]) -> EncodedManifest:
+        """The encoding of ``manifest``, which holds this one's members except those named in ``changed``."""
+        parts = dict(self.parts)
+        for key in changed:
+            parts[key] = canonical_json(manifest[key])
+        if parts.keys() != manifest.keys():
+            return EncodedManifest.of(manifest)
+        return EncodedManifest.of(manifest, parts)
+
+
+@dataclass(frozen=True)
 class Package:
     """A fully validated package (one generation, or an input archive).
 
@@ -212,16 +248,17 @@ class Package:
     fingerprint: str
     #: the checkpoint history, oldest first
     history: History
-    #: manifest.json is the last entry and there are no folder entries
-    appendable: bool = False
-    #: the zip's file entries (central-directory order) as read when validated
-    zip_entries: tuple[zipfile.ZipInfo, ...] = field(default=(), repr=False, compare=False)
+    #: the zip's file entries (central-directory order, which is the order of their records) as read when validated
+    zip_entries: tuple[Entry, ...] = field(default=(), repr=False, compare=False)
     #: stored generation format: 1 (a complete package) or 2 (a generation record; see ADR 0110)
     stored_format: int = 1
     #: format v2: the generation this one's history continues in (None: it holds its whole history)
     link: Link | None = None
     #: format v2: generations since the last one that starts a span (0: this one does; see ADR 0110)
     tail: int = 0
+    #: the manifest's canonical JSON member by member (see :class:`EncodedManifest`); a Package's manifest is
+    #: read-only, and the next generation's shares the members it keeps
+    manifest_parts: Mapping[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def chain(self) -> tuple[Checkpoint, ...]:
@@ -293,13 +330,25 @@ class Package:
         """The checkpoint files this zip holds (all of them, unless it is a v2 generation with a link)."""
         return [name for name in self.crcs if name.startswith(CHECKPOINT_DIR)]
 
+    @functools.cached_property
+    def _entries(self) -> dict[str, Entry]:
+        return {entry.filename: entry for entry in self.zip_entries}
+
     def read(self, name: str) -> bytes:
-        """The bytes of one file of this package (a v2 generation reads earlier checkpoints along its links)."""
+        """The bytes of one file of this package (a v2 generation reads earlier checkpoints along its links).
+
+        A file of this zip is read with the entry recorded when it was
+        validated (its size and CRC-32 checked again), without parsing the
+        zip's directory once more.
+        """
         if name == GENERATION_RECORD:
             raise KeyError(name)
-        if self.link is None or name == MANIFEST or name in self.crcs or name not in self.history:
-            with zipfile.ZipFile(self.path) as zf:
-                return zf.read(name)
+        entry = self._entries.get(name)
+        if entry is not None:
+            with open(self.path, "rb") as fh:
+                return b"".join(entry_chunks(fh, entry))
+        if self.link is None or name not in self.history:
+            raise KeyError(name)
         for path in chain_files(self):
             if path != self.path:
                 with zipfile.ZipFile(path) as zf:
@@ -379,6 +428,7 @@ def read_package(
     base: Package | None = None,
     stored: bool = False,
     linked: Package | None = None,
+    known: EncodedManifest | None = None,
 ) -> Package:
     """Open and fully validate the package at ``path``, or raise PackageRejectedError.
 
@@ -398,12 +448,17 @@ def read_package(
     exactly (file, generation, fingerprint), its history is this one's up to
     this generation's own checkpoints, and every file of it that is not a
     checkpoint must be here with the same content.
+
+    ``known``: the manifest the caller wrote into ``path`` (the writer's read
+    back). When ``manifest.json`` holds exactly its stored bytes, it is that
+    manifest, and it is not parsed and encoded again; the rules are checked
+    on it all the same.
     """
     config = config or IntakeConfig()
     limits = config.limits.stored() if stored else config.limits
     machine = intake_machine(config.phases)
     with open_archive(path, limits) as arch:
-        manifest = _read_manifest(arch, limits)
+        manifest, parts, canonical = _read_manifest(arch, limits, known)
         if GENERATION_RECORD in arch.infos and not stored:
             raise PackageRejectedError(
                 f"{GENERATION_RECORD} marks a stored generation (format v2), which is not a complete package",
@@ -418,8 +473,7 @@ def read_package(
         crcs = {n: (i.CRC, i.file_size) for n, i in arch.infos.items() if n != MANIFEST and n != GENERATION_RECORD}
         hashes = _entry_hashes(arch, crcs, base)
         history = _read_chain(arch, manifest, machine, limits, base, crcs, joined, hashes)
-        appendable = arch.local_order()[-1] == MANIFEST and not arch.has_folders()
-        entries = tuple(arch.infos.values())
+        entries = tuple(arch.entries())
     payload = {n: h for n, h in hashes.items() if not n.startswith(CHECKPOINT_DIR)}
     if joined is not None:
         _check_kept(joined, payload, path)
@@ -437,13 +491,13 @@ def read_package(
         state=state,
         entry_hashes=Files(payload, history),
         crcs=crcs,
-        fingerprint=_fingerprint(payload, sha256_hex(canonical_json(manifest)), history),
+        fingerprint=_fingerprint(payload, sha256_hex(canonical), history),
         history=history,
-        appendable=appendable,
         zip_entries=entries,
         stored_format=STORED_FORMAT if record is not None else 1,
         link=link,
         tail=0 if record is None or record["anchor"] else (joined.tail + 1 if joined is not None else 0),
+        manifest_parts=parts,
     )
 
 
@@ -466,13 +520,16 @@ def _fingerprint(payload: Mapping[str, str], manifest_hash: str, history: Histor
     file's does, so in sorted order the checkpoints are one contiguous run:
     the other files sort either before or after all of them.
     """
-    names = sorted([*payload, MANIFEST])
     digest = hashlib.sha256(b"tenure-package-fingerprint-v1\n")
-    records = [fingerprint_record(n, manifest_hash if n == MANIFEST else payload[n]) for n in names]
-    cut = next((i for i, n in enumerate(names) if n > CHECKPOINT_DIR), len(names))
-    digest.update(b"".join(records[:cut]))
-    digest.update(history.block())
-    digest.update(b"".join(records[cut:]))
+    history_done = False
+    # record by record: the records of ten thousand long names would be ten mebibytes joined
+    for name in sorted([*payload, MANIFEST]):
+        if not history_done and name > CHECKPOINT_DIR:
+            digest.update(history.block())
+            history_done = True
+        digest.update(fingerprint_record(name, manifest_hash if name == MANIFEST else payload[name]))
+    if not history_done:
+        digest.update(history.block())
     return "sha256:" + digest.hexdigest()
 
 
@@ -561,18 +618,29 @@ def _check_kept(linked: Package, payload: Mapping[str, str], path: Path) -> None
             )
 
 
-def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
+def _read_manifest(
+    arch: SafeArchive, limits: Limits, known: EncodedManifest | None
+) -> tuple[dict[str, Any], Mapping[str, bytes] | None, bytes]:
+    """The manifest, its canonical JSON member by member (None unless it is an object) and as a whole."""
     if MANIFEST not in arch.infos:
         raise PackageRejectedError("the archive has no manifest.json at its root", code="missing-manifest")
     if arch.size(MANIFEST) > limits.manifest_bytes:
         raise PackageRejectedError(
             f"manifest.json is {arch.size(MANIFEST)} bytes (limit {limits.manifest_bytes})", code="manifest-too-large"
         )
-    try:
-        manifest = strict_json_loads(arch.read(MANIFEST))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise PackageRejectedError(f"manifest.json is not valid JSON: {error}", code="invalid-manifest") from None
-    if len(canonical_json(manifest)) > limits.manifest_bytes:
+    raw = arch.read(MANIFEST)
+    parts: Mapping[str, bytes] | None
+    if known is not None and raw == known.stored:
+        manifest: Any = known.value
+        parts, canonical = known.parts, raw[:-1]
+    else:
+        try:
+            manifest = strict_json_loads(raw)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise PackageRejectedError(f"manifest.json is not valid JSON: {error}", code="invalid-manifest") from None
+        parts = canonical_parts(manifest) if isinstance(manifest, dict) else None
+        canonical = join_parts(parts) if parts is not None else canonical_json(manifest)
+    if len(canonical) > limits.manifest_bytes:
         raise PackageRejectedError(
             f"manifest.json is over {limits.manifest_bytes} bytes in canonical form (how it is stored)",
             code="manifest-too-large",
@@ -584,7 +652,7 @@ def _read_manifest(arch: SafeArchive, limits: Limits) -> dict[str, Any]:
             code="invalid-manifest",
             problems=problems,
         )
-    return dict(manifest)
+    return dict(manifest), parts, canonical
 
 
 def _bad_manifest(message: str, code: str = "invalid-manifest") -> PackageRejectedError:

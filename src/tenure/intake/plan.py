@@ -10,11 +10,10 @@ generation.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +22,7 @@ from .canonical import MANIFEST, canonical_json, request_hash, sha256_hex, to_ut
 from .config import MAX_GENERATION, IntakeConfig, Limits
 from .errors import PackageRejectedError, RequestRejectedError
 from .machine import IntakeMachine
-from .package import CHECKPOINT_DIR, Package, checkpoint_path
+from .package import CHECKPOINT_DIR, EncodedManifest, Package, checkpoint_path
 
 __all__ = ["AdvanceRequest", "Plan", "make_request", "plan_advance"]
 
@@ -60,11 +59,17 @@ class AdvanceRequest:
 
 @dataclass(frozen=True)
 class Plan:
-    """The next generation: its manifest and every file it adds."""
+    """The next generation: its manifest and every file it adds.
+
+    ``encoded`` is the manifest's canonical form when the plan has it (the
+    writer stores it as it is); the manifest shares the members it keeps
+    with the current generation's, which nobody changes.
+    """
 
     manifest: dict[str, Any]
     additions: dict[str, bytes]
     checkpoint: dict[str, Any]
+    encoded: EncodedManifest | None = field(default=None, compare=False)
 
 
 def make_request(
@@ -230,25 +235,26 @@ def plan_advance(
             "pass smaller details or a shorter step id",
             code="manifest-limit",
         )
-    manifest = copy.deepcopy(dict(current.manifest))
-    manifest.update(
-        generation=current.generation + 1,
-        analysis_revision=revision,
-        state=target.value,
-        routing=routing,
-        retry_count=retry_count,
-        blocked=blocked,
-    )
-    manifest["history"]["revisions"] = revision
-    manifest["artifacts"].update(request.pointers)
-    manifest["artifacts"]["lifecycle_checkpoint"] = path
+    # the members that change are new objects; the others (metadata, protected files) are shared, not copied
+    changed = {
+        "generation": current.generation + 1,
+        "analysis_revision": revision,
+        "state": target.value,
+        "routing": routing,
+        "retry_count": retry_count,
+        "blocked": blocked,
+        "history": {**current.manifest["history"], "revisions": revision},
+        "artifacts": {**current.manifest["artifacts"], **request.pointers, _RESERVED_POINTER: path},
+    }
+    manifest = {**current.manifest, **changed}
     _check_pointer_targets(request.pointers, current.entry_hashes, additions)
+    encoded = EncodedManifest.of_package(current).derive(manifest, changed)
     room = limits.stored().manifest_bytes
-    if len(canonical_json(manifest)) + 1 > room:
+    if len(encoded.stored) > room:
         raise RequestRejectedError(
             f"the next manifest would exceed {room} bytes; add fewer artifact pointers", code="manifest-limit"
         )
-    return Plan(manifest=manifest, additions=additions, checkpoint=checkpoint)
+    return Plan(manifest=manifest, additions=additions, checkpoint=checkpoint, encoded=encoded)
 
 
 def _new_files(current: Package, request: AdvanceRequest) -> dict[str, bytes]:

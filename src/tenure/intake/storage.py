@@ -54,7 +54,53 @@ Staged = tuple[Package, Path, Path]
 INDEX = "current.json"
 _GENERATION = re.compile(r"^g(\d{8})\.zip$")
 _CACHE_SIZE = 256
-_validated: OrderedDict[tuple[Any, ...], Package] = OrderedDict()
+#: what the validated generations kept in memory may weigh (:func:`_weight`), the newest one always kept
+_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _weight(package: Package) -> int:
+    """A generous estimate of what a validated generation holds in memory, in bytes.
+
+    About a kilobyte an entry (its scan record, CRC, content hash) plus its
+    name, and the parsed manifest at up to 48 times its canonical size (a
+    mebibyte of small lists parses into some 45 MiB of objects).
+    """
+    names = sum(len(entry.filename) for entry in package.zip_entries)
+    manifest = sum(map(len, package.manifest_parts.values())) if package.manifest_parts else 0
+    return 1024 * len(package.zip_entries) + names + 48 * manifest
+
+
+class _Validated(OrderedDict[tuple[Any, ...], Package]):
+    """Validated generations by file identity, most recently remembered last.
+
+    Bounded in number and in estimated memory, so a pass that stores many
+    large packages does not keep them all: each one is judged within the
+    same memory as the first.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights: dict[tuple[Any, ...], int] = {}
+
+    def remember(self, key: tuple[Any, ...], package: Package) -> None:
+        self[key] = package
+        self.move_to_end(key)
+        self.weights[key] = _weight(package)
+        total = sum(self.weights.values()) if len(self.weights) == len(self) else self._resync()
+        while len(self) > 1 and (len(self) > _CACHE_SIZE or total > _CACHE_BYTES):
+            oldest, _ = self.popitem(last=False)
+            total -= self.weights.pop(oldest, 0)
+
+    def _resync(self) -> int:
+        self.weights = {key: self.weights.get(key) or _weight(package) for key, package in self.items()}
+        return sum(self.weights.values())
+
+    def clear(self) -> None:
+        super().clear()
+        self.weights.clear()
+
+
+_validated = _Validated()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +123,7 @@ def _cache_key(path: Path, config: IntakeConfig) -> tuple[Any, ...]:
 
 
 def _remember(key: tuple[Any, ...], package: Package) -> None:
-    _validated[key] = package
-    _validated.move_to_end(key)
-    while len(_validated) > _CACHE_SIZE:
-        _validated.popitem(last=False)
+    _validated.remember(key, package)
 
 
 class CaseStorage:

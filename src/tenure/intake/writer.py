@@ -1,9 +1,14 @@
 """PackageWriter: create and validate one new package generation.
 
-The writer copies every file of a base package byte for byte (the raw
-compressed records, so a generation costs a file copy rather than a
-recompression), appends the new files, and writes the new ``manifest.json``
-as the last entry.
+The writer copies every file of a base package byte for byte — its local
+records (header, compressed data, data descriptor) and its central headers,
+with only the record's offset changed — so a generation costs a file copy
+rather than a recompression, and keeps each entry exactly as it was
+admitted. It appends the new files and writes the new ``manifest.json`` as
+the last entry. It writes the zip itself (:class:`_ZipOut`): new entries are
+deflated with ``IntakeConfig.compresslevel``, or stored when deflating
+would pass the limits' compression ratio, and zip64 fields appear where an
+offset, a size or the count needs them, as :mod:`zipfile` would put them.
 
 A stored generation (``stored=True``) is written in stored generation format
 v2 (ADR 0110): its files are, in this order, the base's files that are not
@@ -20,7 +25,6 @@ step.
 
 from __future__ import annotations
 
-import copy
 import os
 import struct
 import zipfile
@@ -29,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from .archive import Entry
 from .canonical import MANIFEST, canonical_json
 from .config import IntakeConfig
 from .errors import StorageCorruptError
@@ -38,6 +43,7 @@ from .package import (
     GENERATION_RECORD,
     RECORD_FORMAT,
     STORED_FORMAT,
+    EncodedManifest,
     Package,
     chain_files,
     generation_name,
@@ -48,7 +54,18 @@ __all__ = ["PackageWriter", "manifest_bytes", "FIXED_TIME", "generation_record",
 
 #: every entry the writer creates carries this time, so generations are reproducible
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+_DOS_DATE, _DOS_TIME = (FIXED_TIME[0] - 1980) << 9 | FIXED_TIME[1] << 5 | FIXED_TIME[2], 0
 _FILE_MODE = 0o100644 << 16
+#: "made by": version 2.0 on Unix, as zipfile writes it
+_MADE_BY = 3 << 8 | 20
+_VERSION, _ZIP64_VERSION = 20, 45
+#: above this an offset, a size or the directory goes to zip64 fields (zipfile's limit: readers that take the
+#: 32-bit fields as signed are safe)
+_ZIP64_LIMIT = (1 << 31) - 1
+_U16, _U32 = 0xFFFF, 0xFFFFFFFF
+_LOCAL_FMT = struct.Struct("<4s5H3L2H")
+_CENTRAL_FMT = struct.Struct("<4s6H3L5H2L")
+_CHUNK = 1024 * 1024
 
 
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
@@ -77,14 +94,6 @@ def generation_record(generation: int, linked: Package | None, *, anchor: bool) 
     }
 
 
-def _new_info(name: str) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
-    info.create_system = 3
-    info.external_attr = _FILE_MODE
-    info.compress_type = zipfile.ZIP_DEFLATED
-    return info
-
-
 class PackageWriter:
     """Writes one new, validated package into a folder under a temporary name."""
 
@@ -103,6 +112,7 @@ class PackageWriter:
         linked: Package | None = None,
         anchor: bool = False,
         record: bool = True,
+        encoded: EncodedManifest | None = None,
     ) -> Package:
         """Write ``base``'s files + ``additions`` + ``manifest``; validate; return it.
 
@@ -114,7 +124,10 @@ class PackageWriter:
         checkpoints it carries; see ADR 0110). ``record=False``: a stored
         generation in format v1, a complete package (what an export is).
         Whatever ``base``'s format, its whole history is in the result
-        unless ``linked`` carries it.
+        unless ``linked`` carries it. ``encoded``: ``manifest`` in canonical
+        form, when the caller has it (:func:`~tenure.intake.plan.plan_advance`
+        does), so it is not encoded again; the manifest read back is
+        compared with it instead of parsed again.
 
         ``stored``: the result is a generation for managed storage, validated
         under :meth:`Limits.stored`; otherwise it is a package for an inbox,
@@ -132,41 +145,132 @@ class PackageWriter:
             # base holds only its own checkpoints: the others are read along its chain
             additions = {**history_bytes(base), **additions}
             payload_only = True
+        if encoded is None or (encoded.value is not manifest and encoded.value != manifest):
+            encoded = EncodedManifest.of(manifest)
         tmp = folder / tmp_name(".zip")
         try:
             with open(tmp, "xb") as fh:
-                self._write_zip(fh, manifest, base, additions, entry, payload_only=payload_only)
+                out = _ZipOut(fh, self.config)
+                try:
+                    if base is not None:
+                        out.copy(base, payload_only)
+                    # files first, checkpoints after: the next generation copies the files as one range
+                    for name in sorted(additions, key=lambda n: (n.startswith(CHECKPOINT_DIR), n)):
+                        out.add(name, additions[name])
+                    if entry is not None:
+                        out.add(GENERATION_RECORD, canonical_json(entry) + b"\n")
+                    out.add(MANIFEST, encoded.stored)
+                    out.finish()
+                finally:
+                    out.close()
                 fh.flush()
                 if sync:
                     fsync_file(fh.fileno())
-            return read_package(tmp, self.config, base=base, stored=stored, linked=linked)
+            return read_package(tmp, self.config, base=base, stored=stored, linked=linked, known=encoded)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
 
-    def _write_zip(
-        self,
-        fh: IO[bytes],
-        manifest: Mapping[str, Any],
-        base: Package | None,
-        additions: Mapping[str, bytes],
-        record: Mapping[str, Any] | None,
-        *,
-        payload_only: bool,
-    ) -> None:
-        copied = _copy_base(fh, base, payload_only) if base is not None else []
-        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=self.config.compresslevel) as zf:
-            for info in copied:
-                zf.filelist.append(info)
-                zf.NameToInfo[info.filename] = info
-            # files first, checkpoints after: the next generation copies the files as one range
-            for name in sorted(additions, key=lambda n: (n.startswith(CHECKPOINT_DIR), n)):
-                self._add(zf, name, additions[name])
-            if record is not None:
-                self._add(zf, GENERATION_RECORD, canonical_json(record) + b"\n")
-            self._add(zf, MANIFEST, manifest_bytes(manifest))
 
-    def _add(self, zf: zipfile.ZipFile, name: str, data: bytes) -> None:
+class _Copied:
+    """Entries copied as one contiguous run of local records; their central headers follow the same run."""
+
+    __slots__ = ("source", "entries", "shift")
+
+    def __init__(self, source: IO[bytes], entries: list[Entry], shift: int) -> None:
+        self.source, self.entries, self.shift = source, entries, shift
+
+
+class _ZipOut:
+    """A zip written front to back: copied runs of records, new entries, then the directory and end records."""
+
+    def __init__(self, fh: IO[bytes], config: IntakeConfig) -> None:
+        self.fh = fh
+        self.level = config.compresslevel
+        self.limits = config.limits
+        self.position = 0
+        self.count = 0
+        #: the central directory in order: central headers of new entries, and runs whose headers are copied
+        self.central: list[bytes | _Copied] = []
+        self.sources: list[IO[bytes]] = []
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
+        self.fh.write(data)
+        self.position += len(data)
+
+    # -------------------------------------------------------------- copied entries
+
+    def copy(self, base: Package, payload_only: bool) -> None:
+        """Copy ``base``'s file entries (all but the manifest and record, or its files only), in runs.
+
+        The entry list recorded when ``base`` was validated is reused (generations
+        and cached inputs are immutable); the result is validated in full anyway.
+        """
+        source = open(base.path, "rb")
+        self.sources.append(source)
+        run: list[Entry] = []
+        for entry in base.zip_entries:
+            if _skipped(entry.filename, payload_only):
+                self._copy_run(source, run)
+                run = []
+                continue
+            if run and not (
+                entry.header_offset == run[-1].record_end
+                and entry.central_offset == run[-1].central_offset + run[-1].central_size
+            ):
+                self._copy_run(source, run)
+                run = []
+            run.append(entry)
+        self._copy_run(source, run)
+
+    def _copy_run(self, source: IO[bytes], run: list[Entry]) -> None:
+        if not run:
+            return
+        start, end = run[0].header_offset, run[-1].record_end
+        self.central.append(_Copied(source, run, self.position - start))
+        self.count += len(run)
+        source.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = source.read(min(remaining, _CHUNK))
+            if not chunk:
+                raise OSError("source package ended early")
+            self._write(chunk)
+            remaining -= len(chunk)
+
+    def _copy_central(self, run: _Copied) -> None:
+        """The run's central headers as the base holds them, each with its record's new offset."""
+        entries, shift = run.entries, run.shift
+        first = 0
+        while first < len(entries):
+            last, size = first, 0
+            while last < len(entries) and (size == 0 or size + entries[last].central_size <= _CHUNK):
+                size += entries[last].central_size
+                last += 1
+            run.source.seek(entries[first].central_offset)
+            block = bytearray(run.source.read(size))
+            if len(block) != size:
+                raise OSError("source package ended early")
+            done = at = 0
+            for entry in entries[first:last]:
+                offset = entry.header_offset + shift
+                if offset <= _ZIP64_LIMIT and block[at + 42 : at + 46] != b"\xff\xff\xff\xff":
+                    struct.pack_into("<L", block, at + 42, offset)
+                else:  # the offset is, or was, in a zip64 field
+                    self._write(memoryview(block)[done:at])
+                    self._write(_central_with_offset(bytes(block[at : at + entry.central_size]), entry, offset))
+                    done = at + entry.central_size
+                at += entry.central_size
+            self._write(memoryview(block)[done:])
+            first = last
+
+    # -------------------------------------------------------------- new entries
+
+    def add(self, name: str, data: bytes) -> None:
         """A new entry, deflated unless that would pass the limits' compression ratio: then stored.
 
         What the intake writes is judged by the same limits as an input (a
@@ -175,14 +279,123 @@ class PackageWriter:
         — a manifest of a million zeros, an artifact of repeated bytes — is
         written uncompressed rather than refused as ``compression-ratio``.
         """
-        info = _new_info(name)
-        limits = self.config.limits
-        if len(data) > limits.ratio_min_bytes:
-            packer = zlib.compressobj(self.config.compresslevel, zlib.DEFLATED, -15)
-            packed = len(packer.compress(data)) + len(packer.flush())
-            if len(data) / max(packed, 1) > limits.max_ratio:
-                info.compress_type = zipfile.ZIP_STORED
-        zf.writestr(info, data, compresslevel=self.config.compresslevel)
+        try:
+            raw_name, flags = name.encode("ascii"), 0
+        except UnicodeEncodeError:
+            raw_name, flags = name.encode("utf-8"), 0x800
+        packer = zlib.compressobj(self.level, zlib.DEFLATED, -15)
+        packed, method = packer.compress(data) + packer.flush(), 8
+        if len(data) > self.limits.ratio_min_bytes and len(data) / max(len(packed), 1) > self.limits.max_ratio:
+            packed, method = data, 0
+        crc = zlib.crc32(data)
+        usize, csize, offset = len(data), len(packed), self.position
+        large = usize > _ZIP64_LIMIT or csize > _ZIP64_LIMIT
+        version = _ZIP64_VERSION if large else _VERSION
+        local_extra = struct.pack("<HHQQ", 1, 16, usize, csize) if large else b""
+        self._write(
+            _LOCAL_FMT.pack(
+                b"PK\x03\x04",
+                version,
+                flags,
+                method,
+                _DOS_TIME,
+                _DOS_DATE,
+                crc,
+                _U32 if large else csize,
+                _U32 if large else usize,
+                len(raw_name),
+                len(local_extra),
+            )
+            + raw_name
+            + local_extra
+        )
+        self._write(packed)
+        wide = [v for v in (usize, csize, offset) if v > _ZIP64_LIMIT]
+        extra = struct.pack(f"<HH{len(wide)}Q", 1, 8 * len(wide), *wide) if wide else b""
+        self.central.append(
+            _CENTRAL_FMT.pack(
+                b"PK\x01\x02",
+                _MADE_BY if not wide else 3 << 8 | _ZIP64_VERSION,
+                _ZIP64_VERSION if wide else version,
+                flags,
+                method,
+                _DOS_TIME,
+                _DOS_DATE,
+                crc,
+                _U32 if csize > _ZIP64_LIMIT else csize,
+                _U32 if usize > _ZIP64_LIMIT else usize,
+                len(raw_name),
+                len(extra),
+                0,
+                0,
+                0,
+                _FILE_MODE,
+                _U32 if offset > _ZIP64_LIMIT else offset,
+            )
+            + raw_name
+            + extra
+        )
+        self.count += 1
+
+    # -------------------------------------------------------------- directory
+
+    def finish(self) -> None:
+        """The central directory (copied runs' headers re-read from their sources), then the end records."""
+        cd_offset = self.position
+        for piece in self.central:
+            if isinstance(piece, _Copied):
+                self._copy_central(piece)
+            else:
+                self._write(piece)
+        cd_size = self.position - cd_offset
+        count = self.count
+        if count > _U16 or cd_size > _ZIP64_LIMIT or cd_offset > _ZIP64_LIMIT:
+            end64 = self.position
+            version = _ZIP64_VERSION
+            self._write(
+                struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, version, version, 0, 0, count, count, cd_size, cd_offset)
+            )
+            self._write(struct.pack("<4sLQL", b"PK\x06\x07", 0, end64, 1))
+            count, cd_size, cd_offset = min(count, _U16), min(cd_size, _U32), min(cd_offset, _U32)
+        self._write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, 0))
+
+
+def _central_with_offset(raw: bytes, entry: Entry, offset: int) -> bytes:
+    """A copied central header rebuilt with its record's new offset, zip64 fields where the values need them.
+
+    The base's other extra fields and its comment are kept (its other extra
+    fields are dropped only if the zip64 field would push the extra field
+    past what a reader accepts).
+    """
+    fields = list(_CENTRAL_FMT.unpack_from(raw, 0))
+    name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+    name = raw[46 : 46 + name_len]
+    extra = raw[46 + name_len : 46 + name_len + extra_len]
+    comment = raw[46 + name_len + extra_len : 46 + name_len + extra_len + comment_len]
+    others = _without_zip64(extra)
+    wide = [v for v in (entry.file_size, entry.compress_size, offset) if v > _ZIP64_LIMIT]
+    zip64 = struct.pack(f"<HH{len(wide)}Q", 1, 8 * len(wide), *wide) if wide else b""
+    if len(zip64) + len(others) > 1024:
+        others = b""
+    extra = zip64 + others
+    fields[2] = max(fields[2], _ZIP64_VERSION) if wide else fields[2]
+    fields[8] = _U32 if entry.compress_size > _ZIP64_LIMIT else entry.compress_size
+    fields[9] = _U32 if entry.file_size > _ZIP64_LIMIT else entry.file_size
+    fields[11] = len(extra)
+    fields[16] = _U32 if offset > _ZIP64_LIMIT else offset
+    return _CENTRAL_FMT.pack(*fields) + name + extra + comment
+
+
+def _without_zip64(extra: bytes) -> bytes:
+    """An extra field without its zip64 block."""
+    kept = []
+    position = 0
+    while position + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, position)
+        if tag != 1:
+            kept.append(extra[position : position + 4 + length])
+        position += 4 + length
+    return b"".join(kept)
 
 
 def export_package(package: Package, target: Path, config: IntakeConfig | None = None) -> Package:
@@ -195,7 +408,14 @@ def export_package(package: Package, target: Path, config: IntakeConfig | None =
     """
     config = config or IntakeConfig()
     target = Path(target).absolute()
-    written = PackageWriter(config).write(target.parent, package.manifest, base=package, stored=True, record=False)
+    written = PackageWriter(config).write(
+        target.parent,
+        package.manifest,
+        base=package,
+        stored=True,
+        record=False,
+        encoded=EncodedManifest.of_package(package),
+    )
     try:
         if written.fingerprint != package.fingerprint:
             raise StorageCorruptError(
@@ -225,87 +445,3 @@ def history_bytes(package: Package) -> dict[str, bytes]:
 def _skipped(name: str, payload_only: bool) -> bool:
     """Entries never copied: the manifest and the record (rewritten), and the checkpoints of a linked base."""
     return name == MANIFEST or name == GENERATION_RECORD or (payload_only and name.startswith(CHECKPOINT_DIR))
-
-
-def _copy_base(fh: IO[bytes], base: Package, payload_only: bool) -> list[zipfile.ZipInfo]:
-    """Copy the entries of ``base`` (all but the manifest and record, or its files only); return their infos.
-
-    The entry list recorded when ``base`` was validated is reused (generations
-    and cached inputs are immutable); the result is validated in full anyway.
-    """
-    if base.zip_entries:
-        return _copy_entries(fh, base, list(base.zip_entries), payload_only)
-    with zipfile.ZipFile(base.path) as src_zip:
-        infos = [i for i in src_zip.infolist() if not i.is_dir()]
-    return _copy_entries(fh, base, infos, payload_only)
-
-
-def _copy_entries(
-    fh: IO[bytes], base: Package, infos: list[zipfile.ZipInfo], payload_only: bool
-) -> list[zipfile.ZipInfo]:
-    ordered = sorted(infos, key=lambda i: i.header_offset)
-    wanted = [i for i in ordered if not _skipped(i.filename, payload_only)]
-    with open(base.path, "rb") as src:
-        if base.appendable and ordered[: len(wanted)] == wanted:
-            # the wanted entries are the file's first records: one contiguous copy
-            end = ordered[len(wanted)].header_offset
-            _copy_range(src, fh, 0, end)
-            return [_clone(i) for i in wanted]
-        result = []
-        for info in ordered:
-            if _skipped(info.filename, payload_only):
-                continue
-            clone = _clone(info)
-            clone.header_offset = fh.tell()
-            _copy_range(src, fh, info.header_offset, _record_length(src, info))
-            result.append(clone)
-        return result
-
-
-_INFO_SLOTS = tuple(zipfile.ZipInfo.__slots__)
-
-
-def _clone(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
-    """A shallow copy of a ZipInfo (what ``copy.copy`` makes, without its overhead)."""
-    if type(info) is not zipfile.ZipInfo:
-        return copy.copy(info)
-    clone = zipfile.ZipInfo.__new__(zipfile.ZipInfo)
-    for name in _INFO_SLOTS:
-        try:
-            setattr(clone, name, getattr(info, name))
-        except AttributeError:
-            pass
-    return clone
-
-
-def _record_length(src: IO[bytes], info: zipfile.ZipInfo) -> int:
-    """Bytes of one local record: header, name, extra, data, data descriptor.
-
-    An entry the scanner read knows where its record ends: a data descriptor
-    may hold 4- or 8-byte sizes whatever the sizes are (a zip64 local extra
-    asks for 8, and some writers use 8 without one), and the scanner took the
-    form that ends where the next record starts.
-    """
-    end = getattr(info, "record_end", -1)
-    if end >= 0:
-        return int(end) - info.header_offset
-    src.seek(info.header_offset + 26)
-    name_len, extra_len = struct.unpack("<HH", src.read(4))
-    length: int = 30 + name_len + extra_len + info.compress_size
-    if info.flag_bits & 0x08:
-        src.seek(info.header_offset + length)
-        signature = src.read(4) == b"PK\x07\x08"
-        zip64 = info.compress_size >= 0xFFFFFFFF or info.file_size >= 0xFFFFFFFF
-        length += (4 if signature else 0) + (20 if zip64 else 12)
-    return length
-
-
-def _copy_range(src: IO[bytes], dst: IO[bytes], start: int, length: int) -> None:
-    src.seek(start)
-    remaining = length
-    while remaining > 0:
-        chunk = src.read(min(remaining, 1024 * 1024))
-        if not chunk:
-            raise OSError("source package ended early")
-        dst.write(chunk)
-        remaining -= len(chunk)
