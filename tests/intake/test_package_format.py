@@ -182,3 +182,13 @@ def test_generations_with_zip64_fields_read_back(ws: Workspace, monkeypatch: pyt
         assert b"PK\x06\x06" in raw and b"PK\x06\x07" in raw, "zip64 end record and locator"
     assert read_package(exported.path).fingerprint == advanced.fingerprint
     assert advanced.read("out/x.txt") == b"x" * 100
+
+
+def test_a_manifest_given_with_tuples_is_read_back_as_json(tmp_path: Path) -> None:
+    """A caller's manifest is stored as JSON and the package read back holds what JSON reads (lists), so the
+    shipped schema judges it as any reader would."""
+    from tenure.intake.writer import PackageWriter
+
+    manifest = {**new_manifest("case-T", "pkg"), "protected_files": ("input/a.txt",)}
+    written = PackageWriter().write(tmp_path, manifest, additions={"input/a.txt": b"a"})
+    assert written.manifest["protected_files"] == ["input/a.txt"]

@@ -126,8 +126,8 @@ class PackageWriter:
         Whatever ``base``'s format, its whole history is in the result
         unless ``linked`` carries it. ``encoded``: ``manifest`` in canonical
         form, when the caller has it (:func:`~tenure.intake.plan.plan_advance`
-        does), so it is not encoded again; the manifest read back is
-        compared with it instead of parsed again.
+        does, from a package the intake read), so it is not encoded again;
+        the manifest read back is compared with it instead of parsed again.
 
         ``stored``: the result is a generation for managed storage, validated
         under :meth:`Limits.stored`; otherwise it is a package for an inbox,
@@ -145,8 +145,10 @@ class PackageWriter:
             # base holds only its own checkpoints: the others are read along its chain
             additions = {**history_bytes(base), **additions}
             payload_only = True
-        if encoded is None or (encoded.value is not manifest and encoded.value != manifest):
-            encoded = EncodedManifest.of(manifest)
+        # the manifest read back is taken as written only when it came encoded from a package the intake read
+        # (a plan, an export); any other is parsed back, as JSON reads it
+        known = encoded if encoded is not None and (encoded.value is manifest or encoded.value == manifest) else None
+        encoded = known or EncodedManifest.of(manifest)
         tmp = folder / tmp_name(".zip")
         try:
             with open(tmp, "xb") as fh:
@@ -166,7 +168,7 @@ class PackageWriter:
                 fh.flush()
                 if sync:
                     fsync_file(fh.fileno())
-            return read_package(tmp, self.config, base=base, stored=stored, linked=linked, known=encoded)
+            return read_package(tmp, self.config, base=base, stored=stored, linked=linked, known=known)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
