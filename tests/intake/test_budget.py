@@ -10,7 +10,9 @@
   next generation's manifest is joined from the members it keeps, the
   manifest the writer stored is compared with what it wrote instead of parsed
   again, and nothing is deep-copied;
-* the generations validated in a process are kept within a memory bound.
+* the generations validated in a process are kept within a memory bound;
+* the numbers of a manifest are checked in time linear in its size, whatever
+  their length.
 
 Memory is measured with ``tracemalloc`` and work by counting calls, so the
 checks hold on a loaded machine; the timings at the limits are in
@@ -32,6 +34,7 @@ from tenure.intake import CheckpointStore, InboxProcessor, IntakeConfig, Limits,
 from tenure.intake.errors import PackageRejectedError
 from tenure.intake.pack import new_manifest, write_package
 from tests.intake.hostile_corpus import Member, assemble
+from tests.intake.intake_support import run_python
 
 MiB = 1024 * 1024
 #: a 1,024-byte extra field of a tag no reader knows, and a 1,024-byte comment: the most a header may carry
@@ -161,3 +164,31 @@ def test_the_generations_kept_validated_stay_within_a_memory_bound(
     assert kept == ["case-2", "case-3"], kept
     assert sum(storage._validated.weights.values()) <= storage._CACHE_BYTES
     assert CheckpointStore(ws).current("case-0", "pkg").generation == 1, "an evicted generation is read again"
+
+
+_JUDGE_NUMBERS = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+from tenure.intake.canonical import strict_json_loads
+for size in (900_000, 450_000):
+    for text in (
+        "[1." + "0" * size + "1]",  # a fraction of many digits
+        "[" + "1" * size + ".5]",  # an integer part of many digits: beyond a double
+        "[1" + "0" * size + "]",  # an integer of many digits: beyond 2**53 (and the parser's digit limit)
+        "[0.5, 1." + "0" * size + "e5]",  # an exponent after a long mantissa
+    ):
+        try:
+            strict_json_loads(text.encode())
+            print("accepted")
+        except ValueError:
+            print("refused")
+"""
+
+
+def test_numbers_of_any_length_are_checked_in_linear_time() -> None:
+    """A manifest may hold one number of nearly a mebibyte of digits; checking it must not backtrack through
+    them (a pattern that did took hours on a 900,000-digit fraction). Judged in a child capped at 20 s of
+    CPU."""
+    done = run_python(_JUDGE_NUMBERS, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["accepted", "refused", "refused", "accepted"] * 2

@@ -146,10 +146,9 @@ _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _SIGNS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 #: every digit becomes 0 and E becomes e, so numbers are found with plain byte searches
 _NUMERALS = bytes.maketrans(b"123456789E", b"000000000e")
-#: an integer of 16 digits or more (2**53 - 1 has 16), not part of a fraction or an exponent
-_LONG_INTEGER = re.compile(rb"(?<![\w.+-])-?\d{16,}(?![\w.])")
-#: a number that may overflow a double: one with an exponent, or 309 digits or more before its point
-_WIDE_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?[eE][+-]?\d+|-?\d{309,}\.\d+")
+#: a whole JSON number: it starts where no digit, point, exponent or sign is before it, and its quantifiers
+#: are possessive, so a number of a million digits is matched once, never backtracked into
+_NUMBER = re.compile(rb"(?<![\d.eE+-])-?(\d++)(\.\d++)?([eE][+-]?\d++)?")
 
 
 def _check_text(text: str) -> None:
@@ -168,14 +167,15 @@ def _check_text(text: str) -> None:
     if max(itertools.accumulate(signs), default=0) > MAX_JSON_DEPTH:
         raise ValueError(f"JSON nests deeper than {MAX_JSON_DEPTH} levels")
     numerals = skeleton.translate(_NUMERALS)
-    if b"0" * 16 in numerals:
-        for match in _LONG_INTEGER.finditer(skeleton):
-            if not -MAX_JSON_INT <= int(match.group()) <= MAX_JSON_INT:
+    if b"0" * 16 not in numerals and b"0e" not in numerals:
+        return  # no integer of 16 digits, no exponent (and so no 309-digit number): every number is in range
+    for match in _NUMBER.finditer(skeleton):
+        digits, fraction, exponent = match.groups()
+        if fraction is None and exponent is None:
+            if len(digits) >= 16 and not -MAX_JSON_INT <= int(match.group()) <= MAX_JSON_INT:
                 raise ValueError(f"integer {match.group()[:40].decode()}... is beyond +-(2**53 - 1)")
-    if b"0e" in numerals or b"0" * 309 in numerals:
-        for match in _WIDE_NUMBER.finditer(skeleton):
-            if float(match.group()) in _INFINITIES:
-                raise ValueError(f"number {match.group()[:40].decode()} is beyond the range of a double")
+        elif (exponent is not None or len(digits) >= 309) and float(match.group()) in _INFINITIES:
+            raise ValueError(f"number {match.group()[:40].decode()} is beyond the range of a double")
 
 
 @contextlib.contextmanager
