@@ -12,8 +12,9 @@ import builtins
 import json
 import math
 import re
+from typing import Any
 
-from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError, TenureError
 from tenure.projects.ownership import ProjectClosedError
 from tenure.projects.records import Kind, LifecycleType, Project, Session
 from tenure.states import PROJECT, ProjectStatus
@@ -324,18 +325,7 @@ class ProjectStore:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         if rows == 1:
             return Session.from_row(row)
-        if int(row["generation"]) != generation:
-            raise StaleGenerationError(
-                f"session {session_id}: project generation {generation} is fenced",
-                generation=generation,
-                current_generation=int(row["generation"]),
-            )
-        if row["status"] == ProjectStatus.CLOSED.value:
-            raise ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
-        raise AlreadyBoundError(
-            f"session {session_id} is bound to connection {row['bound_connection_id']}",
-            connection=row["bound_connection_id"],
-        )
+        raise _session_refused(row, session_id, generation, "")
 
     def unbind_session(self, session_id: str, connection_id: str, generation: int) -> Session:
         """Release a session from the client connection it is bound to, fenced by the project generation.
@@ -351,18 +341,7 @@ class ProjectStore:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         if rows == 1 or (row["bound_connection_id"] is None and int(row["generation"]) == generation):
             return Session.from_row(row)
-        if int(row["generation"]) != generation:
-            raise StaleGenerationError(
-                f"session {session_id}: project generation {generation} is fenced",
-                generation=generation,
-                current_generation=int(row["generation"]),
-            )
-        if row["status"] == ProjectStatus.CLOSED.value:
-            raise ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
-        raise AlreadyBoundError(
-            f"session {session_id} is bound to connection {row['bound_connection_id']}, not {connection_id}",
-            connection=row["bound_connection_id"],
-        )
+        raise _session_refused(row, session_id, generation, f", not {connection_id}")
 
     def unbind_sessions(self, project: Project) -> int:
         """Step 1a: unbind every session of ``project``, fenced by its generation (idempotent).
@@ -383,3 +362,19 @@ class ProjectStore:
                         project=project.ref,
                     )
             return unbound
+
+
+def _session_refused(row: Any, session_id: str, generation: int, bound_detail: str) -> TenureError:
+    """Why a fenced bind or unbind of ``session_id`` changed nothing: stale generation, CLOSED, or bound elsewhere."""
+    if int(row["generation"]) != generation:
+        return StaleGenerationError(
+            f"session {session_id}: project generation {generation} is fenced",
+            generation=generation,
+            current_generation=int(row["generation"]),
+        )
+    if row["status"] == ProjectStatus.CLOSED.value:
+        return ProjectClosedError(f"session {session_id} belongs to a CLOSED project", session=session_id)
+    return AlreadyBoundError(
+        f"session {session_id} is bound to connection {row['bound_connection_id']}{bound_detail}",
+        connection=row["bound_connection_id"],
+    )
