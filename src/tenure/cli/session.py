@@ -80,6 +80,18 @@ def list_(ctx: click.Context, ref: str) -> None:
     _table(ctx, [asdict(s) for s in store.sessions(store.get(tenant, name))])
 
 
+def _on_its_pod(ctx: click.Context, verb: str, doing: str, session_id: str, connection_id: str) -> None:
+    """POST the session's ``verb`` to the pod at --url (binding happens on the pod that runs its project)."""
+    api = remote(ctx)
+    if api is None:
+        raise InvalidInputError(
+            f"{doing} a session happens on the pod that runs its project",
+            code="needs-a-pod",
+            hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
+        )
+    _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/{verb}", json={"connection_id": connection_id})])
+
+
 @session.command("bind")
 @click.argument("session_id")
 @click.option("--connection", "connection_id", required=True, help="The client connection to bind the session to.")
@@ -87,14 +99,7 @@ def list_(ctx: click.Context, ref: str) -> None:
 @click.pass_context
 def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
     """Bind SESSION_ID to a client connection on the pod that runs its project (409 already-bound)."""
-    api = remote(ctx)
-    if api is None:
-        raise InvalidInputError(
-            "binding a session happens on the pod that runs its project",
-            code="needs-a-pod",
-            hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
-        )
-    _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/bind", json={"connection_id": connection_id})])
+    _on_its_pod(ctx, "bind", "binding", session_id, connection_id)
 
 
 @session.command("unbind")
@@ -104,11 +109,4 @@ def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
 @click.pass_context
 def unbind(ctx: click.Context, session_id: str, connection_id: str) -> None:
     """Release SESSION_ID from its client connection on the pod that runs its project (idempotent)."""
-    api = remote(ctx)
-    if api is None:
-        raise InvalidInputError(
-            "unbinding a session happens on the pod that runs its project",
-            code="needs-a-pod",
-            hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
-        )
-    _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/unbind", json={"connection_id": connection_id})])
+    _on_its_pod(ctx, "unbind", "unbinding", session_id, connection_id)
