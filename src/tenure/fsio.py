@@ -14,10 +14,13 @@ part, and at most a stray ``.tmp-<hex>`` file beside it.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 
 __all__ = [
+    "FULL_ERRNOS",
+    "READ_ONLY_ERRNOS",
     "TMP_PREFIX",
     "atomic_write",
     "fsync_dir",
@@ -29,6 +32,11 @@ __all__ = [
 ]
 
 TMP_PREFIX = ".tmp-"
+
+#: errnos of a write refused for want of permission (a read-only folder or mount) and for want of room (no space,
+#: a quota, a file-size limit): the object folder (tenure.objects.local) and a restore (tenure.snapshots.restore)
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 PathLike = str | bytes | os.PathLike[str]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tenure.objects.local import IDENTITY_FILE, STORE_FILE, LocalObjectStore
+from tenure.objects.identity import IDENTITY_FILE, STORE_FILE
+from tenure.objects.local import LocalObjectStore
 from tenure.workspaces import ObjectStoreMismatchError, WorkspaceService, bind_object_store
 from tenure.workspaces.binding import ObjectStoreTakenError, recorded_binding
 from tests.identity.helpers import Backend, read_tree, write_tree

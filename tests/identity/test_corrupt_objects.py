@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tenure.objects import ObjectStore
-from tenure.objects.local import CORRUPT_FOLDER
+from tenure.objects.base import CORRUPT_FOLDER
 from tenure.snapshots.errors import SnapshotDamagedError
 from tenure.snapshots.walk import load_listing
 from tenure.states import SnapshotState

@@ -17,9 +17,10 @@
   was created (a UUID), or ``None`` when it has none yet (an empty or
   missing folder, or one from before identities); it never writes.
   ``ensure_identity`` returns it, writing one first if there is none (two
-  writers racing agree on one). A control-plane store records the identity
-  the first time the two are used together and refuses any other
-  (:func:`tenure.workspaces.bind_object_store`).
+  writers racing agree on one: :func:`tenure.objects.identity.write_once`,
+  which every backend writes both records with). A control-plane store
+  records the identity the first time the two are used together and
+  refuses any other (:func:`tenure.workspaces.bind_object_store`).
 * ``bound_store`` returns the control-plane store the object store is
   bound to (:class:`BoundStore`: that store's own identity and its URL,
   password redacted), or ``None`` when no store has bound it yet; it never
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from tenure.errors import ConfigurationError, IntegrityError
+from tenure.errors import ConfigurationError, IntegrityError, ObjectStoreError
 
 if TYPE_CHECKING:
     from tenure.objects.crypto import KeySource
@@ -58,6 +59,19 @@ class ObjectMissingError(IntegrityError):
     """An object that a record references is not in the object store."""
 
     code = "object-missing"
+
+
+class ObjectStoreReadOnlyError(ObjectStoreError):
+    """The object folder refuses writes (permissions, a read-only mount)."""
+
+    code = "object-store-read-only"
+    retryable = False
+    default_hint = "give this user write access to the object folder, or run only commands that read"
+
+
+#: Where objects found corrupt are moved (``set_aside``: a folder's ``corrupt/``, a bucket prefix's); GC and
+#: listings ignore it.
+CORRUPT_FOLDER = "corrupt"
 
 
 @dataclass(frozen=True)

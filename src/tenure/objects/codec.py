@@ -24,7 +24,7 @@ LEVEL = 3
 _local = threading.local()
 
 
-class CorruptObject(IntegrityError):
+class CorruptObjectError(IntegrityError):
     """A stored payload does not decompress, or hashes to another id."""
 
     code = "object-corrupt"
@@ -59,9 +59,9 @@ def decode(oid: str, payload: bytes) -> bytes:
     try:
         plain = _dctx().decompress(payload)
     except zstandard.ZstdError as exc:
-        raise CorruptObject(f"object {oid} does not decompress: {exc}", oid=oid) from exc
+        raise CorruptObjectError(f"object {oid} does not decompress: {exc}", oid=oid) from exc
     if object_id(plain) != oid:
-        raise CorruptObject(f"object {oid} content does not match its id", oid=oid)
+        raise CorruptObjectError(f"object {oid} content does not match its id", oid=oid)
     return plain
 
 
@@ -110,8 +110,8 @@ def compress(plain: bytes | memoryview) -> bytes:
 
 
 def decompress(oid: str, payload: bytes) -> bytes:
-    """The plain bytes of a zstd payload, or :class:`CorruptObject`."""
+    """The plain bytes of a zstd payload, or :class:`CorruptObjectError`."""
     try:
         return _dctx().decompress(payload)
     except zstandard.ZstdError as exc:
-        raise CorruptObject(f"object {oid} does not decompress: {exc}", oid=oid) from exc
+        raise CorruptObjectError(f"object {oid} does not decompress: {exc}", oid=oid) from exc

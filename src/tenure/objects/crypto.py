@@ -22,7 +22,7 @@ id bound as associated data::
     b"TSE1" | nonce (12 bytes) | ciphertext of the zstd frame | tag (16 bytes)
 
 A payload that fails authentication (tampered, truncated, moved to another
-id) is never decompressed: it is :class:`~tenure.objects.codec.CorruptObject`,
+id) is never decompressed: it is :class:`~tenure.objects.codec.CorruptObjectError`,
 the existing corrupt-object path (ADR 0015).
 
 The passphrase and the key file are never logged, stored or put in an
@@ -52,7 +52,7 @@ from tenure.objects.codec import (
     CODEC_ATTRIBUTE,
     KEY_PREFIX,
     Codec,
-    CorruptObject,
+    CorruptObjectError,
     codec_of,
     compress,
     decompress,
@@ -214,17 +214,17 @@ class SealedCodec(Codec):
 
     def decode(self, oid: str, payload: bytes) -> bytes:
         if len(payload) < len(MAGIC) + NONCE_BYTES + TAG_BYTES or payload[: len(MAGIC)] != MAGIC:
-            raise CorruptObject(f"object {oid} is not a sealed payload", oid=oid)
+            raise CorruptObjectError(f"object {oid} is not a sealed payload", oid=oid)
         nonce = payload[len(MAGIC) : len(MAGIC) + NONCE_BYTES]
         try:
             compressed = self._aead.decrypt(nonce, payload[len(MAGIC) + NONCE_BYTES :], MAGIC + oid.encode("ascii"))
         except InvalidTag:
-            raise CorruptObject(
+            raise CorruptObjectError(
                 f"object {oid} fails authentication (tampered, truncated, or stored under another id)", oid=oid
             ) from None
         plain = decompress(oid, compressed)
         if self.object_id(plain) != oid:
-            raise CorruptObject(f"object {oid} content does not match its id", oid=oid)
+            raise CorruptObjectError(f"object {oid} content does not match its id", oid=oid)
         return plain
 
 

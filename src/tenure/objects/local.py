@@ -36,7 +36,6 @@ into ``<root>/corrupt/`` (``set_aside``), which object listings skip.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import time
 import uuid
@@ -45,6 +44,8 @@ from datetime import UTC, datetime
 
 from tenure.errors import ConfigurationError, ObjectStoreError
 from tenure.fsio import (
+    FULL_ERRNOS,
+    READ_ONLY_ERRNOS,
     atomic_write,
     fsync_dir,
     fsync_file,
@@ -52,15 +53,8 @@ from tenure.fsio import (
     sync_filesystem,
     write_all,
 )
-from tenure.objects.base import BoundStore, ObjectMissingError
-
-
-class ObjectStoreReadOnlyError(ObjectStoreError):
-    """The object folder refuses writes (permissions, a read-only mount)."""
-
-    code = "object-store-read-only"
-    retryable = False
-    default_hint = "give this user write access to the object folder, or run only commands that read"
+from tenure.objects.base import CORRUPT_FOLDER, ObjectMissingError, ObjectStoreReadOnlyError
+from tenure.objects.identity import IDENTITY_FILE, STORE_FILE, BadIdentityError, JsonRecords
 
 
 class ObjectStoreFullError(ObjectStoreError):
@@ -75,28 +69,13 @@ class ObjectStoreFullError(ObjectStoreError):
 
 #: A temp file untouched for this long was left by a writer that died (:meth:`LocalObjectStore.clean_temp`).
 ABANDONED_TEMP_S = 3600.0
-#: The identity file at the root of an object folder (tenure.objects.base: identity).
-IDENTITY_FILE = "tenure-objects.json"
-#: The file naming the control-plane store an object folder is bound to (tenure.objects.base: bound_store).
-STORE_FILE = "tenure-objects-store.json"
-#: Where objects found corrupt are moved (tenure.objects.base: set_aside); GC and lists ignore it.
-CORRUPT_FOLDER = "corrupt"
-
-
-class BadIdentityError(ConfigurationError):
-    """The object folder's identity file is not one tenure wrote."""
-
-    code = "bad-object-store-identity"
-    default_hint = (
-        "the identity file is damaged; restore it from a backup (the control-plane store records the"
-        " identity it expects: see docs/operations.md)"
-    )
-
-
-#: errnos of a write refused for want of permission (a read-only folder or mount) and for want of room (no space,
-#: a quota, a file-size limit); the restore of a folder reads them too (tenure.snapshots.restore)
-READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: What a failed write of each record (tenure.objects.identity) could not do: its error's message, ``{root}`` the
+#: folder.
+_CREATING = {
+    IDENTITY_FILE: "give the object folder {root} its identity (it has none yet, and one is needed before anything"
+    " is stored)",
+    STORE_FILE: "record in the object folder {root} the store it is bound to (needed before anything is stored)",
+}
 
 
 def os_error(exc: OSError, what: str, path: str) -> ObjectStoreError:
@@ -123,7 +102,7 @@ def local_root(url: str) -> str:
     return path
 
 
-class LocalObjectStore:
+class LocalObjectStore(JsonRecords):
     """The default backend: one file per object in a local folder."""
 
     def __init__(self, root: str) -> None:
@@ -284,84 +263,29 @@ class LocalObjectStore:
             raise ObjectStoreError(f"cannot sync the object folder {self.root}: {exc}", path=self.root) from exc
 
     # -------------------------------------------------------------- identity and corrupt objects
+    # identity, ensure_identity, bound_store and bind_store: JsonRecords, over the three primitives below.
 
-    def identity(self) -> str | None:
-        """The UUID in ``<root>/tenure-objects.json``, or ``None`` when there is none yet; never writes."""
-        record = self._read_record(IDENTITY_FILE, "identity")
-        if record is None:
-            return None
-        found = record.get("identity")
-        if not isinstance(found, str) or not found:
-            raise self._bad_record(IDENTITY_FILE, "identity")
-        return found
-
-    def ensure_identity(self) -> str:
-        """The identity, written first if there is none (:meth:`_write_once`: of racing writers the first stays)."""
-        found = self.identity()
-        if found is not None:
-            return found
-        self._write_once(
-            IDENTITY_FILE,
-            {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1},
-            "give the object folder {root} its identity (it has none yet, and one is needed before anything is stored)",
-        )
-        found = self.identity()
-        assert found is not None
-        return found
-
-    def bound_store(self) -> BoundStore | None:
-        """The store named in ``<root>/tenure-objects-store.json``, ``None`` when none has bound it; never writes."""
-        record = self._read_record(STORE_FILE, "bound store")
-        if record is None:
-            return None
-        store, url = record.get("store"), record.get("url")
-        if not isinstance(store, str) or not store or not isinstance(url, str):
-            raise self._bad_record(STORE_FILE, "bound store")
-        return BoundStore(store, url)
-
-    def bind_store(self, store: BoundStore) -> BoundStore:
-        """``store`` recorded unless a store has bound the folder already (:meth:`_write_once`); the one recorded."""
-        found = self.bound_store()
-        if found is not None:
-            return found
-        self._write_once(
-            STORE_FILE,
-            {"store": store.identity, "url": store.url, "bound_at": datetime.now(UTC).isoformat(), "format": 1},
-            "record in the object folder {root} the store it is bound to (needed before anything is stored)",
-        )
-        found = self.bound_store()
-        assert found is not None
-        return found
-
-    def _read_record(self, name: str, what: str) -> dict[str, object] | None:
-        """The JSON object of ``<root>/NAME``, ``None`` when there is no such file; never writes."""
+    def _read_record(self, name: str, what: str) -> bytes | None:
+        """The bytes of ``<root>/NAME``, ``None`` when there is no such file; never writes."""
         path = os.path.join(self.root, name)
         try:
             with open(path, "rb") as fh:
-                raw = fh.read()
+                return fh.read()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise ObjectStoreError(
                 f"cannot read the {what} of the object folder {self.root}: {exc}", path=path
             ) from exc
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            raise self._bad_record(name, what)
-        return record
 
     def _bad_record(self, name: str, what: str) -> BadIdentityError:
         path = os.path.join(self.root, name)
         return BadIdentityError(f"the {what} file {path} of the object folder is not valid", path=path)
 
-    def _write_once(self, name: str, record: dict[str, object], what: str) -> None:
+    def _create_record(self, name: str, body: bytes) -> None:
         """``<root>/NAME`` written once: staged with ``atomic_write``, then hard-linked into place, so that of
         two writers racing, the first one's stays (the caller reads it back); the root is fsynced."""
         final = os.path.join(self.root, name)
-        body = json.dumps(record, indent=1).encode() + b"\n"
         try:
             self._make_writable()
             staged = os.path.join(self._tmp, f"{name}.{uuid.uuid4().hex}")
@@ -379,7 +303,7 @@ class LocalObjectStore:
                     os.unlink(staged)
             fsync_dir(self.root)
         except OSError as exc:
-            raise os_error(exc, what.format(root=self.root), self.root) from exc
+            raise os_error(exc, _CREATING[name].format(root=self.root), self.root) from exc
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
         """Move each object whose file still holds exactly the given bytes into ``<root>/corrupt/``

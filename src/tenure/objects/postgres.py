@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import NoReturn
 
 from tenure.errors import ObjectStoreError, TenureError
 from tenure.objects.base import BoundStore, ObjectMissingError
+from tenure.objects.identity import write_once
 from tenure.store.migrate import migrate
 from tenure.store.postgres import PostgresConnector
 from tenure.store.queries import load
@@ -105,14 +107,14 @@ class PostgresObjectStore:
         return None if row is None else str(row["identity"])
 
     def ensure_identity(self) -> str:
-        """Every migrated PostgreSQL object store has its identity (see :meth:`identity`)."""
-        found = self.identity()
-        if found is None:
-            raise ObjectStoreError(
-                "the PostgreSQL object store has no identity row in tenure_objects_identity",
-                hint="it was removed by hand; restore it from a backup",
-            )
-        return found
+        """Every migrated PostgreSQL object store has its identity (see :meth:`identity`): none is written here."""
+        return write_once(self.identity, self._identity_missing)
+
+    def _identity_missing(self) -> NoReturn:
+        raise ObjectStoreError(
+            "the PostgreSQL object store has no identity row in tenure_objects_identity",
+            hint="it was removed by hand; restore it from a backup",
+        )
 
     def bound_store(self) -> BoundStore | None:
         """The row of ``tenure_objects_store``, if a store has bound this object store yet; never writes."""
@@ -121,12 +123,13 @@ class PostgresObjectStore:
         return None if row is None else BoundStore(str(row["store"]), str(row["url"]))
 
     def bind_store(self, store: BoundStore) -> BoundStore:
-        """``store`` recorded unless a store has bound this object store already (the first row stays)."""
+        """``store`` recorded unless a store has bound this object store already (:func:`write_once`: the
+        insert keeps the first row)."""
+        return write_once(self.bound_store, lambda: self._insert_bound_store(store))
+
+    def _insert_bound_store(self, store: BoundStore) -> None:
         with self._failing("record the store the object store is bound to"), self.db.transaction() as tx:
             tx.count("object_store_bind_store", {"store": store.identity, "url": store.url})
-            row = tx.one("object_store_bound_store")
-        assert row is not None
-        return BoundStore(str(row["store"]), str(row["url"]))
 
     def set_aside(self, corrupt: Iterable[tuple[str, bytes]]) -> int:
         """Move each object whose row still holds exactly the given payload into ``tenure_objects_corrupt``."""

@@ -34,7 +34,6 @@ Failures become ``object-store-bucket-missing``, ``object-store-access-denied``
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import uuid
@@ -57,8 +56,8 @@ except ImportError as missing:  # pragma: no cover - the s3 extra is part of the
         code="s3-client-missing",
     ) from missing
 
-from tenure.objects.base import BoundStore, ObjectMissingError
-from tenure.objects.local import CORRUPT_FOLDER, IDENTITY_FILE, STORE_FILE, BadIdentityError, ObjectStoreReadOnlyError
+from tenure.objects.base import CORRUPT_FOLDER, ObjectMissingError, ObjectStoreReadOnlyError
+from tenure.objects.identity import IDENTITY_FILE, STORE_FILE, BadIdentityError, JsonRecords
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -75,6 +74,11 @@ PART_SIZE = 16 << 20
 LIST_MIN_IDS = 4
 LIST_PAGE = 1000
 DELETE_BATCH = 1000
+#: What a failed write of each record (tenure.objects.identity) could not do.
+_CREATING = {
+    IDENTITY_FILE: "give the object store its identity",
+    STORE_FILE: "record the store the object store is bound to",
+}
 #: The URL's query parameters.
 PARAMETERS = ("endpoint", "region", "profile", "addressing", "max_workers", "max_attempts")
 
@@ -205,7 +209,7 @@ _CREDENTIALS = frozenset(
 )
 
 
-class S3ObjectStore:
+class S3ObjectStore(JsonRecords):
     """Objects in an S3-compatible bucket (see the module docstring)."""
 
     def __init__(self, url: str, *, client: S3Client | None = None) -> None:
@@ -213,8 +217,6 @@ class S3ObjectStore:
         self.url = self.location.url
         self.bucket = self.location.bucket
         self._objects = f"{self.location.prefix}objects/"
-        self._identity_key = f"{self.location.prefix}{IDENTITY_FILE}"
-        self._store_key = f"{self.location.prefix}{STORE_FILE}"
         self._corrupt = f"{self.location.prefix}{CORRUPT_FOLDER}/"
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -436,80 +438,30 @@ class S3ObjectStore:
 
     # ------------------------------------------------------------------ identity and corrupt objects
 
-    def identity(self) -> str | None:
-        """The UUID in ``<prefix>tenure-objects.json``, or ``None`` when there is none yet; never writes."""
-        record = self._read_record(self._identity_key, "identity")
-        if record is None:
-            return None
-        found = record.get("identity")
-        if not isinstance(found, str) or not found:
-            raise self._bad_record(self._identity_key, "identity")
-        return found
+    # identity, ensure_identity, bound_store and bind_store: JsonRecords, over the three primitives below.
 
-    def ensure_identity(self) -> str:
-        """The identity, written first if there is none, with ``If-None-Match: *``: of racing writers the first wins."""
-        found = self.identity()
-        if found is not None:
-            return found
-        self._write_once(
-            self._identity_key,
-            {"identity": str(uuid.uuid4()), "created_at": datetime.now(UTC).isoformat(), "format": 1},
-            "give the object store its identity",
-        )
-        found = self.identity()
-        assert found is not None
-        return found
-
-    def bound_store(self) -> BoundStore | None:
-        """The store named in ``<prefix>tenure-objects-store.json``, ``None`` when none has bound it; never writes."""
-        record = self._read_record(self._store_key, "bound store")
-        if record is None:
-            return None
-        store, url = record.get("store"), record.get("url")
-        if not isinstance(store, str) or not store or not isinstance(url, str):
-            raise self._bad_record(self._store_key, "bound store")
-        return BoundStore(store, url)
-
-    def bind_store(self, store: BoundStore) -> BoundStore:
-        """``store`` recorded unless a store has bound the object store already (``If-None-Match: *``)."""
-        found = self.bound_store()
-        if found is not None:
-            return found
-        self._write_once(
-            self._store_key,
-            {"store": store.identity, "url": store.url, "bound_at": datetime.now(UTC).isoformat(), "format": 1},
-            "record the store the object store is bound to",
-        )
-        found = self.bound_store()
-        assert found is not None
-        return found
-
-    def _read_record(self, key: str, what: str) -> dict[str, object] | None:
-        """The JSON object stored under ``key``, ``None`` when there is none; never writes."""
+    def _read_record(self, name: str, what: str) -> bytes | None:
+        """The bytes stored under ``<prefix>NAME``, ``None`` when there are none; never writes."""
         with self._failing(f"read the object store's {what}"):
             try:
-                raw = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                return self.client.get_object(Bucket=self.bucket, Key=f"{self.location.prefix}{name}")["Body"].read()
             except botocore.exceptions.ClientError as exc:
                 if _is_missing(exc):
                     return None
                 raise
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            raise self._bad_record(key, what)
-        return record
 
-    def _bad_record(self, key: str, what: str) -> BadIdentityError:
+    def _bad_record(self, name: str, what: str) -> BadIdentityError:
+        key = f"{self.location.prefix}{name}"
         return BadIdentityError(f"the {what} object s3://{self.bucket}/{key} is not valid", key=key)
 
-    def _write_once(self, key: str, record: dict[str, object], what: str) -> None:
-        """``key`` written with ``If-None-Match: *``: of racing writers the first one's stays (the caller reads it)."""
-        body = json.dumps(record, indent=1).encode() + b"\n"
-        with self._failing(what, write=True):
+    def _create_record(self, name: str, body: bytes) -> None:
+        """``<prefix>NAME`` written with ``If-None-Match: *``: of racing writers the first one's stays (the caller
+        reads it back)."""
+        with self._failing(_CREATING[name], write=True):
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
+                self.client.put_object(
+                    Bucket=self.bucket, Key=f"{self.location.prefix}{name}", Body=body, IfNoneMatch="*"
+                )
             except botocore.exceptions.ClientError as exc:
                 if not _exists_already(exc):
                     raise

@@ -51,9 +51,8 @@ from typing import NamedTuple
 
 from tenure.errors import InvalidInputError, TenureError
 from tenure.faults import crash_point, register
-from tenure.fsio import fsync_dir
+from tenure.fsio import FULL_ERRNOS, READ_ONLY_ERRNOS, fsync_dir
 from tenure.objects import ObjectStore
-from tenure.objects.local import FULL_ERRNOS, READ_ONLY_ERRNOS
 from tenure.snapshots.errors import RestoreTargetNotEmptyError
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.heap import fix_mmap_threshold

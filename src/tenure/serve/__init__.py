@@ -1,1 +1,0 @@
-"""``tenure serve``: the pod daemon (:class:`~tenure.serve.node.Node`), its HTTP API and its metrics."""
