@@ -55,8 +55,7 @@ from benchmarks import projects_bench as pb
 
 from tenure.projects.ownership import Ownership
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import PodStatus
-from tenure.states import ProjectStatus
+from tenure.states import PodState, ProjectStatus
 from tenure.store import Store
 from tenure.store.queries import state_params
 
@@ -159,7 +158,7 @@ def start_pod(store: Store) -> str:
     """A pod as ``tenure serve`` starts one: registered, then a heartbeat and a first renewal (its lease)."""
     pod = str(uuid.uuid4())
     registry = PodRegistry(store)
-    registry.register(PodIdentity(pod, "node-bench"), status=PodStatus.RUNNING)
+    registry.register(PodIdentity(pod, "node-bench"), status=PodState.RUNNING)
     registry.heartbeat(pod)
     assert Ownership(store).renew_leases(pod) is not None
     return pod
@@ -193,7 +192,7 @@ class Beats:
 
     def tenure_renewal(self) -> None:
         renewal = self.own.renew_leases(self.pod)
-        assert renewal is not None and renewal.lost == 0 and renewal.status == PodStatus.RUNNING.value, renewal
+        assert renewal is not None and renewal.lost == 0 and renewal.status == PodState.RUNNING.value, renewal
 
     def baseline_renewal(self) -> None:
         with self.store.db.sql_transaction() as tx:
@@ -253,8 +252,8 @@ def plans(store: Store, pod: str, size: int) -> dict[str, list[str]]:
     """The plans of the beat's statements and of the baseline. PostgreSQL: the beat's statements with
     ANALYZE and BUFFERS (they run once more, as a beat would), the baseline without (it would rewrite N rows)."""
     params = {
-        "pod_heartbeat": {"id": pod, "score": float(size), "running": size, **state_params(PodStatus.STOPPED)},
-        "pod_renew_lease": {"pod": pod, **state_params(PodStatus.RUNNING, PodStatus.STOPPED)},
+        "pod_heartbeat": {"id": pod, "score": float(size), "running": size, **state_params(PodState.STOPPED)},
+        "pod_renew_lease": {"pod": pod, **state_params(PodState.RUNNING, PodState.STOPPED)},
         "projects_bind_to_pod": {"pod": pod, **CLOSED},
         "baseline": {"pod": pod, **CLOSED},
     }

@@ -8,7 +8,7 @@
   heartbeat and pod lease fresh, capacity enough for all), 1% are unowned RUNNING PERMANENT (never
   claimed). Loaded by set-based SQL through the store's own connection (``INSERT … SELECT`` over
   ``generate_series`` on PostgreSQL, a recursive CTE on SQLite), then ANALYZE. The master is a
-  :class:`Node` started in this process (capacity 0, so it places nothing on itself) whose
+  :class:`PodRuntime` started in this process (capacity 0, so it places nothing on itself) whose
   ``Master.transport`` records each placement request and brings nothing: the tick measures the master's
   own work (eligible pods, the needing-owner pages, the choice, the placement rows and timeline events,
   the stale-bind sweep, the demand). ``Master.tick()`` is timed with ``max_moves`` = every needing project
@@ -19,7 +19,7 @@
   of 500 for 100 moves). The parts of the tick are timed on their own too (eligible pods, sweep, demand).
 * **Placement evenness**: 1,000 placements with seeded random scores (1-5) on 5 empty pods, equal
   capacities (5 × 800) and unequal ones (400…1200), placed one by one by
-  :func:`tenure.projects.placement.choose` against two baselines in the same run: a uniformly random pod
+  :func:`tenure.cluster.placement.choose` against two baselines in the same run: a uniformly random pod
   with room, and round-robin over the pods with room. Reported: utilization max / min after placing. Then
   one real tick on SQLite (the same 1,000 projects, 5 registered pods with those capacities, a recording
   transport) checks that the tick makes the same choices.
@@ -59,13 +59,13 @@ from typing import Any
 from benchmarks import projects_bench as pb
 from benchmarks import serve_bench as sb
 
+from tenure.cluster.master import PAGE
+from tenure.cluster.placement import PodLoad, choose
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects.ownership import Ownership
-from tenure.projects.placement import PodLoad, choose
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import PodStatus
-from tenure.serve.master import PAGE
-from tenure.serve.node import Node, ServeConfig
+from tenure.states import PodState
 from tenure.store import Store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -192,7 +192,7 @@ def register_pods(store: Store, capacities: Sequence[float]) -> list[str]:
     ids = []
     for k, cap in enumerate(capacities):
         pod = f"pod-{k}-{uuid.uuid4().hex[:8]}"
-        registry.register(PodIdentity(pod, f"node-{k}", endpoint=None), capacity=cap, status=PodStatus.RUNNING)
+        registry.register(PodIdentity(pod, f"node-{k}", endpoint=None), capacity=cap, status=PodState.RUNNING)
         registry.heartbeat(pod)
         assert own.renew_leases(pod) is not None
         ids.append(pod)
@@ -217,13 +217,13 @@ class Recorder:
         return True
 
 
-def master_node(store: Store, folder: Path, **options: Any) -> tuple[Node, Recorder]:
+def master_node(store: Store, folder: Path, **options: Any) -> tuple[PodRuntime, Recorder]:
     """A started pod in this process with capacity 0 (never a target) and a recording transport."""
     settings: dict[str, Any] = {"self_pull": False, "capacity": 0.0, "lease_ttl": LEASE_TTL}
     settings["liveness_ttl"] = LIVENESS_TTL
     settings["master_ttl"] = 3600.0  # no beat thread runs here to renew it during a long tick
     settings.update(options)
-    node = Node(
+    node = PodRuntime(
         ServeConfig(data_dir=str(folder / "master"), listen="127.0.0.1:1", **settings),
         store,
         LocalObjectStore(str(folder / "objects")),
@@ -234,7 +234,7 @@ def master_node(store: Store, folder: Path, **options: Any) -> tuple[Node, Recor
     return node, recorder
 
 
-def stop_node(node: Node) -> None:
+def stop_node(node: PodRuntime) -> None:
     node._stop.set()
     node.master._stop.set()
     try:
@@ -246,7 +246,7 @@ def stop_node(node: Node) -> None:
 # --------------------------------------------------------------------------- 1. tick time
 
 
-def reset(node: Node, store: Store, pods: Sequence[str], recorder: Recorder) -> None:
+def reset(node: PodRuntime, store: Store, pods: Sequence[str], recorder: Recorder) -> None:
     """Untimed, before each tick: the pods beat, the master renews, the last tick's traces are cleared."""
     beat_pods(store, [*pods, node.pod.pod_id])
     node.master.beat()
@@ -331,7 +331,7 @@ def bench_tick_size(backend: pb.Backend, size: int, repeat: int, work: Path) -> 
         close_store(backend, store)
 
 
-def tick_parts(node: Node, store: Store, pods: Sequence[str], recorder: Recorder, repeat: int) -> dict[str, Any]:
+def tick_parts(node: PodRuntime, store: Store, pods: Sequence[str], recorder: Recorder, repeat: int) -> dict[str, Any]:
     """The tick's fixed parts on their own: the eligible pods (none in flight), the stale-bind sweep, the
     demand; then the eligible pods again with the placements of one default tick in flight."""
 
@@ -575,7 +575,7 @@ def running_elsewhere(store: Store, former: str) -> list[dict[str, Any]]:
 
 
 def takeover_case(backend: pb.PostgresBackend, label: str, count: int, work: Path, others: list[str]) -> dict[str, Any]:
-    from tenure.projects.cluster import ClusterStore
+    from tenure.cluster.store import ClusterStore
 
     store = backend.open(f"take_{label.replace('-', '_')}")
     db = backend.url_for(backend.databases[-1])

@@ -3,7 +3,7 @@
 ``python -m benchmarks.reconcile_bench [--mounts 1000] [--files 5] [--repeat 3]``
 
 On SQLite (the embedded default: a store file and a local object folder in a scratch directory), one
-in-process pod (:class:`tenure.serve.node.Node`, no self-pull) brings ``--mounts`` PERMANENT projects,
+in-process pod (:class:`tenure.pod.runtime.PodRuntime`, no self-pull) brings ``--mounts`` PERMANENT projects,
 writes ``--files`` small files (1-4 KiB) into each folder and checkpoints it, so every folder has its
 local index and base, as a running project's has. Then the pod "crashes" the way kill -9 leaves things
 (the data-folder lock released, the leases and the host-local mount records as they were), and a second
@@ -40,10 +40,10 @@ from typing import Any
 from benchmarks import projects_bench as pb
 
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.reconcile import Reconciler
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
-from tenure.projects.records import PodStatus
-from tenure.serve.node import Node, ServeConfig
-from tenure.serve.reconcile import Reconciler
+from tenure.states import PodState
 from tenure.store import Store, open_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,12 +63,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def node_on(work: Path, store: Store) -> Node:
+def node_on(work: Path, store: Store) -> PodRuntime:
     config = ServeConfig(data_dir=str(work / "host"), self_pull=False, lease_ttl=LEASE_TTL)
-    return Node(config, store, LocalObjectStore(str(work / "objects")))
+    return PodRuntime(config, store, LocalObjectStore(str(work / "objects")))
 
 
-def crash(node: Node) -> None:
+def crash(node: PodRuntime) -> None:
     """What kill -9 leaves: the lock released by the kernel, the leases and the records as they were."""
     node._stop.set()
     node._unlock_data_folder()
@@ -98,12 +98,12 @@ def set_up(work: Path, store: Store, mounts: int, files: int) -> list[str]:
     return folders
 
 
-def restart_until_reconcile(work: Path, store: Store) -> tuple[Node, dict[str, float]]:
+def restart_until_reconcile(work: Path, store: Store) -> tuple[PodRuntime, dict[str, float]]:
     """A second pod on the same data folder, through the start-up steps that come before reconciliation."""
     node = node_on(work, store)
     steps: dict[str, float] = {}
     t = time.perf_counter()
-    node.pods.register(node.pod, labels={}, capacity=node.config.capacity, status=PodStatus.STARTING)
+    node.pods.register(node.pod, labels={}, capacity=node.config.capacity, status=PodState.STARTING)
     node._lock_data_folder()
     node.pods.heartbeat(node.pod.pod_id)
     node.ownership.renew_leases(node.pod.pod_id)

@@ -10,10 +10,10 @@
   is then closed through B and B stopped (SIGTERM). Reported: min/median/p95/p99/max of both times, and
   p99 / (TTL + 2 beats), the bound a dead pod's project should be running again within.
 * **A bring through the HTTP API vs in-process** (SQLite, the embedded default): the same project (10
-  files, 1-8 KiB, the same bytes) on a ``tenure serve`` process and on a :class:`Node` started in this
+  files, 1-8 KiB, the same bytes) on a ``tenure serve`` process and on a :class:`PodRuntime` started in this
   process, each on its own store and object folder. Each timed bring is preceded by an untimed suspend
   (checkpoint published, folder removed), so every bring claims and restores the head. ``POST
-  /api/v1/projects/acme/small/bring`` through a kept-alive httpx client against ``Node.bring`` (what the
+  /api/v1/projects/acme/small/bring`` through a kept-alive httpx client against ``PodRuntime.bring`` (what the
   route calls), alternated, ``--brings`` of each after 3 warm-up pairs. Reported: medians and the ms the
   API adds.
 * **Request rate**: ``GET /api/v1/projects/acme/small`` on that ``tenure serve`` process against a
@@ -21,6 +21,11 @@
   settings, in a child process of this module (``--hello PORT``); both driven by the same httpx loop, one
   client, then ``--clients`` threads each with its own client, for ``--seconds`` each. Client and servers
   share the machine's cores.
+
+* **Bring cost, before and after** (SQLite): the store work of one bring — control-plane and mount-store
+  transactions, statements, milliseconds — over HTTP and in process, of a project with no head and of one
+  with a head to restore, measured by ``benchmarks/bring_cost.py`` on the release ``--before`` (extracted
+  with ``git archive``) and on this tree, alternated, in the same run. ``--only-bring-cost`` runs just this.
 
 Prints the tables and writes every sample to ``benchmarks/results/serve.json``.
 """
@@ -58,6 +63,11 @@ TTL = 2.0
 LIVENESS = 1.5
 PULL_EVERY = 0.25
 TAKEOVER_BOUND = TTL + 2 * BEAT  # the aim: p99 of kill -9 → running elsewhere within this
+#: the release before the pod-face restructuring: the "before" column of the bring cost
+BEFORE_REV = "c5fd6de"
+#: the aims of one bring through the HTTP API (control-plane transactions: no head / a head to restore)
+BRING_TX_AIM = {"fresh": 6, "with_head": 8}
+MOUNT_TX_AIM = 3
 BRING_AIM_MS = 10.0
 POLL = 0.01
 FILES = 10
@@ -75,6 +85,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"an administrative PostgreSQL URL (default {pb.DEFAULT_PG}, or $TENURE_BENCH_PG)",
     )
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"JSON output path (default {DEFAULT_OUT})")
+    parser.add_argument(
+        "--before",
+        default=BEFORE_REV,
+        help=f"the release the bring cost is compared with, extracted by git archive (default {BEFORE_REV})",
+    )
+    parser.add_argument(
+        "--only-bring-cost", action="store_true", help="measure only the bring cost, before and after (~1 min)"
+    )
     parser.add_argument("--hello", type=int, default=None, help=argparse.SUPPRESS)  # serve the baseline app
     return parser.parse_args(argv)
 
@@ -265,14 +283,14 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 def in_process_node(work: Path) -> Any:
     from tenure.objects.local import LocalObjectStore
-    from tenure.serve.node import Node, ServeConfig
+    from tenure.pod.runtime import PodRuntime, ServeConfig
     from tenure.store import open_store
 
     folder = work / "inproc"
     folder.mkdir()
     store = open_store(f"sqlite:///{folder}/tenure.db")
     config = ServeConfig(data_dir=str(folder / "data"), self_pull=False)
-    node = Node(config, store, LocalObjectStore(f"{folder}/objects"))
+    node = PodRuntime(config, store, LocalObjectStore(f"{folder}/objects"))
     node.start()
     node.projects.create("acme", "small")
     project = node.bring("acme", "small")
@@ -318,6 +336,62 @@ def bench_bring(pod: Proc, node: Any, brings: int) -> dict[str, Any]:
     folder = node.workspaces.folder_for(node.projects.get("acme", "small").id)
     files = sum(len(f) for _, _, f in os.walk(folder))
     return {"http_s": http_s, "in_process_s": inproc_s, "files": files}
+
+
+# --------------------------------------------------------------------------- bring cost, before and after
+
+
+def bench_bring_cost(before_rev: str, brings: int, work: Path) -> dict[str, Any]:
+    """The bring cost probe (benchmarks/bring_cost.py) on ``before_rev`` and on this tree, alternated."""
+    before = work / "before"
+    before.mkdir()
+    archive = subprocess.run(["git", "-C", ROOT, "archive", before_rev], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for _ in range(2):
+        for label, src in (("before", str(before)), ("after", ROOT)):
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.bring_cost", "--src", src, "--brings", str(brings)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": ROOT},
+            )
+            runs[label].append(json.loads(out.stdout))
+    return {"before_rev": before_rev, "runs": runs}
+
+
+def _cost(runs: list[dict[str, Any]], mode: str, case: str, key: str) -> float:
+    values = [sample[case][key] for run in runs for sample in run[mode]]
+    return pb.pct(values, 0.5)
+
+
+def bring_cost_table(res: dict[str, Any]) -> str:
+    header = ["bring", "measure", f"before ({res['before_rev']})", "after", "ratio", "aim", "result"]
+    cells = []
+    runs = res["runs"]
+    for mode, case, label in (
+        ("http", "fresh", "over HTTP, no head"),
+        ("http", "with_head", "over HTTP, a head to restore"),
+        ("in_process", "fresh", "in process, no head"),
+        ("in_process", "with_head", "in process, a head to restore"),
+    ):
+        for key, what in (
+            ("control_tx", "control-plane transactions"),
+            ("mounts_tx", "mount-store transactions"),
+            ("control_statements", "control-plane statements"),
+            ("ms", "milliseconds (median)"),
+        ):
+            b, a = _cost(runs["before"], mode, case, key), _cost(runs["after"], mode, case, key)
+            aim, result = "info", "-"
+            if mode == "http" and key == "control_tx":
+                aim, result = f"≤ {BRING_TX_AIM[case]}", "met" if a <= BRING_TX_AIM[case] else "NOT met"
+            elif mode == "http" and key == "mounts_tx":
+                aim, result = f"≤ {MOUNT_TX_AIM}", "met" if a <= MOUNT_TX_AIM else "NOT met"
+            shown = (lambda v: f"{v:.1f}") if key == "ms" else (lambda v: f"{v:.0f}")
+            cells.append([label, what, shown(b), shown(a), f"{a / b:.2f}×" if b else "-", aim, result])
+    return render(header, cells)
 
 
 # --------------------------------------------------------------------------- request rate
@@ -408,12 +482,17 @@ def api_table(bring: dict[str, Any], rates: dict[str, Any]) -> str:
     h, i = pb.pct(bring["http_s"], 0.5), pb.pct(bring["in_process_s"], 0.5)
     added = (h - i) * 1e3
     cells = [
-        [f"bring, {FILES} files restored (median of {len(bring['http_s'])})", ms(h), ms(i), "Node.bring in process"]
+        [
+            f"bring, {FILES} files restored (median of {len(bring['http_s'])})",
+            ms(h),
+            ms(i),
+            "PodRuntime.bring in process",
+        ]
         + [f"{h / i:.2f}×", f"{added:+.1f} ms", f"< {BRING_AIM_MS:.0f} ms added"]
         + ["met" if added < BRING_AIM_MS else "NOT met"]
     ]
     h95, i95 = pb.pct(bring["http_s"], 0.95), pb.pct(bring["in_process_s"], 0.95)
-    cells.append(["bring, p95", ms(h95), ms(i95), "Node.bring in process", f"{h95 / i95:.2f}×"])
+    cells.append(["bring, p95", ms(h95), ms(i95), "PodRuntime.bring in process", f"{h95 / i95:.2f}×"])
     cells[-1] += [f"{(h95 - i95) * 1e3:+.1f} ms", "info", "-"]
     for k, r in rates.items():
         t, b = r["tenure"]["rps"], r["baseline"]["rps"]
@@ -437,6 +516,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="tenure-serve-bench-"))
     try:
+        cost = bench_bring_cost(args.before, max(5, args.brings // 2), work)
+        cost_table = bring_cost_table(cost)
+        if args.only_bring_cost:
+            print("\n" + cost_table)
+            return 0
         takeover = bench_takeover(args.pg_url, args.runs, work)
         db = f"sqlite:///{work}/serve/tenure.db"
         (work / "serve").mkdir()
@@ -464,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     first, second = takeover_table(takeover), api_table(bring, rates)
-    print("\n" + first + "\n\n" + second)
+    print("\n" + first + "\n\n" + second + "\n\n" + cost_table)
     elapsed = time.perf_counter() - started
     load_end = os.getloadavg()
     print(
@@ -484,8 +568,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "elapsed_s": elapsed,
         "load_average": {"start": load_start, "end": load_end},
-        "tables": {"takeover": first, "api": second},
-        "results": {"takeover": takeover, "bring": bring, "rate": rates},
+        "tables": {"takeover": first, "api": second, "bring_cost": cost_table},
+        "results": {"takeover": takeover, "bring": bring, "rate": rates, "bring_cost": cost},
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as fh:

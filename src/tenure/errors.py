@@ -32,14 +32,26 @@ Every class name ends in ``Error``. The intake's classes keep the root its
 reference spec names (``LifecycleError``) and also derive from the family
 that fits (``CaseNotFoundError`` is a ``NotFoundError``).
 
-The CLI maps families to exit codes in one place (``tenure.cli.output``).
+Each family's outcome — its exit code and its HTTP status — is written once,
+in :data:`FAMILIES`: the CLI exits with :func:`exit_code`, the HTTP API
+answers :func:`http_status`, and the CLI's ``--url`` mode turns a status back
+into a family with :func:`family_for_status`. A leaf may answer an HTTP status
+of its own (``http_status``: 401, 403, 413, 503 with ``Retry-After``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "FAMILIES",
+    "Outcome",
+    "exit_code",
+    "http_status",
+    "family_for_status",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "TenureError",
     "ConfigurationError",
     "InvalidInputError",
@@ -61,7 +73,10 @@ class TenureError(Exception):
 
     code: ClassVar[str] = "tenure-error"
     retryable: ClassVar[bool] = False
+    #: the exit code of an error outside every family (a family's own is in :data:`FAMILIES`)
     exit_code: ClassVar[int] = 1
+    #: a leaf's own HTTP status, where it differs from its family's (:func:`http_status`)
+    http_status: ClassVar[int | None] = None
     default_hint: ClassVar[str] = ""
 
     def __init__(self, message: str, *, hint: str | None = None, code: str | None = None, **context: Any) -> None:
@@ -172,3 +187,72 @@ class IntegrityError(TenureError):
 class IntakeError(TenureError):
     code = "intake"
     exit_code = 7
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an error of one family ends in: the CLI's exit code and the HTTP API's status."""
+
+    exit: int
+    http: int
+
+
+#: Each family's outcome (docs/errors.md, docs/operations.md "Exit codes"). An error belongs to the first family
+#: in its class's method resolution order; the first family of a status is the one a client takes it for.
+FAMILIES: dict[type[TenureError], Outcome] = {
+    InvalidInputError: Outcome(exit=2, http=400),
+    ConfigurationError: Outcome(exit=2, http=500),
+    NotFoundError: Outcome(exit=3, http=404),
+    ConflictError: Outcome(exit=4, http=409),
+    StoreError: Outcome(exit=5, http=503),
+    ObjectStoreError: Outcome(exit=5, http=503),
+    IntegrityError: Outcome(exit=6, http=500),
+    IntakeError: Outcome(exit=7, http=400),
+}
+#: statuses only leaves answer, and the family a client takes each for (401/403: a token, 413/422: the request)
+_LEAF_STATUSES: dict[int, type[TenureError]] = {
+    401: ConfigurationError,
+    403: ConfigurationError,
+    413: InvalidInputError,
+    422: InvalidInputError,
+}
+#: an unexpected error (a bug), and an interrupt
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+def _family(exc: TenureError) -> Outcome | None:
+    for cls in type(exc).__mro__:
+        outcome = FAMILIES.get(cls)
+        if outcome is not None:
+            return outcome
+    return None
+
+
+def exit_code(exc: TenureError) -> int:
+    """The exit code of ``exc``'s family (an error outside every family keeps its own ``exit_code``)."""
+    outcome = _family(exc)
+    return exc.exit_code if outcome is None else outcome.exit
+
+
+def http_status(exc: TenureError) -> int:
+    """The HTTP status of ``exc``: its own ``http_status`` if it has one, else its family's (500 outside)."""
+    if exc.http_status is not None:
+        return exc.http_status
+    outcome = _family(exc)
+    return 500 if outcome is None else outcome.http
+
+
+def family_for_status(status: int) -> type[TenureError]:
+    """The family a client takes an HTTP error status for (the inverse of :func:`http_status`).
+
+    500 is answered by several families and by unexpected errors alike, so it stays :class:`TenureError`.
+    """
+    if status in _LEAF_STATUSES:
+        return _LEAF_STATUSES[status]
+    if status == 500:
+        return TenureError
+    for family, outcome in FAMILIES.items():
+        if outcome.http == status:
+            return family
+    return TenureError

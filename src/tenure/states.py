@@ -38,11 +38,11 @@ __all__ = [
     "SnapshotState",
     "WorkspaceState",
     "LeaseState",
-    "SessionState",
+    "MountState",
     "SNAPSHOT",
     "WORKSPACE",
     "LEASE",
-    "SESSION",
+    "MOUNT",
     "PROJECT",
     "ProjectStatus",
     "MACHINES",
@@ -383,10 +383,10 @@ PUBLISHING_LEASE_STATES = frozenset({LeaseState.ACTIVE, LeaseState.RELEASING})
 LIVE_LEASE_STATES = PUBLISHING_LEASE_STATES
 
 
-# --------------------------------------------------------------------------- mount sessions
+# --------------------------------------------------------------------------- mounts
 
 
-class SessionState(str, enum.Enum):
+class MountState(str, enum.Enum):
     """A pod's local materialization of a workspace (host-local record).
 
     MOUNTING: the folder is being restored; not yet usable.
@@ -403,10 +403,10 @@ class SessionState(str, enum.Enum):
     CLOSED = "CLOSED"
 
 
-_M = SessionState
-SESSION: Machine[SessionState] = Machine(
-    name="mount-session",
-    states=SessionState,
+_M = MountState
+MOUNT: Machine[MountState] = Machine(
+    name="mount",
+    states=MountState,
     initial=_M.MOUNTING,
     edges=_edges(
         [
@@ -523,7 +523,7 @@ POD: Machine[PodState] = Machine(
 
 
 #: Every storage machine, by name (the intake registers its own).
-MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, SESSION, PROJECT, POD)}
+MACHINES: dict[str, Machine[Any]] = {m.name: m for m in (SNAPSHOT, WORKSPACE, LEASE, MOUNT, PROJECT, POD)}
 
 DESCRIPTIONS: dict[str, str] = {
     "project": (
@@ -558,10 +558,10 @@ DESCRIPTIONS: dict[str, str] = {
         "SIGKILL stays RUNNING in its row; its liveness ends with its heartbeat and its "
         "projects' leases with the lease TTL."
     ),
-    "mount-session": (
-        "A mount session is one pod's local materialization of a workspace, recorded in the "
-        "host-local session store with its writer lease id and generation. Restart "
-        "reconciliation may force a session straight to CLOSED (the named reconciliation "
+    "mount": (
+        "A mount is one pod's local materialization of a workspace, recorded in the "
+        "host-local mount store with its writer lease id and generation. Restart "
+        "reconciliation may force a mount straight to CLOSED (the named reconciliation "
         "path)."
     ),
 }

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from tenure.errors import TenureError
 from tenure.objects import ObjectStore, open_object_store
 from tenure.objects.base import open_backend
-from tenure.objects.codec import PLAIN, CorruptObject, codec_of
+from tenure.objects.codec import PLAIN, CorruptObjectError, codec_of
 from tenure.objects.crypto import (
     KEY_SLOTS,
     MAGIC,
@@ -120,7 +120,7 @@ def test_tampered_payload_fails_authentication_and_is_never_decoded(encrypted: O
     ):
         encrypted.delete_many([oid])
         encrypted.put_many([(oid, bad)])
-        with pytest.raises(CorruptObject) as info:
+        with pytest.raises(CorruptObjectError) as info:
             codec.decode(oid, encrypted.get(oid))
         assert info.value.code == "object-corrupt"
 
@@ -130,7 +130,7 @@ def test_payloads_swapped_between_two_ids_fail(encrypted: ObjectStore) -> None:
     (a, pa), (b, pb) = codec.encode(b"alpha" * 100), codec.encode(b"beta" * 100)
     encrypted.put_many([(a, pb), (b, pa)])
     for oid in (a, b):
-        with pytest.raises(CorruptObject, match="fails authentication"):
+        with pytest.raises(CorruptObjectError, match="fails authentication"):
             codec.decode(oid, encrypted.get(oid))
 
 

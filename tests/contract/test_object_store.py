@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tenure.objects import ObjectMissingError, ObjectStore, decode, encode, open_object_store
-from tenure.objects.codec import CorruptObject
+from tenure.objects.codec import CorruptObjectError
 
 
 @pytest.fixture(
@@ -85,9 +85,9 @@ def test_the_first_store_bound_stays_and_is_not_an_object(backend: ObjectStore) 
 def test_decode_detects_corruption() -> None:
     oid, payload = encode(b"payload")
     other_oid, other = encode(b"other")
-    with pytest.raises(CorruptObject):
+    with pytest.raises(CorruptObjectError):
         decode(oid, other)
-    with pytest.raises(CorruptObject):
+    with pytest.raises(CorruptObjectError):
         decode(oid, b"not zstd at all")
     assert decode(other_oid, other) == b"other"
 

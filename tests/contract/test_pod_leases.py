@@ -7,7 +7,7 @@ from __future__ import annotations
 from tenure.projects import LifecycleType, ProjectStore
 from tenure.projects.ownership import Ownership, Renewal
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import PodStatus
+from tenure.states import PodState
 from tenure.store import Store
 from tests.contract.test_projects import T, move_to, now, wait_past
 
@@ -63,7 +63,7 @@ def test_a_fence_by_close_moves_the_former_holders_lost_counter(store: Store) ->
 
 def test_a_stopped_pod_renews_nothing(store: Store) -> None:
     a = beating_pod(store)
-    PodRegistry(store).set_status(a, PodStatus.STOPPED.value)
+    PodRegistry(store).set_status(a, PodState.STOPPED.value)
     assert Ownership(store).renew_leases(a) is None
 
 

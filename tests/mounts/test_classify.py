@@ -33,9 +33,9 @@ from tenure.mounts.classify import (
     classify,
     lease_verdict,
 )
-from tenure.states import LeaseState, SessionState
+from tenure.states import LeaseState, MountState
 
-M = SessionState
+M = MountState
 L = LeaseState
 P = ProjectLease
 V = Verdict
@@ -46,7 +46,7 @@ DIRTY = FolderFacts(exists=True, dirty=True)
 GONE = FolderFacts(exists=False)
 
 
-def mount(state: SessionState = M.MOUNTED, *, cleanup: bool = False, key: bool = False) -> MountFacts:
+def mount(state: MountState = M.MOUNTED, *, cleanup: bool = False, key: bool = False) -> MountFacts:
     return MountFacts(state=state, generation=GEN, cleanup_pending=cleanup, checkpoint_in_flight=key)
 
 
@@ -82,7 +82,7 @@ def test_s57_a_checkpointing_mount_is_checkpoint_interrupted() -> None:
 @pytest.mark.parametrize("writer", [L.ACTIVE, L.RELEASING])
 @pytest.mark.parametrize("state", [M.MOUNTING, M.MOUNTED])
 def test_s58_active_lease_valid_when_held_live_and_of_the_mounts_generation(
-    state: SessionState, writer: LeaseState
+    state: MountState, writer: LeaseState
 ) -> None:
     assert classify(mount(state), DIRTY, lease(writer=writer)) is V.ACTIVE_LEASE_VALID
 
@@ -90,7 +90,7 @@ def test_s58_active_lease_valid_when_held_live_and_of_the_mounts_generation(
 @pytest.mark.parametrize("folder", [CLEAN, DIRTY, GONE])
 @pytest.mark.parametrize("state", [M.MOUNTING, M.MOUNTED])
 def test_s60_s61_a_live_mount_without_an_answer_is_control_plane_unknown(
-    state: SessionState, folder: FolderFacts
+    state: MountState, folder: FolderFacts
 ) -> None:
     assert classify(mount(state), folder, UNKNOWN) is V.CONTROL_PLANE_UNKNOWN
 
@@ -280,14 +280,14 @@ AUTHORITIES: tuple[tuple[str, str | None, str | None], ...] = (("unknown", None,
 CASES: tuple[dict[str, object], ...] = tuple(
     {"state": s, "cleanup": c, "key": k, "folder": f, "project": p, "gen": g, "writer": w}
     for s, c, k, f, (p, g, w) in itertools.product(
-        tuple(s.value for s in SessionState), (False, True), (False, True), ("gone", "clean", "dirty"), AUTHORITIES
+        tuple(s.value for s in MountState), (False, True), (False, True), ("gone", "clean", "dirty"), AUTHORITIES
     )
 )
 
 
 def facts(case: Mapping[str, object]) -> tuple[MountFacts, FolderFacts, Lookup]:
     the_mount = MountFacts(
-        state=SessionState(case["state"]),
+        state=MountState(case["state"]),
         generation=GEN,
         cleanup_pending=bool(case["cleanup"]),
         checkpoint_in_flight=bool(case["key"]),
@@ -319,14 +319,14 @@ def test_s55_s70_every_combination_agrees_with_the_spec_table() -> None:
 
 
 @given(
-    state=st.sampled_from(SessionState),
+    state=st.sampled_from(MountState),
     cleanup=st.booleans(),
     key=st.booleans(),
     folder=st.sampled_from(("gone", "clean", "dirty")),
     authority=st.sampled_from(AUTHORITIES),
 )
 def test_s55_s70_classify_agrees_with_the_spec_table(
-    state: SessionState, cleanup: bool, key: bool, folder: str, authority: tuple[str, str | None, str | None]
+    state: MountState, cleanup: bool, key: bool, folder: str, authority: tuple[str, str | None, str | None]
 ) -> None:
     project, gen, writer = authority
     case: dict[str, object] = {"state": state.value, "cleanup": cleanup, "key": key, "folder": folder}

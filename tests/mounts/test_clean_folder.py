@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import ProjectStore
-from tenure.serve.node import Node, ServeConfig
 from tenure.store import Store
 
 T = "acme"
 
 
 @pytest.fixture
-def node(store: Store, tmp_path: Path) -> Iterator[Node]:
-    made = Node(
+def node(store: Store, tmp_path: Path) -> Iterator[PodRuntime]:
+    made = PodRuntime(
         ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False), store, LocalObjectStore(str(tmp_path / "objects"))
     )
     made.start()
@@ -27,7 +27,7 @@ def node(store: Store, tmp_path: Path) -> Iterator[Node]:
     made.stop()
 
 
-def _running(store: Store, node: Node) -> tuple[str, str]:
+def _running(store: Store, node: PodRuntime) -> tuple[str, str]:
     ProjectStore(store).create(T, "p")
     project = node.bring(T, "p")
     folder = Path(node.lifecycle.folder(project))
@@ -50,19 +50,19 @@ CHANGES: dict[str, Callable[[Path], None]] = {
 }
 
 
-def test_s85_a_folder_as_stored_is_clean(store: Store, node: Node) -> None:
+def test_s85_a_folder_as_stored_is_clean(store: Store, node: PodRuntime) -> None:
     workspace_id, folder = _running(store, node)
     assert node.workspaces.folder_is_clean(workspace_id, folder)
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_s85_any_change_is_uncommitted_data(store: Store, node: Node, change: str) -> None:
+def test_s85_any_change_is_uncommitted_data(store: Store, node: PodRuntime, change: str) -> None:
     workspace_id, folder = _running(store, node)
     CHANGES[change](Path(folder))
     assert not node.workspaces.folder_is_clean(workspace_id, folder)
 
 
-def test_s85_without_an_index_a_folder_is_never_clean(store: Store, node: Node) -> None:
+def test_s85_without_an_index_a_folder_is_never_clean(store: Store, node: PodRuntime) -> None:
     workspace_id, folder = _running(store, node)
     os.unlink(node.workspaces.index_path(workspace_id, folder))
     assert not node.workspaces.folder_is_clean(workspace_id, folder)

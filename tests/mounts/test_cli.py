@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tenure.mounts.store import MountStore
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 
 ROOT = Path(__file__).resolve().parents[2]
 

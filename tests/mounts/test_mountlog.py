@@ -11,17 +11,17 @@ import pytest
 from tenure.errors import ConflictError
 from tenure.mounts.store import MountStore
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import ProjectStore
-from tenure.serve.node import Node, ServeConfig
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 from tenure.store import Store
 
 T = "acme"
 
 
 @pytest.fixture
-def node(store: Store, tmp_path: Path) -> Iterator[Node]:
-    made = Node(
+def node(store: Store, tmp_path: Path) -> Iterator[PodRuntime]:
+    made = PodRuntime(
         ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False), store, LocalObjectStore(str(tmp_path / "objects"))
     )
     made.start()
@@ -29,11 +29,11 @@ def node(store: Store, tmp_path: Path) -> Iterator[Node]:
     made.stop()
 
 
-def records(node: Node) -> MountStore:
+def records(node: PodRuntime) -> MountStore:
     return MountStore(node.config.data_dir)
 
 
-def test_bring_checkpoint_and_suspend_leave_the_records_reconciliation_reads(store: Store, node: Node) -> None:
+def test_bring_checkpoint_and_suspend_leave_the_records_reconciliation_reads(store: Store, node: PodRuntime) -> None:
     ProjectStore(store).create(T, "p")
     project = node.bring(T, "p")
     [mount] = records(node).list()
@@ -51,11 +51,11 @@ def test_bring_checkpoint_and_suspend_leave_the_records_reconciliation_reads(sto
 
 
 def test_a_lost_lease_forces_the_mount_closed_and_names_the_preserved_folder(
-    store: Store, node: Node, tmp_path: Path
+    store: Store, node: PodRuntime, tmp_path: Path
 ) -> None:
     ProjectStore(store).create(T, "p")
     project = node.bring(T, "p")
-    other = Node(
+    other = PodRuntime(
         ServeConfig(data_dir=str(tmp_path / "b"), self_pull=False), store, LocalObjectStore(str(tmp_path / "objects"))
     )
     other.start()
@@ -70,7 +70,9 @@ def test_a_lost_lease_forces_the_mount_closed_and_names_the_preserved_folder(
 
 
 @pytest.mark.parametrize("verdict", ["stale-generation", "control-plane-unknown"])
-def test_s59_a_mount_reconciliation_did_not_find_valid_may_not_publish(store: Store, node: Node, verdict: str) -> None:
+def test_s59_a_mount_reconciliation_did_not_find_valid_may_not_publish(
+    store: Store, node: PodRuntime, verdict: str
+) -> None:
     """The publish gate: only a mount whose lease reconciliation found valid (or that it never had to judge)
     checkpoints; the refusal comes before anything is uploaded, and the head stays where it was."""
     ProjectStore(store).create(T, "p")
@@ -90,7 +92,7 @@ def test_s59_a_mount_reconciliation_did_not_find_valid_may_not_publish(store: St
 
 
 def test_s60_a_bring_under_the_same_generation_settles_a_mount_whose_lease_was_unknown(
-    store: Store, node: Node
+    store: Store, node: PodRuntime
 ) -> None:
     """Reconciliation marks a live mount control-plane-unknown when the store could not say; the next bring's
     claim under the same generation is the store's answer, so the mount publishes again."""
@@ -104,7 +106,7 @@ def test_s60_a_bring_under_the_same_generation_settles_a_mount_whose_lease_was_u
     assert node.checkpoint(T, "p").snapshot.state.value == "READY"
 
 
-def test_s59_a_stale_mount_stays_gated_when_the_same_generation_is_brought(store: Store, node: Node) -> None:
+def test_s59_a_stale_mount_stays_gated_when_the_same_generation_is_brought(store: Store, node: PodRuntime) -> None:
     ProjectStore(store).create(T, "p")
     project = node.bring(T, "p")
     [mount] = records(node).list()

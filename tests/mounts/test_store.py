@@ -11,11 +11,11 @@ import pytest
 
 from tenure.errors import IllegalTransitionError, TenureError
 from tenure.mounts.store import MountStore
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the modules that may force a mount's status: reconciliation and takeover
-FORCE_CALLERS = {"src/tenure/mounts/store.py", "src/tenure/projects/mountlog.py", "src/tenure/serve/reconcile.py"}
+FORCE_CALLERS = {"src/tenure/mounts/store.py", "src/tenure/projects/mountlog.py", "src/tenure/pod/reconcile.py"}
 
 
 def test_a_mount_moves_only_along_the_machine_and_survives_the_process(tmp_path: Path) -> None:

@@ -15,13 +15,13 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from tenure.api import app as api_module
+from tenure.api.app import create_app
 from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.pod.tokens import TokenStore
 from tenure.projects import ProjectStore
-from tenure.serve import api as api_module
-from tenure.serve.api import create_app
-from tenure.serve.node import Node, ServeConfig
-from tenure.serve.tokens import TokenStore
 from tenure.store import Store
 
 T = "acme"
@@ -29,14 +29,14 @@ P = f"/api/v1/projects/{T}/web"
 
 
 @pytest.fixture
-def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., Node]]:
-    made: list[Node] = []
+def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., PodRuntime]]:
+    made: list[PodRuntime] = []
 
-    def build(name: str = "a", listen: str = "127.0.0.1:8470", **options: object) -> Node:
+    def build(name: str = "a", listen: str = "127.0.0.1:8470", **options: object) -> PodRuntime:
         settings: dict[str, object] = {"self_pull": False, "lease_ttl": 60.0}
         settings.update(options)
         config = ServeConfig(data_dir=str(tmp_path / name), listen=listen, **settings)  # type: ignore[arg-type]
-        node = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+        node = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
         made.append(node)
         return node
 
@@ -49,14 +49,14 @@ def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., Node]]:
 
 
 @pytest.fixture
-def node(make: Callable[..., Node]) -> Node:
+def node(make: Callable[..., PodRuntime]) -> PodRuntime:
     started = make()
     started.start()
     return started
 
 
 @pytest.fixture
-def client(node: Node) -> Iterator[TestClient]:
+def client(node: PodRuntime) -> Iterator[TestClient]:
     with TestClient(create_app(node), follow_redirects=False) as c:
         yield c
 
@@ -79,7 +79,7 @@ def create(client: TestClient, name: str = "web", tenant: str = T, **headers: st
 # ---------------------------------------------------------------------- the project's life over HTTP
 
 
-def test_create_bring_files_checkpoint_suspend_bring_keeps_files(client: TestClient, node: Node) -> None:
+def test_create_bring_files_checkpoint_suspend_bring_keeps_files(client: TestClient, node: PodRuntime) -> None:
     create(client)
     assert [p["name"] for p in client.get("/api/v1/projects").json()["projects"]] == ["web"]
     shown = client.get(P).json()
@@ -131,7 +131,7 @@ def test_type_placement_sessions_and_close(client: TestClient) -> None:
 
 
 def test_p92_sessions_outlive_a_suspend_and_workspace_requests_fail_until_an_explicit_bring(
-    client: TestClient, node: Node
+    client: TestClient, node: PodRuntime
 ) -> None:
     """P-92: session records stay while the project is SUSPENDED, and an operation that needs the
     workspace fails (409 ``project-suspended``) instead of silently undoing the suspend."""
@@ -157,7 +157,7 @@ def test_p92_sessions_outlive_a_suspend_and_workspace_requests_fail_until_an_exp
     assert client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "c1"}).status_code == 200
 
 
-def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient, node: Node) -> None:
+def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient, node: PodRuntime) -> None:
     create(client)
     session = client.post(f"{P}/sessions").json()["id"]
     bound = client.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-1"})
@@ -170,7 +170,7 @@ def test_binding_a_session_bound_to_another_connection_is_409(client: TestClient
     is_problem(client.post("/api/v1/sessions/c-nope/bind", json={"connection_id": "x"}), 404, "session-not-found")
 
 
-def test_a_client_releases_its_own_binding_and_only_its_own(client: TestClient, node: Node) -> None:
+def test_a_client_releases_its_own_binding_and_only_its_own(client: TestClient, node: PodRuntime) -> None:
     """Unbind: the connection a session is bound to releases it (idempotently), another connection cannot, and
     once released another connection may bind it."""
     create(client)
@@ -193,7 +193,9 @@ def test_a_client_releases_its_own_binding_and_only_its_own(client: TestClient, 
 # ---------------------------------------------------------------------- paths
 
 
-def test_paths_that_escape_the_workspace_folder_are_refused(client: TestClient, node: Node, tmp_path: Path) -> None:
+def test_paths_that_escape_the_workspace_folder_are_refused(
+    client: TestClient, node: PodRuntime, tmp_path: Path
+) -> None:
     create(client)
     client.post(f"{P}/bring")
     folder = Path(node.workspaces.folder_for(node.projects.get(T, "web").id))
@@ -228,7 +230,7 @@ def test_paths_that_escape_the_workspace_folder_are_refused(client: TestClient, 
 
 
 def test_a_fifo_in_the_workspace_is_refused_as_not_a_file_without_holding_the_request(
-    client: TestClient, node: Node
+    client: TestClient, node: PodRuntime
 ) -> None:
     """Opening a FIFO for reading waits for a writer: a read of one must be refused at once (``not-a-file``),
     not hold an API thread until somebody writes (a few dozen such requests would stop the API)."""
@@ -368,7 +370,7 @@ def test_token_create_refuses_two_scopes(tmp_path: Path, scopes: list[str]) -> N
 # ---------------------------------------------------------------------- probes, metrics, error shapes
 
 
-def test_readyz_is_503_until_the_pod_runs(make: Callable[..., Node]) -> None:
+def test_readyz_is_503_until_the_pod_runs(make: Callable[..., PodRuntime]) -> None:
     node = make()
     with TestClient(create_app(node)) as client:
         assert client.get("/healthz").status_code == 200
@@ -377,7 +379,7 @@ def test_readyz_is_503_until_the_pod_runs(make: Callable[..., Node]) -> None:
         assert client.get("/readyz").status_code == 200
 
 
-def test_metrics_count_beats_and_requests(client: TestClient, node: Node) -> None:
+def test_metrics_count_beats_and_requests(client: TestClient, node: PodRuntime) -> None:
     node.beat()
     client.get(P)
     text = client.get("/metrics").text
@@ -385,7 +387,9 @@ def test_metrics_count_beats_and_requests(client: TestClient, node: Node) -> Non
     assert 'tenure_http_requests_total{route="/api/v1/projects/{tenant}/{name}",status="404"} 1.0' in text
 
 
-def test_error_documents_are_problem_json(client: TestClient, node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_error_documents_are_problem_json(
+    client: TestClient, node: PodRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     body = is_problem(client.get("/api/v1/projects/acme/none"), 404, "project-not-found")
     assert body["title"] == "Not Found" and body["context"] == {"project": "acme/none"} and body["hint"]
     create(client)
@@ -404,11 +408,11 @@ def test_error_documents_are_problem_json(client: TestClient, node: Node, monkey
 
 
 def test_an_unexpected_error_is_logged_with_its_traceback_in_both_log_formats(
-    client: TestClient, node: Node, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, node: PodRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 500 ``internal`` tells the client nothing; the pod's log must then hold the whole traceback:
     after the line in the text format, in the ``exception`` field of the JSON line."""
-    from tenure.serve.daemon import _JsonFormatter, _TextFormatter
+    from tenure.pod.daemon import _JsonFormatter, _TextFormatter
 
     def broken(*_: object) -> None:
         raise RuntimeError("secret internals")
@@ -448,7 +452,7 @@ def test_an_exhausted_connection_pool_is_503_store_unavailable(
     from tenure.store import open_store, postgres
 
     store = open_store(pg_url)
-    node = Node(
+    node = PodRuntime(
         ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False), store, LocalObjectStore(str(tmp_path / "o"))
     )
     node.start()
@@ -491,7 +495,7 @@ def test_openapi_lists_the_endpoints(client: TestClient) -> None:
 # ---------------------------------------------------------------------- other pods: redirect, 503, drain
 
 
-def test_a_project_owned_by_another_live_pod_is_redirected(client: TestClient, make: Callable[..., Node]) -> None:
+def test_a_project_owned_by_another_live_pod_is_redirected(client: TestClient, make: Callable[..., PodRuntime]) -> None:
     create(client)
     other = make("b", listen="127.0.0.1:9999")
     other.start()
@@ -510,7 +514,7 @@ def test_a_project_owned_by_another_live_pod_is_redirected(client: TestClient, m
 
 
 def test_an_owner_whose_pod_is_silent_but_lease_valid_is_503_retry_after(
-    store: Store, make: Callable[..., Node]
+    store: Store, make: Callable[..., PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "web")
     owner = make("b", listen="127.0.0.1:9999")
@@ -527,7 +531,7 @@ def test_an_owner_whose_pod_is_silent_but_lease_valid_is_503_retry_after(
 
 
 def test_drain_this_pod_is_202_and_another_pod_is_redirected(
-    client: TestClient, node: Node, make: Callable[..., Node]
+    client: TestClient, node: PodRuntime, make: Callable[..., PodRuntime]
 ) -> None:
     other = make("b", listen="127.0.0.1:9999")
     other.start()

@@ -2,7 +2,7 @@
 generated path, query, header and body values, must never answer 5xx, and a response whose status and
 media type the document describes must match its schema.
 
-The app runs on a real started :class:`Node` on SQLite with real data: ``acme/web`` brought (a few files,
+The app runs on a real started :class:`PodRuntime` on SQLite with real data: ``acme/web`` brought (a few files,
 a checkpoint, a session), ``acme/idle`` created, ``other/db`` brought then suspended. Each operation's
 parameters and bodies carry those names as OpenAPI examples, so the explicit-example phase hits real
 projects, files, snapshots, sessions and this pod, and the generated phases hit everything else.
@@ -34,19 +34,19 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from tenure.api.app import create_app
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects.pods import PodIdentity
-from tenure.serve.api import create_app
-from tenure.serve.node import Node, ServeConfig
-from tenure.states import SessionState
+from tenure.states import MountState
 from tenure.store import open_store
 
 EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "15"))
 T = "acme"
 POD_ID = "00000000-0000-4000-8000-00000000f022"
 #: examples whose real value exists only once the pod has run: replaced in each case before it is sent
-SNAPSHOT, SESSION, MOUNT = "snapshot-of-acme-web", "session-of-acme-web", "mount-with-a-preserved-delta"
-KNOWN = {"tenant": T, "name": "web", "path": "notes/a.txt", "snapshot_id": SNAPSHOT, "session_id": SESSION}
+SNAPSHOT, MOUNT, MOUNT = "snapshot-of-acme-web", "session-of-acme-web", "mount-with-a-preserved-delta"
+KNOWN = {"tenant": T, "name": "web", "path": "notes/a.txt", "snapshot_id": SNAPSHOT, "session_id": MOUNT}
 KNOWN.update(pod_id=POD_ID, mount_id=MOUNT)
 LONG = "notes/" + "n" * 256
 #: operations that change a project's type, placement or existence work on a project of their own
@@ -60,11 +60,11 @@ BODIES = {
 }
 
 
-def _node(folder: str) -> Node:
+def _node(folder: str) -> PodRuntime:
     config = ServeConfig(data_dir=os.path.join(folder, "pod"), self_pull=False, lease_ttl=60.0)
     store = open_store(f"sqlite:///{folder}/tenure.db")
     identity = PodIdentity(POD_ID, "fuzz", config.endpoint)
-    return Node(config, store, LocalObjectStore(os.path.join(folder, "objects")), identity=identity)
+    return PodRuntime(config, store, LocalObjectStore(os.path.join(folder, "objects")), identity=identity)
 
 
 def _document(*, pinned: bool = False) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FastAPI, dic
         (root / "b.bin").write_bytes(bytes(range(256)))
         real = {
             SNAPSHOT: str(node.checkpoint(T, "web").to_dict()["snapshot"]["id"]),
-            SESSION: node.projects.create_session(web).id,
+            MOUNT: node.projects.create_session(web).id,
         }
         node.bring("other", "db")
         node.suspend("other", "db")
@@ -132,14 +132,14 @@ def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FastAPI, dic
         node.store.close()
 
 
-def _preserved_delta(node: Node) -> str:
+def _preserved_delta(node: PodRuntime) -> str:
     """A fenced mount of acme/web whose uncommitted data is kept under ``<data>/preserved/`` (its id)."""
     kept = Path(node.config.data_dir, "preserved", "delta")
     (kept / "notes").mkdir(parents=True)
     (kept / "notes" / "a.txt").write_bytes(b"kept")
     records = node.lifecycle.mounts.store
     mount = records.open("w-fuzz", str(kept), 1, project_ref=f"{T}/web")
-    records.force(mount.id, SessionState.CLOSED, "fuzz: fenced")
+    records.force(mount.id, MountState.CLOSED, "fuzz: fenced")
     records.set_verdict(mount.id, "preserved-delta", preserved_folder=str(kept), preserved_at=time.time())
     return mount.id
 

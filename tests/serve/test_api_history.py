@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tenure.api.app import create_app
 from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
-from tenure.serve.api import create_app
-from tenure.serve.node import Node, ServeConfig
-from tenure.serve.tokens import TokenStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.pod.tokens import TokenStore
 from tenure.store import Store
 
 T = "acme"
@@ -21,9 +21,9 @@ P = f"/api/v1/projects/{T}/web"
 
 
 @pytest.fixture
-def node(store: Store, tmp_path: Path) -> Iterator[Node]:
+def node(store: Store, tmp_path: Path) -> Iterator[PodRuntime]:
     config = ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False, lease_ttl=60.0)
-    started = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+    started = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
     started.start()
     yield started
     try:
@@ -33,12 +33,12 @@ def node(store: Store, tmp_path: Path) -> Iterator[Node]:
 
 
 @pytest.fixture
-def client(node: Node) -> Iterator[TestClient]:
+def client(node: PodRuntime) -> Iterator[TestClient]:
     with TestClient(create_app(node), follow_redirects=False) as c:
         yield c
 
 
-def test_history_answers_the_project_and_its_events_newest_first(client: TestClient, node: Node) -> None:
+def test_history_answers_the_project_and_its_events_newest_first(client: TestClient, node: PodRuntime) -> None:
     assert client.post("/api/v1/projects", json={"tenant": T, "name": "web"}).status_code == 201
     assert client.post(f"{P}/bring").status_code == 200
     assert client.post(f"{P}/suspend").status_code == 200

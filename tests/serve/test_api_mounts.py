@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tenure.api.app import create_app
 from tenure.errors import TenureError
 from tenure.mounts.store import Mount, MountStore
 from tenure.objects.local import LocalObjectStore
-from tenure.serve.api import create_app
-from tenure.serve.node import Node, ServeConfig
-from tenure.serve.tokens import TokenStore
-from tenure.states import SessionState as M
+from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.pod.tokens import TokenStore
+from tenure.states import MountState as M
 from tenure.store import Store
 from tests.serve.test_api import is_problem
 
@@ -25,9 +25,9 @@ M_ = "/api/v1/mounts"
 
 
 @pytest.fixture
-def node(store: Store, tmp_path: Path) -> Iterator[Node]:
+def node(store: Store, tmp_path: Path) -> Iterator[PodRuntime]:
     config = ServeConfig(data_dir=str(tmp_path / "a"), listen="127.0.0.1:8470", self_pull=False, lease_ttl=60.0)
-    started = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+    started = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
     started.start()
     yield started
     try:
@@ -37,12 +37,12 @@ def node(store: Store, tmp_path: Path) -> Iterator[Node]:
 
 
 @pytest.fixture
-def client(node: Node) -> Iterator[TestClient]:
+def client(node: PodRuntime) -> Iterator[TestClient]:
     with TestClient(create_app(node), follow_redirects=False) as c:
         yield c
 
 
-def preserved_delta(node: Node, ref: str | None, name: str = "delta") -> tuple[Mount, Path]:
+def preserved_delta(node: PodRuntime, ref: str | None, name: str = "delta") -> tuple[Mount, Path]:
     """A fenced mount whose uncommitted data reconciliation kept under ``<data>/preserved/``."""
     kept = Path(node.config.data_dir, "preserved", name)
     (kept / "sub").mkdir(parents=True)
@@ -55,7 +55,7 @@ def preserved_delta(node: Node, ref: str | None, name: str = "delta") -> tuple[M
     return records.get(mount.id), kept
 
 
-def test_a_preserved_delta_is_listed_shown_read_and_discarded(client: TestClient, node: Node) -> None:
+def test_a_preserved_delta_is_listed_shown_read_and_discarded(client: TestClient, node: PodRuntime) -> None:
     mount, kept = preserved_delta(node, "acme/web")
     listed = client.get(M_).json()["mounts"]
     assert [(m["id"], m["verdict"], m["state"], m["project_ref"]) for m in listed] == [
@@ -86,7 +86,7 @@ def test_a_preserved_delta_is_listed_shown_read_and_discarded(client: TestClient
 
 
 def test_the_files_of_a_preserved_delta_take_the_files_api_path_checks(
-    client: TestClient, node: Node, tmp_path: Path
+    client: TestClient, node: PodRuntime, tmp_path: Path
 ) -> None:
     mount, kept = preserved_delta(node, "acme/web")
     outside = tmp_path / "secret.txt"
@@ -107,7 +107,7 @@ def test_the_files_of_a_preserved_delta_take_the_files_api_path_checks(
     assert outside.read_text() == "not yours"
 
 
-def test_a_mount_without_a_preserved_delta_and_an_unknown_mount(client: TestClient, node: Node) -> None:
+def test_a_mount_without_a_preserved_delta_and_an_unknown_mount(client: TestClient, node: PodRuntime) -> None:
     records: MountStore = node.lifecycle.mounts.store
     live = records.open("w-live", str(Path(node.config.data_dir, "workspaces", "live")), 1, project_ref="acme/web")
     is_problem(client.get(f"{M_}/{live.id}/files"), 409, "no-preserved-delta")
@@ -119,7 +119,7 @@ def test_a_mount_without_a_preserved_delta_and_an_unknown_mount(client: TestClie
 
 
 def test_a_preserved_folder_outside_the_data_folder_is_never_served_or_deleted(
-    client: TestClient, node: Node, tmp_path: Path
+    client: TestClient, node: PodRuntime, tmp_path: Path
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -138,7 +138,7 @@ def test_a_preserved_folder_outside_the_data_folder_is_never_served_or_deleted(
     assert (elsewhere / "keep.txt").read_text() == "keep"
 
 
-def test_a_tenant_token_sees_only_its_tenants_mounts(client: TestClient, node: Node, store: Store) -> None:
+def test_a_tenant_token_sees_only_its_tenants_mounts(client: TestClient, node: PodRuntime, store: Store) -> None:
     mine, my_folder = preserved_delta(node, "acme/web", "mine")
     theirs, their_folder = preserved_delta(node, "other/db", "theirs")
     orphan, _ = preserved_delta(node, None, "orphan")
@@ -164,7 +164,7 @@ def test_a_tenant_token_sees_only_its_tenants_mounts(client: TestClient, node: N
 
 
 def test_this_pods_row_carries_its_reconciliation_counts(
-    store: Store, tmp_path: Path, make_node: Callable[[str], Node]
+    store: Store, tmp_path: Path, make_node: Callable[[str], PodRuntime]
 ) -> None:
     a = make_node("a")
     records = a.lifecycle.mounts.store
@@ -187,12 +187,12 @@ def test_this_pods_row_carries_its_reconciliation_counts(
 
 
 @pytest.fixture
-def make_node(store: Store, tmp_path: Path) -> Iterator[Callable[[str], Node]]:
-    made: list[Node] = []
+def make_node(store: Store, tmp_path: Path) -> Iterator[Callable[[str], PodRuntime]]:
+    made: list[PodRuntime] = []
 
-    def build(name: str) -> Node:
+    def build(name: str) -> PodRuntime:
         config = ServeConfig(data_dir=str(tmp_path / name), self_pull=False, lease_ttl=60.0)
-        node = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+        node = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
         made.append(node)
         node.start()
         return node

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tenure.projects.cluster import ClusterStore
+from tenure.cluster.store import ClusterStore
 from tenure.projects.ownership import Ownership
 from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store

@@ -1,4 +1,4 @@
-"""The daemon around a node (tenure.serve.daemon.run, ``tenure serve``): the pod becomes RUNNING — ready,
+"""The daemon around a node (tenure.pod.daemon.run, ``tenure serve``): the pod becomes RUNNING — ready,
 placed on — only once its HTTP server listens, a pod whose server cannot listen never does, and a listen
 address that names no reachable endpoint is refused before anything starts."""
 
@@ -14,12 +14,12 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from tenure.api.app import create_app
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.daemon import run
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects.pods import PodRegistry
-from tenure.projects.records import PodStatus
-from tenure.serve.api import create_app
-from tenure.serve.daemon import run
-from tenure.serve.node import Node, ServeConfig
+from tenure.states import PodState
 from tenure.store import Store, open_store
 
 
@@ -44,9 +44,9 @@ def listens(port: int) -> bool:
     return True
 
 
-def pod(store: Store, tmp_path: Path, port: int) -> Node:
+def pod(store: Store, tmp_path: Path, port: int) -> PodRuntime:
     config = ServeConfig(data_dir=str(tmp_path / "a"), listen=f"127.0.0.1:{port}", self_pull=False)
-    return Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+    return PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
 
 
 def test_a_pod_is_marked_running_only_once_its_api_listens(
@@ -98,7 +98,7 @@ def test_a_pod_whose_api_cannot_listen_is_never_running(store: Store, tmp_path: 
         statuses: list[str] = []
         transition = node.pods.transition
 
-        def recorded(pod_id: str, expected: PodStatus, target: PodStatus) -> None:
+        def recorded(pod_id: str, expected: PodState, target: PodState) -> None:
             statuses.append(target.value)
             transition(pod_id, expected, target)
 

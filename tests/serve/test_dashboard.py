@@ -25,7 +25,7 @@ import httpx
 import psycopg
 import pytest
 
-from tenure.serve.tokens import TokenStore
+from tenure.pod.tokens import TokenStore
 from tenure.store import Store
 from tests.conftest import IN_CI
 from tests.serve import test_processes

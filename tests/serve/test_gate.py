@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tenure.api.app import create_app
 from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.gate import ProjectQuiescingError, WriteGate
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
 from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
-from tenure.serve.api import create_app
-from tenure.serve.gate import ProjectQuiescingError, WriteGate
-from tenure.serve.node import Node, ServeConfig
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
 
@@ -47,9 +47,9 @@ def engine() -> GatedEngine:
 
 
 @pytest.fixture
-def node(store: Store, tmp_path: Path, engine: GatedEngine) -> Iterator[Node]:
+def node(store: Store, tmp_path: Path, engine: GatedEngine) -> Iterator[PodRuntime]:
     config = ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False, lease_ttl=60.0, master=False)
-    made = Node(config, store, LocalObjectStore(str(tmp_path / "objects")), engines=[engine])
+    made = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")), engines=[engine])
     made.start()
     yield made
     engine.release.set()
@@ -67,7 +67,7 @@ def head_files(store: Store, tmp_path: Path, workspace_id: str) -> dict[str, byt
 
 
 def test_a_write_during_a_suspend_is_refused_and_every_acknowledged_write_is_in_the_final_checkpoint(
-    store: Store, tmp_path: Path, node: Node, engine: GatedEngine
+    store: Store, tmp_path: Path, node: PodRuntime, engine: GatedEngine
 ) -> None:
     ProjectStore(store).create(T, "web", lifecycle_type=LifecycleType.PERMANENT)
     with TestClient(create_app(node), follow_redirects=False) as client:
@@ -88,7 +88,7 @@ def test_a_write_during_a_suspend_is_refused_and_every_acknowledged_write_is_in_
 
 
 def test_a_checkpoint_during_a_suspend_is_refused_as_quiescing_and_after_it_as_not_running_here(
-    store: Store, tmp_path: Path, node: Node, engine: GatedEngine
+    store: Store, tmp_path: Path, node: PodRuntime, engine: GatedEngine
 ) -> None:
     """A checkpoint is a writer at the gate: asked while a suspend runs it gets the retryable
     ``project-quiescing`` (never a race on the workspace machine), and once the suspend is done the project
@@ -113,7 +113,7 @@ def test_a_checkpoint_during_a_suspend_is_refused_as_quiescing_and_after_it_as_n
 
 
 def test_a_suspend_waits_for_a_write_in_progress_before_it_stops_anything(
-    store: Store, tmp_path: Path, node: Node, engine: GatedEngine
+    store: Store, tmp_path: Path, node: PodRuntime, engine: GatedEngine
 ) -> None:
     ProjectStore(store).create(T, "web", lifecycle_type=LifecycleType.PERMANENT)
     project = node.bring(T, "web")

@@ -2,7 +2,7 @@
 placements the store refuses from a deposed master, the distributor tick (labels, load, capacity, demand),
 and the stale-bind sweep (project-lifecycle §6.2, P-51, P-84…P-89, P-127; ADR 0023).
 
-Pods are real :class:`Node` objects on one store; placement requests travel between them in process
+Pods are real :class:`PodRuntime` objects on one store; placement requests travel between them in process
 (``Master.transport``) instead of over HTTP, which the process tests cover.
 """
 
@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from tenure.cluster.placement import PodLoad
+from tenure.cluster.store import ClusterStore, StaleEpochError
 from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
-from tenure.projects.cluster import ClusterStore, StaleEpochError
 from tenure.projects.ownership import Ownership
-from tenure.projects.placement import PodLoad
-from tenure.serve.node import Node, ServeConfig
 from tenure.store import Store
 from tests.serve.test_node import wait_past
 from tests.serve.test_processes import wait_for
@@ -34,9 +34,9 @@ class Pods:
 
     def __init__(self, store: Store, tmp_path: Path) -> None:
         self.store, self.tmp = store, tmp_path
-        self.nodes: dict[str, Node] = {}
+        self.nodes: dict[str, PodRuntime] = {}
 
-    def start(self, name: str, **options: Any) -> Node:
+    def start(self, name: str, **options: Any) -> PodRuntime:
         settings: dict[str, Any] = {
             "self_pull": False,
             "lease_ttl": 60.0,
@@ -45,7 +45,7 @@ class Pods:
             "max_moves": 1000,
         }
         settings.update(options)
-        node = Node(
+        node = PodRuntime(
             ServeConfig(data_dir=str(self.tmp / name), listen="127.0.0.1:1", **settings),
             self.store,
             LocalObjectStore(str(self.tmp / "objects")),

@@ -14,13 +14,12 @@ import pytest
 
 from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.runtime import DataFolderLockedError, PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
 from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
 from tenure.projects.ownership import Ownership
 from tenure.projects.pods import PodRegistry
-from tenure.projects.records import PodStatus
-from tenure.serve.node import DataFolderLockedError, Node, ServeConfig
-from tenure.states import ProjectStatus
+from tenure.states import PodState, ProjectStatus
 from tenure.store import Store
 
 T = "acme"
@@ -60,16 +59,16 @@ def objects_dir(tmp_path: Path) -> str:
 
 def make_node(
     store: Store, tmp_path: Path, objects_dir: str, name: str, engine: CountingEngine | None = None, **options: object
-) -> Node:
+) -> PodRuntime:
     settings: dict[str, object] = {"self_pull": False, "beat_interval": 0.05, "lease_ttl": 60.0}
     settings.update(options)
     config = ServeConfig(data_dir=str(tmp_path / name), listen=f"127.0.0.1:{8470 + len(name)}", **settings)  # type: ignore[arg-type]
-    return Node(config, store, LocalObjectStore(objects_dir), engines=[engine] if engine else [])
+    return PodRuntime(config, store, LocalObjectStore(objects_dir), engines=[engine] if engine else [])
 
 
 @pytest.fixture
-def nodes(store: Store, tmp_path: Path, objects_dir: str) -> Iterator[list[Node]]:
-    made: list[Node] = []
+def nodes(store: Store, tmp_path: Path, objects_dir: str) -> Iterator[list[PodRuntime]]:
+    made: list[PodRuntime] = []
     yield made
     for node in made:
         try:
@@ -79,21 +78,21 @@ def nodes(store: Store, tmp_path: Path, objects_dir: str) -> Iterator[list[Node]
 
 
 def test_start_up_order_ends_running_and_ready(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     node = make_node(store, tmp_path, objects_dir, "a")
     nodes.append(node)
     assert not node.ready
     node.start()
     assert node.ready
-    assert PodRegistry(store).get(node.pod.pod_id).status == PodStatus.RUNNING.value
+    assert PodRegistry(store).get(node.pod.pod_id).status == PodState.RUNNING.value
     with pytest.raises(TenureError) as refused:
-        PodRegistry(store).transition(node.pod.pod_id, PodStatus.STARTING, PodStatus.RUNNING)
+        PodRegistry(store).transition(node.pod.pod_id, PodState.STARTING, PodState.RUNNING)
     assert refused.value.code == "pod-status-conflict", "the pod machine is guarded in the store"
 
 
 def test_second_pod_on_one_data_folder_is_refused(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     first = make_node(store, tmp_path, objects_dir, "a")
     nodes.append(first)
@@ -103,11 +102,11 @@ def test_second_pod_on_one_data_folder_is_refused(
         second.start()
     assert refused.value.code == "data-dir-locked"
     assert first.pod.pod_id in refused.value.message
-    assert PodRegistry(store).get(second.pod.pod_id).status == PodStatus.STOPPED.value, "a failed start is STOPPED"
+    assert PodRegistry(store).get(second.pod.pod_id).status == PodState.STOPPED.value, "a failed start is STOPPED"
 
 
 def test_boot_pull_brings_matching_projects_up_to_the_score_cap(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     projects = ProjectStore(store)
     for i in range(4):
@@ -127,7 +126,7 @@ def test_boot_pull_brings_matching_projects_up_to_the_score_cap(
 
 
 def test_concurrent_brings_of_one_project_share_one(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p")
     gate = threading.Event()
@@ -149,7 +148,7 @@ def test_concurrent_brings_of_one_project_share_one(
 
 
 def test_forward_drift_deactivates_a_project_taken_over_and_preserves_its_folder(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p")
     engine_a = CountingEngine()
@@ -172,7 +171,7 @@ def test_forward_drift_deactivates_a_project_taken_over_and_preserves_its_folder
 
 
 def test_forward_drift_keeps_the_folder_of_a_project_closed_elsewhere_for_the_recovery_window(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """Close disposes the snapshots, so the folder on the pod that ran it is the only copy left: it is kept as a
     preserved delta a user can recover, and deleted when the recovery window ends."""
@@ -201,7 +200,7 @@ def test_forward_drift_keeps_the_folder_of_a_project_closed_elsewhere_for_the_re
 
 
 def test_forward_drift_settles_the_mount_through_the_classifier(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """A pod that finds its lease taken classifies its mount as a restart would: stale generation, fenced, its
     uncommitted file preserved, nothing published (S-62, S-81)."""
@@ -229,7 +228,7 @@ def test_forward_drift_settles_the_mount_through_the_classifier(
 
 
 def test_reverse_drift_brings_a_project_held_but_not_running(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     engine = CountingEngine()
@@ -248,7 +247,7 @@ def test_reverse_drift_brings_a_project_held_but_not_running(
 
 
 def test_reverse_drift_releases_the_lease_after_the_last_failed_retry(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     project = ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     node = make_node(store, tmp_path, objects_dir, "a", CountingEngine(fail_start=True), bring_backoff=0.0)
@@ -264,7 +263,7 @@ def test_reverse_drift_releases_the_lease_after_the_last_failed_retry(
 
 
 def test_drain_hands_every_project_over_and_another_pod_brings_it_with_its_files(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     engine = CountingEngine()
@@ -275,7 +274,7 @@ def test_drain_hands_every_project_over_and_another_pod_brings_it_with_its_files
     Path(a.lifecycle.folder(project), "kept.txt").write_text("state")
     assert a.drain() == [f"{T}/p"]
     assert engine.stops == ["p"], "engines stop before the checkpoint"
-    assert PodRegistry(store).get(a.pod.pod_id).status == PodStatus.STOPPED.value
+    assert PodRegistry(store).get(a.pod.pod_id).status == PodState.STOPPED.value
     after = ProjectStore(store).get(T, "p")
     assert after.status is ProjectStatus.RUNNING and Ownership(store).owner(after.id, 60.0).pod_id is None
     b = make_node(store, tmp_path, objects_dir, "b", self_pull=True)
@@ -286,21 +285,21 @@ def test_drain_hands_every_project_over_and_another_pod_brings_it_with_its_files
 
 
 def test_drain_asked_through_the_store_is_seen_by_the_next_beat(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p")
     a = make_node(store, tmp_path, objects_dir, "a")
     nodes.append(a)
     a.start()
     a.bring(T, "p")
-    PodRegistry(store).transition(a.pod.pod_id, PodStatus.RUNNING, PodStatus.DRAINING)  # tenure pods drain
+    PodRegistry(store).transition(a.pod.pod_id, PodState.RUNNING, PodState.DRAINING)  # tenure pods drain
     a.beat()
-    assert a.status is PodStatus.STOPPED
+    assert a.status is PodState.STOPPED
     assert Ownership(store).owner(ProjectStore(store).get(T, "p").id, 60.0).pod_id is None
 
 
 def test_engines_started_before_one_that_fails_are_stopped(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p")
     first, failing = CountingEngine(), CountingEngine(fail_start=True)
@@ -316,7 +315,7 @@ def test_engines_started_before_one_that_fails_are_stopped(
 
 
 def test_a_hanging_engine_stop_does_not_hold_up_the_beat(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     release = threading.Event()
 
@@ -340,7 +339,7 @@ def test_a_hanging_engine_stop_does_not_hold_up_the_beat(
 
 
 def test_p80_p81_pull_needs_its_own_pod_row_and_reads_it(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     engine = CountingEngine()
@@ -348,13 +347,13 @@ def test_p80_p81_pull_needs_its_own_pod_row_and_reads_it(
     nodes.append(node)
     assert node.pull() == [], "no pod row yet: nothing is pulled"
     node.start()
-    PodRegistry(store).transition(node.pod.pod_id, PodStatus.RUNNING, PodStatus.DRAINING)
+    PodRegistry(store).transition(node.pod.pod_id, PodState.RUNNING, PodState.DRAINING)
     assert node.pull() == [], "a DRAINING pod pulls nothing"
     assert engine.starts == []
 
 
 def test_a_restart_on_the_same_data_folder_adopts_its_predecessors_projects_at_once(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """ADR 0020: the data-folder lock proves the predecessor dead; another data folder still waits."""
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
@@ -380,11 +379,11 @@ def test_a_restart_on_the_same_data_folder_adopts_its_predecessors_projects_at_o
     assert ProjectStore(store).get(T, "p").generation == first.generation + 1, "a takeover: the generation rose"
     assert sorted(engine.starts) == ["p", "q"]
     assert Path(new.lifecycle.folder(first), "unsaved.txt").read_text() == "not checkpointed", "the folder adopted"
-    assert PodRegistry(store).get(old.pod.pod_id).status == PodStatus.STOPPED.value
+    assert PodRegistry(store).get(old.pod.pod_id).status == PodState.STOPPED.value
 
 
 def test_forward_drift_records_a_folder_that_had_no_mount_record_so_it_is_listed_and_expires(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """A folder with no mount record (written before the host kept them) is still moved aside with a record:
     `tenure mounts` lists it and the recovery window ends it, instead of an orphan under preserved/."""
@@ -413,7 +412,7 @@ def test_forward_drift_records_a_folder_that_had_no_mount_record_so_it_is_listed
 
 
 def test_checkpoints_of_a_running_project_list_only_what_its_change_journal_names(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """ADR 0030: the first checkpoint walks (the journal starts), the next ones list the folders it names;
     every journal_walk_every-th walks; a project that stops running here loses its journal."""
@@ -441,7 +440,7 @@ def test_checkpoints_of_a_running_project_list_only_what_its_change_journal_name
 
 
 def test_a_pod_with_change_journals_off_always_walks(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     a = make_node(store, tmp_path, objects_dir, "a", change_journal=False)
@@ -472,7 +471,7 @@ class SlowFor(CountingEngine):
 
 
 def test_a_periodic_pull_whose_bring_hangs_does_not_hold_up_the_renewal(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """The pull brings on a thread of its own: a bring that takes longer than the lease TTL (a large restore,
     a slow engine) must not stop the beat, or every lease bound to this pod would run out meanwhile."""
@@ -496,7 +495,7 @@ def test_a_periodic_pull_whose_bring_hangs_does_not_hold_up_the_renewal(
 
 
 def test_a_long_boot_pull_renews_the_pods_lease_between_its_brings(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """Before RUNNING no beat thread runs; a boot pull longer than the TTL renews between brings, so the
     projects it brought first are still held when the pod starts serving."""
@@ -520,7 +519,9 @@ def test_a_long_boot_pull_renews_the_pods_lease_between_its_brings(
         assert Ownership(store).owner(projects.get(T, f"p{i}").id, ttl).live, f"p{i} still held at RUNNING"
 
 
-def test_a_pull_brings_a_page_side_by_side(store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]) -> None:
+def test_a_pull_brings_a_page_side_by_side(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
     """A takeover of many projects is bounded by how fast they are brought: the pull's brings overlap (up to
     bring_workers at once) instead of running one after another."""
     projects = ProjectStore(store)
@@ -542,7 +543,7 @@ def test_a_pull_brings_a_page_side_by_side(store: Store, tmp_path: Path, objects
 
 
 def test_a_suspend_whose_engine_will_not_stop_is_finished_by_the_beat_never_left_suspending(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """Transient statuses never last forever: an engine stop that times out leaves the project SUSPENDING
     with engine-failed; the beat retries the suspend with backoff, and its last attempt stops the engines
@@ -581,7 +582,7 @@ def test_a_suspend_whose_engine_will_not_stop_is_finished_by_the_beat_never_left
 
 
 def test_a_checkpoint_on_a_pod_that_lost_the_project_is_fenced_not_published_under_the_new_owners_lease(
-    store: Store, tmp_path: Path, objects_dir: str, nodes: list[Node]
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
     """A pod paused past its TTL still has the project in its registry when it resumes; a checkpoint asked of
     it then (accepted before the pause, or before its beat sees the loss) must run under the generation it

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tenure.errors import TenureError
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import ProjectStore
 from tenure.projects.lifecycle import EnginesStartRequested, EnginesStopRequested
 from tenure.projects.timeline import EventKind, Timeline
-from tenure.serve.node import Node, ServeConfig
 from tenure.store import Store
 from tests.serve.test_node import make_node, wait_past
 
@@ -28,8 +28,8 @@ class FailingEngine:
 
 
 @pytest.fixture
-def nodes() -> Iterator[list[Node]]:
-    made: list[Node] = []
+def nodes() -> Iterator[list[PodRuntime]]:
+    made: list[PodRuntime] = []
     yield made
     for node in made:
         try:
@@ -39,7 +39,7 @@ def nodes() -> Iterator[list[Node]]:
 
 
 def test_a_pod_that_lost_a_project_records_forward_drift_after_the_takeover(
-    store: Store, tmp_path: Path, nodes: list[Node]
+    store: Store, tmp_path: Path, nodes: list[PodRuntime]
 ) -> None:
     project = ProjectStore(store).create(T, "p")
     objects = str(tmp_path / "objects")
@@ -66,7 +66,7 @@ def test_a_pod_that_lost_a_project_records_forward_drift_after_the_takeover(
     assert events[0].detail["closed"] is False
 
 
-def test_a_drain_records_each_hand_over(store: Store, tmp_path: Path, nodes: list[Node]) -> None:
+def test_a_drain_records_each_hand_over(store: Store, tmp_path: Path, nodes: list[PodRuntime]) -> None:
     project = ProjectStore(store).create(T, "p")
     a = make_node(store, tmp_path, str(tmp_path / "objects"), "a")
     nodes.append(a)
@@ -77,13 +77,13 @@ def test_a_drain_records_each_hand_over(store: Store, tmp_path: Path, nodes: lis
 
 
 def test_a_bring_that_keeps_failing_records_the_engine_failures_and_the_release(
-    store: Store, tmp_path: Path, nodes: list[Node]
+    store: Store, tmp_path: Path, nodes: list[PodRuntime]
 ) -> None:
     project = ProjectStore(store).create(T, "p")
     config = ServeConfig(data_dir=str(tmp_path / "a"), self_pull=False, bring_retries=1, bring_backoff=0.0)
     from tenure.objects.local import LocalObjectStore
 
-    a = Node(config, store, LocalObjectStore(str(tmp_path / "objects")), engines=[FailingEngine()])
+    a = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")), engines=[FailingEngine()])
     nodes.append(a)
     a.start()
     with pytest.raises(TenureError):
@@ -96,7 +96,7 @@ def test_a_bring_that_keeps_failing_records_the_engine_failures_and_the_release(
     assert events[1].detail["phase"] == "start"
 
 
-def test_the_beat_prunes_the_timeline_at_most_hourly(store: Store, tmp_path: Path, nodes: list[Node]) -> None:
+def test_the_beat_prunes_the_timeline_at_most_hourly(store: Store, tmp_path: Path, nodes: list[PodRuntime]) -> None:
     timeline = Timeline(store)
     for i in range(150):
         timeline.record(None, "old-project", EventKind.BRING, n=i)

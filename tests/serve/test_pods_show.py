@@ -13,19 +13,19 @@ import pytest
 from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
+from tenure.api.app import create_app
 from tenure.cli.main import root
 from tenure.errors import TenureError
 from tenure.mounts.report import data_folder_pod, read_report
 from tenure.objects.local import LocalObjectStore
-from tenure.serve.api import create_app
-from tenure.serve.node import Node, ServeConfig
-from tenure.states import SessionState as M
+from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.states import MountState as M
 from tenure.store import Store
 
 
 @pytest.fixture
-def made(store: Store, tmp_path: Path) -> Iterator[list[Node]]:
-    nodes: list[Node] = []
+def made(store: Store, tmp_path: Path) -> Iterator[list[PodRuntime]]:
+    nodes: list[PodRuntime] = []
     yield nodes
     for node in nodes:
         try:
@@ -34,15 +34,15 @@ def made(store: Store, tmp_path: Path) -> Iterator[list[Node]]:
             pass
 
 
-def start(store: Store, tmp_path: Path, made: list[Node], name: str, **labels: str) -> Node:
+def start(store: Store, tmp_path: Path, made: list[PodRuntime], name: str, **labels: str) -> PodRuntime:
     config = ServeConfig(data_dir=str(tmp_path / name), self_pull=False, lease_ttl=60.0, labels=labels)
-    node = Node(config, store, LocalObjectStore(str(tmp_path / "objects")))
+    node = PodRuntime(config, store, LocalObjectStore(str(tmp_path / "objects")))
     made.append(node)
     node.start()
     return node
 
 
-def restarted_with_an_unanswerable_mount(store: Store, tmp_path: Path, made: list[Node]) -> Node:
+def restarted_with_an_unanswerable_mount(store: Store, tmp_path: Path, made: list[PodRuntime]) -> PodRuntime:
     """A pod whose start-up reconciliation found one mount the control plane cannot answer for."""
     a = start(store, tmp_path, made, "a")
     records = a.lifecycle.mounts.store
@@ -60,7 +60,7 @@ def tenure(store: Store, data: Path, *args: str) -> Result:
 
 
 def test_pods_show_on_this_hosts_data_folder_has_the_reconciliation_counts(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     pod = restarted_with_an_unanswerable_mount(store, tmp_path, made)
     assert data_folder_pod(pod.config.data_dir) == pod.pod.pod_id
@@ -82,7 +82,7 @@ def test_pods_show_on_this_hosts_data_folder_has_the_reconciliation_counts(
 
 
 def test_pods_show_of_a_pod_of_another_data_folder_has_no_counts(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     a = restarted_with_an_unanswerable_mount(store, tmp_path, made)
     b = start(store, tmp_path, made, "b")
@@ -95,7 +95,7 @@ def test_pods_show_of_a_pod_of_another_data_folder_has_no_counts(
 
 
 def test_pods_show_over_the_api_has_the_served_pods_counts(
-    store: Store, tmp_path: Path, made: list[Node], monkeypatch: pytest.MonkeyPatch
+    store: Store, tmp_path: Path, made: list[PodRuntime], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pod = restarted_with_an_unanswerable_mount(store, tmp_path, made)
     other = start(store, tmp_path, made, "b")

@@ -12,11 +12,11 @@ import pytest
 
 from tenure.mounts.store import MountStore
 from tenure.objects.local import LocalObjectStore
+from tenure.pod.reconcile import Reconciler
+from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
 from tenure.projects.ownership import Ownership
-from tenure.serve.node import Node, ServeConfig
-from tenure.serve.reconcile import Reconciler
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 from tenure.store import Store
 
 T = "acme"
@@ -29,18 +29,18 @@ def wait_past(store: Store, seconds: float) -> None:
 
 
 @pytest.fixture
-def made(store: Store, tmp_path: Path) -> Iterator[list[Node]]:
-    nodes: list[Node] = []
+def made(store: Store, tmp_path: Path) -> Iterator[list[PodRuntime]]:
+    nodes: list[PodRuntime] = []
     yield nodes
     for node in nodes:
         node._stop.set()
         node._unlock_data_folder()
 
 
-def node_on(store: Store, tmp_path: Path, made: list[Node], name: str, **options: object) -> Node:
+def node_on(store: Store, tmp_path: Path, made: list[PodRuntime], name: str, **options: object) -> PodRuntime:
     settings: dict[str, object] = {"self_pull": False, "lease_ttl": 60.0}
     settings.update(options)
-    node = Node(
+    node = PodRuntime(
         ServeConfig(data_dir=str(tmp_path / name), **settings),  # type: ignore[arg-type]
         store,
         LocalObjectStore(str(tmp_path / "objects")),
@@ -50,18 +50,18 @@ def node_on(store: Store, tmp_path: Path, made: list[Node], name: str, **options
     return node
 
 
-def crash(node: Node) -> None:
+def crash(node: PodRuntime) -> None:
     """What kill -9 leaves: the lock released by the kernel, the leases and the records as they were."""
     node._stop.set()
     node._unlock_data_folder()
 
 
-def verdicts(node: Node) -> list[str]:
+def verdicts(node: PodRuntime) -> list[str]:
     return sorted(node.reconcile_report.verdicts.values())
 
 
 def test_s58_a_restart_with_a_valid_lease_resumes_the_mount_and_keeps_its_folder(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     a = node_on(store, tmp_path, made, "a")
@@ -76,7 +76,7 @@ def test_s58_a_restart_with_a_valid_lease_resumes_the_mount_and_keeps_its_folder
 
 
 def test_s57_s80_an_interrupted_checkpoint_is_finished_under_its_key_after_the_adoption(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     a = node_on(store, tmp_path, made, "a")
@@ -95,7 +95,7 @@ def test_s57_s80_an_interrupted_checkpoint_is_finished_under_its_key_after_the_a
 
 
 def test_s62_s81_a_stale_mount_is_fenced_and_its_uncommitted_data_preserved_and_recoverable(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
     a = node_on(store, tmp_path, made, "a", lease_ttl=0.4)
@@ -117,7 +117,7 @@ def test_s62_s81_a_stale_mount_is_fenced_and_its_uncommitted_data_preserved_and_
     assert Ownership(store).owner(project.id, 0.4).pod_id == b.pod.pod_id, "nothing taken back, nothing published"
 
 
-def test_s60_s61_an_unanswerable_mount_is_kept_untouched(store: Store, tmp_path: Path, made: list[Node]) -> None:
+def test_s60_s61_an_unanswerable_mount_is_kept_untouched(store: Store, tmp_path: Path, made: list[PodRuntime]) -> None:
     a = node_on(store, tmp_path, made, "a")
     folder = tmp_path / "a" / "workspaces" / "orphan"
     folder.mkdir(parents=True)
@@ -132,7 +132,7 @@ def test_s60_s61_an_unanswerable_mount_is_kept_untouched(store: Store, tmp_path:
 
 
 def test_s63_a_mount_whose_lease_merely_ran_out_is_fenced_and_publishes_nothing(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """Stale generation, case 2: nobody took the project over, but its lease ran out (its pod died on
     another host): the mount is fenced to CLOSED, its folder kept as a preserved delta, nothing published
@@ -164,7 +164,7 @@ def test_s63_a_mount_whose_lease_merely_ran_out_is_fenced_and_publishes_nothing(
 
 
 def test_s66_s67_a_torn_down_mount_is_deleted_only_when_its_folder_is_clean(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     ProjectStore(store).create(T, "p")
     a = node_on(store, tmp_path, made, "a")
@@ -181,7 +181,7 @@ def test_s66_s67_a_torn_down_mount_is_deleted_only_when_its_folder_is_clean(
 
 
 def test_a_preserved_delta_past_its_window_is_deleted_and_a_second_run_changes_nothing(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     a = node_on(store, tmp_path, made, "a")
     kept = tmp_path / "a" / "preserved" / "old"
@@ -198,7 +198,7 @@ def test_a_preserved_delta_past_its_window_is_deleted_and_a_second_run_changes_n
 
 
 def test_a_preserved_delta_is_listed_and_recovered_through_the_cli(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     import json
     import subprocess
@@ -229,7 +229,7 @@ def test_a_preserved_delta_is_listed_and_recovered_through_the_cli(
 
 
 def test_a_suspend_the_dead_pod_did_not_finish_is_finished_at_restart(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     from tenure.states import ProjectStatus
 
@@ -251,7 +251,7 @@ def test_a_suspend_the_dead_pod_did_not_finish_is_finished_at_restart(
 
 
 def test_a_close_killed_between_recording_and_moving_its_folder_has_the_move_finished_at_restart(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """Close records where the folder goes before moving it; a crash in between leaves the record, and the next
     start moves the folder there (never deleting it) so the closed project's files stay recoverable."""
@@ -274,7 +274,7 @@ def test_a_close_killed_between_recording_and_moving_its_folder_has_the_move_fin
 
 
 def test_a_closed_projects_clean_folder_is_kept_too_since_its_snapshots_are_gone(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """A stale mount's clean folder is removed (its data is in a READY snapshot); a closed project's is not: close
     disposed the snapshots, so the folder is kept as a preserved delta for the window."""
@@ -294,7 +294,7 @@ def test_a_closed_projects_clean_folder_is_kept_too_since_its_snapshots_are_gone
 
 @pytest.mark.parametrize("how", ["unmounting", "cleanup-pending"])
 def test_s56_a_cleanup_incomplete_mount_has_its_clean_folder_removed_and_its_record_closed_at_restart(
-    store: Store, tmp_path: Path, made: list[Node], how: str
+    store: Store, tmp_path: Path, made: list[PodRuntime], how: str
 ) -> None:
     """S-56: the final checkpoint committed, the local cleanup did not finish (the mount left UNMOUNTING, or a
     cleanup recorded as pending), then kill -9. The restart classifies cleanup incomplete and finishes the
@@ -321,7 +321,7 @@ def test_s56_a_cleanup_incomplete_mount_has_its_clean_folder_removed_and_its_rec
 
 
 def test_s56_a_cleanup_incomplete_mount_written_to_after_its_checkpoint_is_preserved_not_removed(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """S-56 with uncommitted data: a folder written to after the committed checkpoint is never thrown away by
     the cleanup; it becomes a preserved delta holding the unsaved file."""
@@ -344,7 +344,7 @@ def test_s56_a_cleanup_incomplete_mount_written_to_after_its_checkpoint_is_prese
 
 
 def test_a_folder_matching_the_index_of_a_checkpoint_that_never_published_is_preserved_not_deleted(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """A build saves its local index before it publishes. If the publish never happens (kill -9 after the
     upload, or a takeover fencing it), the folder matches that index, but the data it describes is in no
@@ -372,7 +372,7 @@ def test_a_folder_matching_the_index_of_a_checkpoint_that_never_published_is_pre
 
 
 def test_a_folder_just_checkpointed_is_clean_and_one_changed_after_is_not(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """The other side of the rule above: the index a published checkpoint saved vouches for the folder."""
     ProjectStore(store).create(T, "p", lifecycle_type=LifecycleType.PERMANENT)
@@ -388,7 +388,7 @@ def test_a_folder_just_checkpointed_is_clean_and_one_changed_after_is_not(
 
 @pytest.mark.parametrize("left", ["folder-gone", "key-failed"])
 def test_an_interrupted_checkpoint_that_cannot_be_finished_never_stops_the_pod_from_starting(
-    store: Store, tmp_path: Path, made: list[Node], left: str
+    store: Store, tmp_path: Path, made: list[PodRuntime], left: str
 ) -> None:
     """An interrupted checkpoint whose folder is gone (or whose key's snapshot an earlier attempt FAILED) is
     given up, not retried at every start: the pod starts, twice, and keeps the project's generation."""
@@ -419,7 +419,9 @@ def test_an_interrupted_checkpoint_that_cannot_be_finished_never_stops_the_pod_f
     assert ProjectStore(store).get(T, "p").generation == generation + 1, "adopted once per restart, no more"
 
 
-def _degraded_head_with_a_clean_folder(store: Store, tmp_path: Path, made: list[Node]) -> tuple[Node, str, str]:
+def _degraded_head_with_a_clean_folder(
+    store: Store, tmp_path: Path, made: list[PodRuntime]
+) -> tuple[PodRuntime, str, str]:
     """A pod brings a project, checkpoints it, then objects of the head are deleted from the object folder and a
     verify marks the head DEGRADED; the pod is killed. Returns the killed pod, the head and the folder."""
     import random
@@ -451,7 +453,7 @@ def _degraded_head_with_a_clean_folder(store: Store, tmp_path: Path, made: list[
 
 
 def test_s23_a_degraded_base_is_repaired_at_restart_from_the_clean_folder_of_a_mount_with_a_valid_lease(
-    store: Store, tmp_path: Path, made: list[Node]
+    store: Store, tmp_path: Path, made: list[PodRuntime]
 ) -> None:
     """Reconciliation keeps a mount whose lease is valid and whose folder is clean; its base snapshot is DEGRADED,
     so the lost objects are put back from the folder and the snapshot is READY again, same id, same tree."""
@@ -473,7 +475,7 @@ def test_s23_a_degraded_base_is_repaired_at_restart_from_the_clean_folder_of_a_m
 
 @pytest.mark.parametrize("why", ["dirty-folder", "repair-fails"])
 def test_a_degraded_base_is_left_degraded_when_the_folder_is_dirty_or_the_repair_fails_and_the_pod_starts(
-    store: Store, tmp_path: Path, made: list[Node], monkeypatch: pytest.MonkeyPatch, why: str
+    store: Store, tmp_path: Path, made: list[PodRuntime], monkeypatch: pytest.MonkeyPatch, why: str
 ) -> None:
     """Only a clean folder repairs its base; a repair that fails is logged and the start goes on."""
     from tenure.errors import ObjectStoreError

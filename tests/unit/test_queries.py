@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 import tenure
-from tenure.projects.records import Kind, LifecycleType, PodStatus
+from tenure.projects.records import Kind, LifecycleType
 from tenure.states import (
     READABLE_SNAPSHOT_STATES,
     LeaseState,
+    MountState,
+    PodState,
     ProjectStatus,
-    SessionState,
     SnapshotState,
     WorkspaceState,
 )
@@ -189,7 +190,7 @@ def test_blocks_for_one_dialect_are_used_only_under_that_dialect() -> None:
 
 _ALL_STATES = {
     str(m.value)
-    for e in (SnapshotState, WorkspaceState, LeaseState, SessionState, ProjectStatus, Kind, LifecycleType, PodStatus)
+    for e in (SnapshotState, WorkspaceState, LeaseState, MountState, ProjectStatus, Kind, LifecycleType, PodState)
     for m in e
 }
 
@@ -300,6 +301,6 @@ def test_state_params_name_the_state() -> None:
 
 
 def test_enum_params_cover_every_member() -> None:
-    for members in (SnapshotState, ProjectStatus, PodStatus):
+    for members in (SnapshotState, ProjectStatus, PodState):
         assert set(state_params(*members).values()) == {m.value for m in members}
         assert all(isinstance(m, enum.Enum) for m in members)

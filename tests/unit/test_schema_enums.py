@@ -13,8 +13,8 @@ import sqlite3
 
 import pytest
 
-from tenure.projects.records import Kind, LifecycleType, PodStatus
-from tenure.states import LeaseState, ProjectStatus, SnapshotState, WorkspaceState
+from tenure.projects.records import Kind, LifecycleType
+from tenure.states import LeaseState, PodState, ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import open_store
 
 #: Each checked column and the enum whose values it holds.
@@ -25,7 +25,7 @@ ENUMS: dict[tuple[str, str], type[enum.Enum]] = {
     ("projects", "status"): ProjectStatus,
     ("projects", "kind"): Kind,
     ("projects", "lifecycle_type"): LifecycleType,
-    ("pods", "status"): PodStatus,
+    ("pods", "status"): PodState,
 }
 #: Checked columns that hold no enum.
 NOT_ENUMS: dict[tuple[str, str], set[str]] = {

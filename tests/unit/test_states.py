@@ -29,8 +29,8 @@ from tenure.intake.machine import intake_machine
 from tenure.states import (
     LEASE,
     MACHINES,
+    MOUNT,
     PUBLISHING_LEASE_STATES,
-    SESSION,
     WORKSPACE,
     ForcePath,
     LeaseState,
@@ -129,7 +129,7 @@ LEASE_SPEC = Spec(
 
 # storage-lifecycle-states.md names mount sessions but draws no diagram: all decided (S-74)
 SESSION_SPEC = Spec(
-    name="mount-session",
+    name="mount",
     states=("MOUNTING", "MOUNTED", "CHECKPOINTING", "UNMOUNTING", "CLOSED"),
     initial="MOUNTING",
     terminal=frozenset({"CLOSED"}),
@@ -374,7 +374,7 @@ def test_s52_forced_path_needs_a_name_and_never_leaves_terminal() -> None:
         WORKSPACE.force(W.CHECKPOINTING, W.MOUNTED, "takeover")  # type: ignore[arg-type]
     with pytest.raises(IllegalTransitionError, match="terminal"):
         WORKSPACE.force(W.DELETED, W.IDLE, ForcePath.RECONCILIATION)
-    assert SESSION.force(SESSION.initial, SESSION.states("CLOSED"), ForcePath.RECONCILIATION).value == "CLOSED"
+    assert MOUNT.force(MOUNT.initial, MOUNT.states("CLOSED"), ForcePath.RECONCILIATION).value == "CLOSED"
 
 
 def test_machines_are_validated_at_definition() -> None:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Query
 from pydantic import BaseModel
 
-from tenure.serve.tokens import Principal
+from tenure.pod.tokens import Principal
 
 if TYPE_CHECKING:
-    from tenure.serve.node import Node
+    from tenure.pod.runtime import PodRuntime
 
 __all__ = ["add_cluster_routes", "PlaceBody"]
 
@@ -29,7 +29,7 @@ class PlaceBody(BaseModel):
     epoch: int
 
 
-def add_cluster_routes(app: FastAPI, node: Node, principal_dep: Any, forbidden: type[Exception]) -> None:
+def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbidden: type[Exception]) -> None:
     """Register the cluster routes on ``app`` (see the module docstring)."""
     prefix = "/api/v1/cluster"
 

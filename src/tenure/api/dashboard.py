@@ -1,6 +1,6 @@
 """The dashboard every pod serves at ``/`` (docs/serve.md, "Dashboard").
 
-Three static files shipped as package data (``tenure/serve/web/``: one HTML page, its script and its
+Three static files shipped as package data (``tenure/api/web/``: one HTML page, its script and its
 style sheet) and no data of their own: the script polls the JSON API (``/api/v1/pods``,
 ``/api/v1/projects``, ``/api/v1/cluster/master``, ``/api/v1/cluster/demand``, a project's
 ``/history``) every second with the bearer token the user typed, kept in the browser's
@@ -44,7 +44,7 @@ _HEADERS = {
 
 
 def _read(name: str) -> bytes:
-    return files("tenure.serve").joinpath("web", name).read_bytes()
+    return files("tenure.api").joinpath("web", name).read_bytes()
 
 
 class _Dashboard:

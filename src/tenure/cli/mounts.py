@@ -1,7 +1,8 @@
 """``tenure mounts`` — this host's mounts and the preserved deltas reconciliation kept (ADR 0021).
 
 ``list`` and ``show`` read the host-local mount store of the data folder
-(only the data folder: whatever store ``--db`` names is never opened);
+(only the data folder: whatever store ``--db`` names is never opened), or,
+with ``--url``, the pod's own (``discard`` too);
 ``recover ID --to DIR`` copies a preserved delta out to a new or empty folder
 outside the data folder (the preserved folder is left as it is);
 ``discard ID`` deletes a preserved delta before its recovery window ends.
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tenure.cli.ops import ops
 from tenure.cli.output import console, emit, json_option, table
+from tenure.cli.remote import remote
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
@@ -34,7 +37,7 @@ def data_folder(ctx: click.Context) -> str:
     return data_dir
 
 
-def _store(ctx: click.Context) -> MountStore:
+def mount_store(ctx: click.Context) -> MountStore:
     """The host-local mount store of the data folder (ADR 0021).
 
     It is read from the data folder alone: the control-plane store (``--db``,
@@ -67,16 +70,24 @@ def mounts() -> None:
 @json_option
 @click.pass_context
 def list_(ctx: click.Context) -> None:
-    """Every mount recorded on this host, with its status, verdict and preserved folder."""
-    rows = _store(ctx).list()
+    """Every mount recorded on this host (with --url: on the pod's host), with its status, verdict and
+    preserved folder."""
+    rows = ops(ctx).mounts()
     emit(
         ctx,
-        [m.to_dict() for m in rows],
+        rows,
         lambda: table(
             None,
             ["mount", "project", "state", "generation", "verdict", "preserved"],
             [
-                [m.id, m.project_ref or "-", m.state.value, m.generation, m.verdict or "-", m.preserved_folder or "-"]
+                [
+                    m["id"],
+                    m.get("project_ref") or "-",
+                    m["state"],
+                    m["generation"],
+                    m.get("verdict") or "-",
+                    m.get("preserved_folder") or "-",
+                ]
                 for m in rows
             ],
         ),
@@ -89,12 +100,13 @@ def list_(ctx: click.Context) -> None:
 @click.pass_context
 def show(ctx: click.Context, mount_id: str) -> None:
     """One mount record."""
-    data = _store(ctx).get(mount_id).to_dict()
+    data = ops(ctx).mount(mount_id)
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
 
-def _preserved(ctx: click.Context, mount_id: str) -> tuple[MountStore, str]:
-    store = _store(ctx)
+def preserved_folder(ctx: click.Context, mount_id: str) -> tuple[MountStore, str]:
+    """This host's mount store and the mount's preserved folder (``no-preserved-delta`` without one)."""
+    store = mount_store(ctx)
     mount = store.get(mount_id)
     if not mount.preserved_folder or not os.path.isdir(mount.preserved_folder):
         raise ConflictError(
@@ -140,7 +152,14 @@ def _outside_data_folder(data_dir: str, dest: str) -> None:
 @click.pass_context
 def recover(ctx: click.Context, mount_id: str, dest: str) -> None:
     """Copy MOUNT_ID's preserved delta to DIR (links copied as links; the preserved folder stays)."""
-    _, source = _preserved(ctx, mount_id)
+    if remote(ctx) is not None:
+        raise InvalidInputError(
+            "recovering a preserved delta into a folder reads this host's data folder",
+            code="needs-local-data",
+            hint="run it without --url on the host that holds the delta (GET /api/v1/mounts/ID/files reads it"
+            " over the API)",
+        )
+    _, source = preserved_folder(ctx, mount_id)
     dest = os.path.abspath(dest)
     _outside_data_folder(data_folder(ctx), dest)
     if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
@@ -155,7 +174,5 @@ def recover(ctx: click.Context, mount_id: str, dest: str) -> None:
 @click.pass_context
 def discard(ctx: click.Context, mount_id: str) -> None:
     """Delete MOUNT_ID's preserved delta now (it cannot be recovered afterwards)."""
-    store, source = _preserved(ctx, mount_id)
-    shutil.rmtree(source)
-    store.delete(mount_id)
-    emit(ctx, {"mount": mount_id, "discarded": source}, lambda: console.print(f"discarded {source}"))
+    done = ops(ctx).discard_mount(mount_id)
+    emit(ctx, done, lambda: console.print(f"discarded {done['discarded']}"))

@@ -3,7 +3,7 @@
 Human output goes to stdout as rich tables; ``--json`` prints one JSON
 document per command (stable keys, documented in docs/cli.md). Errors print
 one line, ``error[<code>]: <message> (<hint>)``, on stderr and exit with the
-family's exit code (:data:`EXIT_CODES`, the one mapping of families to exit
+family's exit code (:data:`tenure.errors.FAMILIES`, the one mapping of families to exit
 codes); under ``--json`` every error — an unexpected one (``internal``) and
 an interrupt too — is instead one JSON document on stderr, and stdout stays
 empty. ``--debug`` adds the traceback.
@@ -33,17 +33,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from rich.table import Table
 from rich.text import Text
 
-from tenure.errors import (
-    ConfigurationError,
-    ConflictError,
-    IntakeError,
-    IntegrityError,
-    InvalidInputError,
-    NotFoundError,
-    ObjectStoreError,
-    StoreError,
-    TenureError,
-)
+from tenure.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TenureError, exit_code
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console()
@@ -186,30 +176,6 @@ def progress_bar(ctx: click.Context, label: str, unit: str = "bytes") -> Iterato
                 )
 
         yield Update()
-
-
-#: Each error family's exit code (docs/operations.md#exit-codes); an error belongs to the first family in
-#: its class's method resolution order. 70 is an unexpected error (a bug), 130 an interrupt.
-EXIT_CODES: dict[type[TenureError], int] = {
-    ConfigurationError: 2,
-    InvalidInputError: 2,
-    NotFoundError: 3,
-    ConflictError: 4,
-    StoreError: 5,
-    ObjectStoreError: 5,
-    IntegrityError: 6,
-    IntakeError: 7,
-}
-EXIT_INTERNAL = 70
-EXIT_INTERRUPTED = 130
-
-
-def exit_code(exc: TenureError) -> int:
-    """The exit code of ``exc``'s family (an error outside every family keeps its own ``exit_code``)."""
-    for cls in type(exc).__mro__:
-        if cls in EXIT_CODES:
-            return EXIT_CODES[cls]
-    return exc.exit_code
 
 
 def _fail(ctx: click.Context, document: dict[str, Any], line: str, code: int) -> NoReturn:

@@ -1,80 +1,37 @@
 """``tenure project`` and ``tenure pods`` — projects, ownership and the lifecycle.
 
-Until the pod daemon exists, commands that act on a project run as a
-short-lived pod: they register a pod row with a fresh id, do their work, and
-release their leases and stop the pod row on exit.
+Each command has one body over :func:`tenure.cli.ops.ops`: in-process, a command that acts on a project
+runs as a short-lived pod (it registers a pod row with a fresh id, does its work, and releases its leases
+and stops the pod row on exit); with ``--url`` it asks the pod there. Both print the same document.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.markup import escape
 
 from tenure.cli.context import services
-from tenure.cli.output import console, emit, err_console, json_option, progress_bar, table
-from tenure.cli.remote import project_path, remote
+from tenure.cli.ops import lease_ttl, ops, split_ref
+from tenure.cli.output import console, emit, err_console, json_option, table
+from tenure.cli.remote import remote
 from tenure.errors import InvalidInputError
-from tenure.states import ProjectStatus
+from tenure.states import PodState, ProjectStatus
 
-if TYPE_CHECKING:  # the command modules load their services lazily, on first use
-    from tenure.projects import LifecycleService, Project, ProjectStore
-
-
-def _ref(value: str) -> tuple[str, str]:
-    tenant, sep, name = value.partition("/")
-    if not sep or not tenant or not name:
-        raise InvalidInputError(
-            f"expected TENANT/NAME, got {value!r}",
-            code="invalid-project-ref",
-            hint="write the project as tenant/name, e.g. acme/website",
-        )
-    return tenant, name
-
-
-def _lease_ttl(ctx: click.Context) -> float:
-    value = ctx.find_root().obj.get("lease_ttl") or os.environ.get("TENURE_LEASE_TTL") or 60.0
-    return float(value)
-
-
-@contextmanager
-def short_lived_pod(ctx: click.Context) -> Iterator[LifecycleService]:
-    """A pod for the duration of one command: registered, then stopped with its leases released."""
-    from tenure.projects import LifecycleConfig, LifecycleService, PodIdentity, PodRegistry
-
-    svc = services(ctx)
-    identity = PodIdentity.fresh(os.environ.get("TENURE_NODE_NAME"))
-    pods = PodRegistry(svc.store)
-    pods.register(identity)  # RUNNING: a short-lived pod has no start-up to do
-    if not ctx.find_root().obj.get("json"):
-        err_console.print(f"[dim]acting as short-lived pod {identity.pod_id} on {identity.node_name}[/]")
-    lifecycle = LifecycleService(
-        svc.store, svc.objects, svc.config.data_dir, identity, config=LifecycleConfig(lease_ttl=_lease_ttl(ctx))
-    )
-    try:
-        yield lifecycle
-    finally:
-        lifecycle.shutdown()
-        pods.set_status(identity.pod_id, "STOPPED")
-
-
-def _projects(ctx: click.Context) -> ProjectStore:
-    from tenure.projects import ProjectStore
-
-    return ProjectStore(services(ctx).store)
-
-
-def _show(ctx: click.Context, project: Project, extra: dict[str, Any] | None = None) -> None:
-    _show_dict(ctx, dict(project.to_dict(), **(extra or {})))
+_ref = split_ref
 
 
 def _show_dict(ctx: click.Context, data: dict[str, Any]) -> None:
-    emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
+    emit(ctx, data, lambda: table(None, ["field", "value"], [[k, _cell(v)] for k, v in data.items()]))
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    return value
 
 
 @click.group()
@@ -117,31 +74,20 @@ def create(
     ctx: click.Context, ref: str, type_: str, system: bool, group: str, selector: tuple[str, ...], score: float | None
 ) -> None:
     """Create project TENANT/NAME (status INIT)."""
-    from tenure.projects import Kind, LifecycleType, ProjectStore
-
     tenant, name = _ref(ref)
     pairs = _selector(selector) if selector else None
-    api = remote(ctx)
-    if api is not None:
-        if system:
-            raise InvalidInputError("SYSTEM projects are created in-process only", code="system-over-api")
-        body: dict[str, Any] = {"tenant": tenant, "name": name, "lifecycle_type": type_, "group": group}
-        if pairs is not None:
-            body["selector"] = pairs
-        if score is not None:
-            body["score"] = score
-        _show_dict(ctx, api.call("POST", "/api/v1/projects", json=body))
-        return
-    p = ProjectStore(services(ctx, create=True).store).create(
-        tenant,
-        name,
-        kind=Kind.SYSTEM if system else Kind.USER,
-        lifecycle_type=LifecycleType(type_),
-        group=group,
-        selector=pairs,
-        score=score,
+    from tenure.pod.documents import ProjectSpec
+    from tenure.projects import LifecycleType
+
+    spec = ProjectSpec(tenant, name, LifecycleType(type_), group, pairs, score)
+    made = ops(ctx).create_project(spec, system=system)
+    emit(
+        ctx,
+        made,
+        lambda: console.print(
+            f"created project [bold]{escape(tenant)}/{escape(name)}[/] ({made['id']}), status {made['status']}"
+        ),
     )
-    emit(ctx, p.to_dict(), lambda: console.print(f"created project [bold]{p.ref}[/] ({p.id}), status {p.status.value}"))
 
 
 def _selector(items: tuple[str, ...]) -> dict[str, str]:
@@ -162,41 +108,25 @@ def _selector(items: tuple[str, ...]) -> dict[str, str]:
 @json_option
 @click.pass_context
 def list_(ctx: click.Context, status: str | None) -> None:
-    """List projects."""
-    api = remote(ctx)
-    if api is not None:
-        listed = api.call("GET", "/api/v1/projects", params={"status": status} if status else None)["projects"]
-        emit(
-            ctx,
-            listed,
-            lambda: table(
-                None,
-                ["project", "status", "type", "kind", "generation", "node"],
-                [
-                    [
-                        f"{p['tenant']}/{p['name']}",
-                        p["status"],
-                        p["lifecycle_type"],
-                        p["kind"],
-                        p["generation"],
-                        p.get("home_node") or "-",
-                    ]
-                    for p in listed
-                ],
-            ),
-        )
-        return
-    services(ctx, create=False)
-    rows = _projects(ctx).list(ProjectStatus(status) if status else None)
+    """List projects, each with its owner."""
+    listed = ops(ctx).projects(status)
     emit(
         ctx,
-        [p.to_dict() for p in rows],
+        listed,
         lambda: table(
             None,
-            ["project", "status", "type", "kind", "generation", "node"],
+            ["project", "status", "type", "kind", "generation", "owner", "live"],
             [
-                [p.ref, p.status.value, p.lifecycle_type.value, p.kind.value, p.generation, p.home_node or "-"]
-                for p in rows
+                [
+                    f"{p['tenant']}/{p['name']}",
+                    p["status"],
+                    p["lifecycle_type"],
+                    p["kind"],
+                    p["generation"],
+                    (p.get("owner") or {}).get("node") or p.get("home_node") or "-",
+                    "yes" if (p.get("owner") or {}).get("live") else "no",
+                ]
+                for p in listed
             ],
         ),
     )
@@ -207,21 +137,9 @@ def list_(ctx: click.Context, status: str | None) -> None:
 @json_option
 @click.pass_context
 def show(ctx: click.Context, ref: str) -> None:
-    """Show a project, its owner and (when RUNNING and here) its workspace folder."""
-    from tenure.projects import Ownership
-    from tenure.projects.lifecycle import project_folder
-
+    """Show a project, its owner and (when RUNNING on this host) its workspace folder."""
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        _show_dict(ctx, api.call("GET", project_path(tenant, name)))
-        return
-    svc = services(ctx, create=False)
-    p = _projects(ctx).get(tenant, name)
-    owner = Ownership(svc.store).owner(p.id, _lease_ttl(ctx))
-    folder = project_folder(svc.config.data_dir, p)
-    shown = folder if p.status is ProjectStatus.RUNNING and os.path.isdir(folder) else None
-    _show(ctx, p, {"owner": owner.to_dict(), "workspace_folder": shown})
+    _show_dict(ctx, ops(ctx).project(tenant, name))
 
 
 @project.command("history")
@@ -232,16 +150,7 @@ def show(ctx: click.Context, ref: str) -> None:
 def history(ctx: click.Context, ref: str, limit: int) -> None:
     """The ownership timeline of TENANT/NAME, newest first: who held it, since when, and why it moved."""
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        data = api.call("GET", project_path(tenant, name, "history"), params={"limit": limit})
-    else:
-        from tenure.projects.timeline import Timeline
-
-        svc = services(ctx, create=False)
-        p = _projects(ctx).get(tenant, name)
-        events = Timeline(svc.store).history(p.id, limit=limit)
-        data = {"project": p.ref, "events": [e.to_dict() for e in events]}
+    data = ops(ctx).history(tenant, name, limit)
     emit(
         ctx,
         data,
@@ -283,17 +192,7 @@ def _detail(event: dict[str, Any]) -> str:
 def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
     """Bring TENANT/NAME to RUNNING on this (short-lived) pod, or on the pod at --url."""
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        body = {"from_snapshot": from_snapshot} if from_snapshot else None
-        _show_dict(ctx, api.call("POST", project_path(tenant, name, "bring"), json=body))
-        return
-    services(ctx, create=False)
-    with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "restore") as progress:
-        lifecycle.workspaces.progress = progress
-        p = lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
-        folder = lifecycle.folder(p)
-    _show(ctx, p, {"workspace_folder": folder})
+    _show_dict(ctx, ops(ctx).bring(tenant, name, from_snapshot))
 
 
 @project.command("suspend")
@@ -303,15 +202,7 @@ def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
 def suspend(ctx: click.Context, ref: str) -> None:
     """Suspend TENANT/NAME: engines stopped, checkpoint published, folder removed."""
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        _show_dict(ctx, api.call("POST", project_path(tenant, name, "suspend")))
-        return
-    services(ctx, create=False)
-    with short_lived_pod(ctx) as lifecycle, progress_bar(ctx, "checkpoint") as progress:
-        lifecycle.workspaces.progress = progress
-        p = lifecycle.suspend(tenant, name)
-    _show(ctx, p)
+    _show_dict(ctx, ops(ctx).suspend(tenant, name))
 
 
 @project.command("close")
@@ -328,18 +219,12 @@ def close(ctx: click.Context, ref: str, group: str, yes: bool) -> None:
     refuses with confirmation-required, changing nothing.
     """
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        if not yes:
-            _confirm_remote_close(ctx, f"{tenant}/{name}")
-        _show_dict(ctx, api.call("POST", project_path(tenant, name, "close")))
-        return
-    services(ctx, create=False)
     if not yes:
-        _confirm_close(ctx, tenant, name)
-    with short_lived_pod(ctx) as lifecycle:
-        p = lifecycle.close(tenant, name, group)
-    _show(ctx, p)
+        if remote(ctx) is not None:
+            _confirm_remote_close(ctx, f"{tenant}/{name}")
+        else:
+            _confirm_close(ctx, tenant, name)
+    _show_dict(ctx, ops(ctx).close(tenant, name, group))
 
 
 def _confirm_remote_close(ctx: click.Context, ref: str) -> None:
@@ -357,12 +242,12 @@ def _confirm_remote_close(ctx: click.Context, ref: str) -> None:
 
 def _confirm_close(ctx: click.Context, tenant: str, name: str) -> None:
     """Name what close disposes of and ask; refuse without a terminal. Nothing is written before the answer."""
-    from tenure.projects import Kind
+    from tenure.projects import Kind, ProjectStore
     from tenure.projects.lifecycle import project_folder
     from tenure.states import SnapshotState
 
-    svc = services(ctx)
-    p = _projects(ctx).get(tenant, name)
+    svc = services(ctx, create=False)
+    p = ProjectStore(svc.store).get(tenant, name)
     if p.status is ProjectStatus.CLOSED or p.kind is Kind.SYSTEM:
         return  # a no-op, or refused before anything happens: nothing to dispose of
     folder = project_folder(svc.config.data_dir, p)
@@ -404,8 +289,8 @@ def claim(ctx: click.Context, ref: str, pod_id: str | None) -> None:
     services(ctx, create=False)
     pid = pod_id if pod_id is not None else _fresh_pod_id()
     pod = PodIdentity(pid, os.environ.get("TENURE_NODE_NAME") or "cli")
-    p = OwnershipFacade(services(ctx).store, pod, lease_ttl=_lease_ttl(ctx)).claim_for_local_pod(tenant, name)
-    _show(ctx, p, {"pod_id": pid})
+    p = OwnershipFacade(services(ctx).store, pod, lease_ttl=lease_ttl(ctx)).claim_for_local_pod(tenant, name)
+    _show_dict(ctx, dict(p.to_dict(), pod_id=pid))
 
 
 def _fresh_pod_id() -> str:
@@ -421,15 +306,8 @@ def _fresh_pod_id() -> str:
 @click.pass_context
 def set_type(ctx: click.Context, ref: str, type_: str) -> None:
     """Switch the lifecycle type between AUTO, EPHEMERAL and PERMANENT."""
-    from tenure.projects import LifecycleType
-
     tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        _show_dict(ctx, api.call("PUT", project_path(tenant, name, "type"), json={"lifecycle_type": type_}))
-        return
-    services(ctx, create=False)
-    _show(ctx, _projects(ctx).set_lifecycle_type(tenant, name, LifecycleType(type_)))
+    _show_dict(ctx, ops(ctx).set_type(tenant, name, type_))
 
 
 @project.command("set-placement")
@@ -441,14 +319,7 @@ def set_type(ctx: click.Context, ref: str, type_: str) -> None:
 def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score: float) -> None:
     """Set the placement selector and score."""
     tenant, name = _ref(ref)
-    pairs = _selector(selector)
-    api = remote(ctx)
-    if api is not None:
-        body = {"selector": pairs, "score": score}
-        _show_dict(ctx, api.call("PUT", project_path(tenant, name, "placement"), json=body))
-        return
-    services(ctx, create=False)
-    _show(ctx, _projects(ctx).set_placement(tenant, name, pairs, score))
+    _show_dict(ctx, ops(ctx).set_placement(tenant, name, _selector(selector), score))
 
 
 @click.group("pods", invoke_without_command=True)
@@ -468,19 +339,24 @@ def pods(ctx: click.Context, liveness_ttl: float) -> None:
 @click.pass_context
 def list_pods(ctx: click.Context) -> None:
     """List pods with their status, load and whether each is live."""
-    from tenure.projects import PodRegistry
-
-    liveness_ttl = float(ctx.find_root().obj.get("liveness_ttl") or 15.0)
-    rows = PodRegistry(services(ctx, create=False).store).list_with_liveness(liveness_ttl)
+    rows = ops(ctx).pods()
     emit(
         ctx,
-        [dict(p.to_dict(), live=live) for p, live in rows],
+        rows,
         lambda: table(
             None,
             ["pod", "node", "status", "live", "running", "score", "endpoint"],
             [
-                [p.id, p.node_name, p.status, "yes" if live else "no", p.running, p.score, p.endpoint or "-"]
-                for p, live in rows
+                [
+                    p["id"] + (" (this host)" if p.get("this") else ""),
+                    p["node_name"],
+                    p["status"],
+                    "yes" if p["live"] else "no",
+                    p["running"],
+                    p["score"],
+                    p.get("endpoint") or "-",
+                ]
+                for p in rows
             ],
         ),
     )
@@ -493,24 +369,7 @@ def list_pods(ctx: click.Context) -> None:
 def show_pod(ctx: click.Context, pod_id: str) -> None:
     """One pod: status, load, liveness, endpoint, labels, capacity — and its last restart reconciliation's
     counts per verdict when POD holds this host's data folder, or is the pod at --url."""
-    from urllib.parse import quote
-
-    api = remote(ctx)
-    if api is not None:
-        data = dict(api.call("GET", "/api/v1/pods/" + quote(pod_id, safe="")))
-    else:
-        from tenure.mounts.report import data_folder_pod, read_report
-        from tenure.projects import PodRegistry
-
-        svc = services(ctx, create=False)
-        liveness_ttl = float(ctx.find_root().obj.get("liveness_ttl") or 15.0)
-        registry = PodRegistry(svc.store)
-        pod = registry.get(pod_id)
-        live = any(row.id == pod.id and alive for row, alive in registry.list_with_liveness(liveness_ttl))
-        this = data_folder_pod(svc.config.data_dir) == pod.id
-        report = read_report(svc.config.data_dir) if this else None
-        counts = report["counts"] if report is not None and report.get("pod_id") == pod.id else None
-        data = dict(pod.to_dict(), live=live, this=this, reconcile=counts)
+    data = ops(ctx).pod(pod_id)
 
     def human() -> None:
         rows: list[list[Any]] = [[k, v] for k, v in data.items() if k not in ("labels", "reconcile")]
@@ -532,33 +391,18 @@ def show_pod(ctx: click.Context, pod_id: str) -> None:
 @json_option
 @click.pass_context
 def drain_pod(ctx: click.Context, pod_id: str, wait: bool, timeout: float) -> None:
-    """Mark POD DRAINING: at its next beat it hands every project over (checkpoint, release), then stops."""
-    import time
+    """Mark POD DRAINING: it hands every project over (checkpoint, release), then stops.
 
-    from tenure.errors import ConflictError
-    from tenure.projects import PodRegistry
-    from tenure.projects.records import PodStatus
-
-    registry = PodRegistry(services(ctx, create=False).store)
-    pod = registry.get(pod_id)
-    if pod.status == PodStatus.RUNNING.value:
-        registry.transition(pod_id, PodStatus.RUNNING, PodStatus.DRAINING)
-    elif pod.status not in (PodStatus.DRAINING.value, PodStatus.STOPPED.value):
-        raise ConflictError(
-            f"pod {pod_id} is {pod.status}; only a RUNNING pod can be drained",
-            code="pod-status-conflict",
-            pod=pod_id,
-            hint="wait until it is RUNNING, or stop its process",
-        )
-    deadline = time.monotonic() + timeout
-    while wait and registry.get(pod_id).status != PodStatus.STOPPED.value and time.monotonic() < deadline:
-        time.sleep(0.5)  # polling the store: the pod may run on another host
-    status = registry.get(pod_id).status
+    In-process the pod is marked in the store and sees it at its next beat; with --url the pod at --url
+    asks POD (or is POD) to drain at once.
+    """
+    done = ops(ctx).drain(pod_id, wait=wait, timeout=timeout)
+    status = done["status"]
     emit(
         ctx,
-        {"pod": pod_id, "status": status},
+        done,
         lambda: console.print(
             f"pod {pod_id} is {status}"
-            + ("" if status == PodStatus.STOPPED.value else "; it hands its projects over at its next beat")
+            + ("" if status == PodState.STOPPED.value else "; it hands its projects over, then stops")
         ),
     )

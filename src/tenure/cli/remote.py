@@ -15,20 +15,11 @@ from urllib.parse import quote, urljoin
 
 import click
 
-from tenure.errors import (
-    ConfigurationError,
-    ConflictError,
-    InvalidInputError,
-    NotFoundError,
-    StoreError,
-    TenureError,
-)
+from tenure.errors import ConfigurationError, StoreError, family_for_status
 
 __all__ = ["Remote", "remote", "project_path"]
 
 _MAX_REDIRECTS = 5
-_FAMILY = {400: InvalidInputError, 401: ConfigurationError, 403: ConfigurationError, 404: NotFoundError}
-_FAMILY.update({409: ConflictError, 413: InvalidInputError, 422: InvalidInputError, 503: StoreError})
 
 
 class Remote:
@@ -84,7 +75,7 @@ def _answer(response: Any) -> Any:
     hint = problem.get("hint") or ""
     if response.status_code == 503 and "retry-after" in response.headers:
         hint = (hint + "; " if hint else "") + f"retry in {response.headers['retry-after']} s"
-    family = _FAMILY.get(response.status_code, TenureError)
+    family = family_for_status(response.status_code)
     error = family(message, code=code, hint=hint, **dict(problem.get("context") or {}))
     raise error
 

@@ -97,8 +97,8 @@ def serve(
     With no options it runs on the embedded default (SQLite and a local
     object folder under ./.tenure) and prints where its API is.
     """
-    from tenure.serve.daemon import configure_logging, is_loopback, run, split_listen
-    from tenure.serve.node import Node, ServeConfig
+    from tenure.pod.daemon import configure_logging, is_loopback, run, split_listen
+    from tenure.pod.runtime import PodRuntime, ServeConfig
 
     host, port = split_listen(listen)
     refuse_wildcard_without_public_url(listen, host, port, public_url)
@@ -126,9 +126,9 @@ def serve(
     open_without_tokens(svc.store, host, is_loopback(host))
     configure_logging(log_format)
     loaded = load(engines)
-    node = Node(config, svc.store, svc.objects, engines=loaded)
-    node.start(running=False)  # RUNNING once the API listens (tenure.serve.daemon.run)
-    from tenure.serve.api import create_app
+    node = PodRuntime(config, svc.store, svc.objects, engines=loaded)
+    node.start(running=False)  # RUNNING once the API listens (tenure.pod.daemon.run)
+    from tenure.api.app import create_app
 
     app = create_app(node)
 
@@ -173,7 +173,7 @@ def open_without_tokens(store: object, host: str, loopback: bool) -> None:
     if loopback:
         return
     from tenure.errors import ConfigurationError
-    from tenure.serve.tokens import TokenStore
+    from tenure.pod.tokens import TokenStore
 
     if not TokenStore(store).any_exist():  # type: ignore[arg-type]
         raise ConfigurationError(

@@ -7,23 +7,14 @@ and ``list`` work in-process too.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import click
 
-from tenure.cli.context import services
+from tenure.cli.ops import ops, split_ref
 from tenure.cli.output import emit, json_option, table
-from tenure.cli.remote import project_path, remote
-from tenure.errors import InvalidInputError
 
 __all__ = ["session"]
-
-
-def _ref(value: str) -> tuple[str, str]:
-    from tenure.cli.project import _ref as parse
-
-    return parse(value)
 
 
 def _table(ctx: click.Context, rows: list[dict[str, Any]]) -> None:
@@ -52,15 +43,8 @@ def session() -> None:
 @click.pass_context
 def create(ctx: click.Context, ref: str) -> None:
     """A new, unbound session of project TENANT/NAME."""
-    tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        _table(ctx, [api.call("POST", project_path(tenant, name, "sessions"))])
-        return
-    from tenure.projects import ProjectStore
-
-    store = ProjectStore(services(ctx, create=False).store)
-    _table(ctx, [asdict(store.create_session(store.get(tenant, name)))])
+    tenant, name = split_ref(ref)
+    _table(ctx, [ops(ctx).create_session(tenant, name)])
 
 
 @session.command("list")
@@ -69,27 +53,8 @@ def create(ctx: click.Context, ref: str) -> None:
 @click.pass_context
 def list_(ctx: click.Context, ref: str) -> None:
     """The sessions of project TENANT/NAME."""
-    tenant, name = _ref(ref)
-    api = remote(ctx)
-    if api is not None:
-        _table(ctx, api.call("GET", project_path(tenant, name, "sessions"))["sessions"])
-        return
-    from tenure.projects import ProjectStore
-
-    store = ProjectStore(services(ctx, create=False).store)
-    _table(ctx, [asdict(s) for s in store.sessions(store.get(tenant, name))])
-
-
-def _on_its_pod(ctx: click.Context, verb: str, doing: str, session_id: str, connection_id: str) -> None:
-    """POST the session's ``verb`` to the pod at --url (binding happens on the pod that runs its project)."""
-    api = remote(ctx)
-    if api is None:
-        raise InvalidInputError(
-            f"{doing} a session happens on the pod that runs its project",
-            code="needs-a-pod",
-            hint="pass --url http://HOST:PORT of a running tenure serve (or set TENURE_URL)",
-        )
-    _table(ctx, [api.call("POST", f"/api/v1/sessions/{session_id}/{verb}", json={"connection_id": connection_id})])
+    tenant, name = split_ref(ref)
+    _table(ctx, ops(ctx).sessions(tenant, name))
 
 
 @session.command("bind")
@@ -99,7 +64,7 @@ def _on_its_pod(ctx: click.Context, verb: str, doing: str, session_id: str, conn
 @click.pass_context
 def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
     """Bind SESSION_ID to a client connection on the pod that runs its project (409 already-bound)."""
-    _on_its_pod(ctx, "bind", "binding", session_id, connection_id)
+    _table(ctx, [ops(ctx).bind_session(session_id, connection_id, unbind=False)])
 
 
 @session.command("unbind")
@@ -109,4 +74,4 @@ def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
 @click.pass_context
 def unbind(ctx: click.Context, session_id: str, connection_id: str) -> None:
     """Release SESSION_ID from its client connection on the pod that runs its project (idempotent)."""
-    _on_its_pod(ctx, "unbind", "unbinding", session_id, connection_id)
+    _table(ctx, [ops(ctx).bind_session(session_id, connection_id, unbind=True)])

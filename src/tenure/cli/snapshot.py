@@ -9,8 +9,8 @@ from rich.markup import escape
 
 from tenure.cli.context import services
 from tenure.cli.durations import Duration
+from tenure.cli.ops import ops
 from tenure.cli.output import console, emit, human_bytes, json_option, printable, progress_bar, table
-from tenure.cli.remote import project_path, remote
 
 
 @click.group()
@@ -27,44 +27,24 @@ def _when(ts: float) -> str:
 @json_option
 @click.pass_context
 def list_(ctx: click.Context, workspace: str) -> None:
-    """List the snapshots of WORKSPACE (with --url: of project TENANT/NAME), oldest first."""
-    api = remote(ctx)
-    if api is not None:
-        tenant, _, name = workspace.partition("/")
-        listed = api.call("GET", project_path(tenant, name, "snapshots"))["snapshots"]
-        emit(
-            ctx,
-            listed,
-            lambda: table(
-                None,
-                ["id", "state", "created", "files", ""],
-                [
-                    [s["id"], s["state"], _when(s["created_at"]), s.get("files"), "head" if s.get("head") else ""]
-                    for s in listed
-                ],
-            ),
-        )
-        return
-    svc = services(ctx, create=False)
-    ws = svc.store.workspaces.workspace(workspace)
-    snaps = svc.store.snapshots.list(ws.id)
-    pinned = svc.store.snapshots.pinned_ids()
+    """List the snapshots of WORKSPACE, or of project TENANT/NAME (over --url: of a project only), oldest first."""
+    listed = ops(ctx).snapshots(workspace)
     emit(
         ctx,
-        [dict(s.to_dict(), head=s.id == ws.head_snapshot_id, pinned=s.id in pinned) for s in snaps],
+        listed,
         lambda: table(
             None,
             ["id", "state", "created", "files", "new bytes", ""],
             [
                 [
-                    s.id,
-                    s.state.value,
-                    _when(s.created_at),
-                    s.files,
-                    human_bytes(s.bytes_new),
-                    ("head " if s.id == ws.head_snapshot_id else "") + ("pinned" if s.id in pinned else ""),
+                    s["id"],
+                    s["state"],
+                    _when(s["created_at"]),
+                    s.get("files"),
+                    human_bytes(s["bytes_new"]) if s.get("bytes_new") is not None else "-",
+                    ("head " if s.get("head") else "") + ("pinned" if s.get("pinned") else ""),
                 ]
-                for s in snaps
+                for s in listed
             ],
         ),
     )
@@ -76,11 +56,7 @@ def list_(ctx: click.Context, workspace: str) -> None:
 @click.pass_context
 def show(ctx: click.Context, snapshot_id: str) -> None:
     """Show one snapshot record."""
-    api = remote(ctx)
-    if api is not None:
-        data = api.call("GET", f"/api/v1/snapshots/{snapshot_id}")
-    else:
-        data = services(ctx, create=False).store.snapshots.get(snapshot_id).to_dict()
+    data = ops(ctx).snapshot(snapshot_id)
     emit(ctx, data, lambda: table(None, ["field", "value"], [[k, v] for k, v in data.items()]))
 
 
@@ -97,26 +73,19 @@ def show(ctx: click.Context, snapshot_id: str) -> None:
 @click.pass_context
 def verify(ctx: click.Context, snapshot_id: str, sample: float) -> None:
     """Re-hash a snapshot's objects; mark it DEGRADED if any is missing or corrupt."""
-    api = remote(ctx)
-    if api is not None:
-        answer = api.call("POST", f"/api/v1/snapshots/{snapshot_id}/verify", params={"sample": sample})
-        emit(ctx, answer, lambda: console.print(f"snapshot {snapshot_id}: {'ok' if answer.get('ok') else 'DAMAGED'}"))
-        if not answer.get("ok"):
-            ctx.exit(6)
-        return
-    report = services(ctx, create=False).workspaces.verify(snapshot_id, sample=sample)
+    report = ops(ctx).verify_snapshot(snapshot_id, sample)
 
     def human() -> None:
-        status = "[green]ok[/]" if report.ok else "[red]DAMAGED[/]"
+        status = "[green]ok[/]" if report["ok"] else "[red]DAMAGED[/]"
         console.print(
-            f"snapshot {report.snapshot.id}: {status} ({report.checked} objects checked,"
-            f" state {report.snapshot.state.value})"
+            f"snapshot {report['snapshot']['id']}: {status} ({report['checked']} objects checked,"
+            f" state {report['snapshot']['state']})"
         )
-        for path in report.lost_paths:
-            console.print(f"  lost: {path}")
+        for path in report["lost_paths"]:
+            console.print(f"  lost: {printable(path)}")
 
-    emit(ctx, report.to_dict(), human)
-    if not report.ok:
+    emit(ctx, report, human)
+    if not report["ok"]:
         ctx.exit(6)
 
 

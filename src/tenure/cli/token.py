@@ -37,7 +37,7 @@ def token() -> None:
 @click.pass_context
 def create(ctx: click.Context, tenant: str | None, admin: bool, cluster: bool, label: str) -> None:
     """Create a token and print its secret (shown this once; only its hash is stored)."""
-    from tenure.serve.tokens import TokenStore
+    from tenure.pod.tokens import TokenStore
 
     token_id, secret = TokenStore(services(ctx).store).create(tenant, admin, cluster, label)
     data = {"id": token_id, "secret": secret, "tenant": tenant, "admin": admin, "cluster": cluster, "label": label}
@@ -55,7 +55,7 @@ def create(ctx: click.Context, tenant: str | None, admin: bool, cluster: bool, l
 @click.pass_context
 def list_(ctx: click.Context) -> None:
     """List tokens (never their secrets), revoked ones too."""
-    from tenure.serve.tokens import TokenStore
+    from tenure.pod.tokens import TokenStore
 
     rows = TokenStore(services(ctx, create=False).store).list()
     emit(
@@ -78,7 +78,7 @@ def list_(ctx: click.Context) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke token TOKEN_ID (at once, on every pod)."""
-    from tenure.serve.tokens import TokenStore
+    from tenure.pod.tokens import TokenStore
 
     info = TokenStore(services(ctx, create=False).store).revoke(token_id)
     emit(ctx, info.to_dict(), lambda: console.print(f"token {info.id} revoked", highlight=False))

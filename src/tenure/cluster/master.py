@@ -1,7 +1,7 @@
 """The master role of one pod: election in the beat, the distributor tick and the stale-bind sweep (ADR 0023).
 
 **Election.** Every RUNNING pod tries, in its beat, to take the master lease
-(:class:`tenure.projects.cluster.ClusterStore`) when it is free or run out by
+(:class:`tenure.cluster.store.ClusterStore`) when it is free or run out by
 the store clock; the holder renews it in its beat. Taking it raises the
 epoch. A master whose renewal fails (it ran out, another pod took it) is
 deposed at once and stops placing. A draining or stopping pod resigns.
@@ -17,7 +17,7 @@ only (P-84):
    range scans as the self-pull (P-87, P-88);
 3. for each — the most constrained first (fewest pods it may go to), then
    the largest —, the eligible pod with room whose utilization is lowest (the
-   score model, :mod:`tenure.projects.placement`, P-89, P-127); the
+   score model, :mod:`tenure.cluster.placement`, P-89, P-127); the
    placement row is written under the master's epoch (refused by the store
    if the master was deposed: the tick stops), then the pod is asked to
    bring the project (``POST /api/v1/cluster/place`` with the epoch; the pod
@@ -43,19 +43,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
+from prometheus_client import Counter, Gauge, Histogram
 
+from tenure.cluster.placement import PodLoad, choose, selector_matches
+from tenure.cluster.store import ClusterStore, StaleEpochError
 from tenure.errors import ConflictError, NotFoundError, TenureError
-from tenure.projects.cluster import ClusterStore, StaleEpochError
-from tenure.projects.placement import PodLoad, choose, selector_matches
-from tenure.projects.records import PodStatus
+from tenure.projects.ownership import Ownership
+from tenure.projects.pods import PodRegistry
+from tenure.projects.store import ProjectStore
+from tenure.states import PodState
+from tenure.store import Store
 
-if TYPE_CHECKING:
-    from tenure.serve.node import Node
-
-__all__ = ["Master", "TickReport", "PLACE_PATH"]
+__all__ = ["Master", "MasterMetrics", "MasterSettings", "PodHandle", "TickReport", "PLACE_PATH"]
 
 log = logging.getLogger("tenure.serve")
 
@@ -85,12 +87,68 @@ class TickReport:
         return data
 
 
+class MasterSettings(Protocol):
+    """The pod settings the master reads (``tenure serve`` options)."""
+
+    @property
+    def master(self) -> bool: ...
+    @property
+    def master_ttl(self) -> float | None: ...
+    @property
+    def lease_ttl(self) -> float: ...
+    @property
+    def liveness_ttl(self) -> float: ...
+    @property
+    def beat_interval(self) -> float: ...
+    @property
+    def tick(self) -> float: ...
+    @property
+    def max_moves(self) -> int: ...
+
+
+class MasterMetrics(Protocol):
+    """The master's Prometheus series, registered by the pod with its own."""
+
+    master: Gauge
+    master_epoch: Gauge
+    ticks: Counter
+    tick_failures: Counter
+    tick_seconds: Histogram
+    placements: Counter
+    demand_projects: Gauge
+    demand_score: Gauge
+
+
+class PodHandle(Protocol):
+    """What the master needs of the pod it runs on; the cluster never imports the pod runtime."""
+
+    @property
+    def pod_id(self) -> str: ...
+    @property
+    def status(self) -> PodState: ...
+    @property
+    def config(self) -> MasterSettings: ...
+    @property
+    def metrics(self) -> MasterMetrics: ...
+    @property
+    def cluster_token(self) -> str | None: ...
+
+    def accept_placement(self, tenant: str, name: str, epoch: int) -> object:
+        """Take a placement of this pod's own master: checked, then brought in the background."""
+        ...
+
+    def log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None: ...
+
+
 class Master:
     """The master role on one pod (see the module docstring)."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: PodHandle, store: Store) -> None:
         self.node = node
-        self.cluster = ClusterStore(node.store)
+        self.cluster = ClusterStore(store)
+        self.ownership = Ownership(store)
+        self.pods = PodRegistry(store)
+        self.projects = ProjectStore(store)
         self.epoch: int | None = None
         #: placements not claimed yet: project id → (pod id, score, monotonic deadline)
         self._in_flight: dict[str, tuple[str, float, float]] = {}
@@ -123,18 +181,18 @@ class Master:
         if not node.config.master:
             return
         if self.epoch is not None:
-            if self.cluster.renew(node.pod.pod_id, self.epoch, self.ttl):
+            if self.cluster.renew(node.pod_id, self.epoch, self.ttl):
                 return
             self._deposed("its master lease ran out or another pod took it")
-        if node.status is not PodStatus.RUNNING:
+        if node.status is not PodState.RUNNING:
             return
-        epoch = self.cluster.take(node.pod.pod_id, self.ttl)
+        epoch = self.cluster.take(node.pod_id, self.ttl)
         if epoch is not None:
             self.epoch = epoch
             self._in_flight.clear()
             node.metrics.master.set(1)
             node.metrics.master_epoch.set(epoch)
-            node._log("master role taken", epoch=epoch)
+            node.log("master role taken", epoch=epoch)
             self._next_tick = self._due_at = 0.0
             self._wake.set()
 
@@ -145,13 +203,13 @@ class Master:
             return
         self._deposed("resigned")
         try:
-            self.cluster.resign(self.node.pod.pod_id, epoch)
+            self.cluster.resign(self.node.pod_id, epoch)
         except TenureError:
             pass
 
     def _deposed(self, why: str) -> None:
         if self.epoch is not None:
-            self.node._log("master role lost", level=logging.WARNING, epoch=self.epoch, reason=why)
+            self.node.log("master role lost", level=logging.WARNING, epoch=self.epoch, reason=why)
         self.epoch = None
         self.node.metrics.master.set(0)
 
@@ -182,7 +240,7 @@ class Master:
                 self.tick()
             except Exception as exc:  # noqa: BLE001 - a failed tick is logged and run again next time
                 self.node.metrics.tick_failures.inc()
-                self.node._log("distributor tick failed", level=logging.WARNING, error=str(exc))
+                self.node.log("distributor tick failed", level=logging.WARNING, error=str(exc))
                 self._next_tick = self._due_at = time.monotonic() + self.node.config.tick
 
     def _delay(self) -> float:
@@ -205,7 +263,7 @@ class Master:
     def _expiry_wait(self) -> float | None:
         cfg = self.node.config
         try:
-            return self.node.ownership.next_lease_expiry(cfg.lease_ttl)
+            return self.ownership.next_lease_expiry(cfg.lease_ttl)
         except TenureError:
             return None
 
@@ -249,10 +307,10 @@ class Master:
                 continue
             pending[pod_id] = pending.get(pod_id, 0.0) + score
         pods = []
-        for pod, live in node.pods.list_with_liveness(node.config.liveness_ttl):
-            if not live or pod.status != PodStatus.RUNNING.value:
+        for pod, live in self.pods.list_with_liveness(node.config.liveness_ttl):
+            if not live or pod.status != PodState.RUNNING.value:
                 continue
-            held = max(pod.score, node.ownership.sum_score_by_home_pod_id(pod.id))
+            held = max(pod.score, self.ownership.sum_score_by_home_pod_id(pod.id))
             pods.append(
                 PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, held + pending.get(pod.id, 0.0), pod.running)
             )
@@ -261,7 +319,7 @@ class Master:
     def _claimed(self, project_id: str, ttl: float) -> bool:
         """Has a live pod claimed the project since it was placed (a project gone counts as claimed)?"""
         try:
-            return self.node.ownership.owner(project_id, ttl).live
+            return self.ownership.owner(project_id, ttl).live
         except NotFoundError:
             return True
 
@@ -277,11 +335,11 @@ class Master:
         pods = self.eligible_pods()
         skip = 0
         while report.placed < cfg.max_moves:
-            if skip and not self.cluster.renew(node.pod.pod_id, epoch, self.ttl):
+            if skip and not self.cluster.renew(node.pod_id, epoch, self.ttl):
                 self._deposed("its master lease ran out during a long tick")  # a long tick renews per page
                 report.deposed = True
                 break
-            page = node.ownership.find_projects_needing_owner(cfg.lease_ttl, PAGE, skip)
+            page = self.ownership.find_projects_needing_owner(cfg.lease_ttl, PAGE, skip)
             if not page:
                 break
             skip += len(page)
@@ -300,10 +358,10 @@ class Master:
                     continue
                 target = choose(project.placement_score, project.placement_selector, pods)
                 if target is None:
-                    node.projects.mark_pending_placement(project.tenant, project.name)
+                    self.projects.mark_pending_placement(project.tenant, project.name)
                     report.pending += 1
                     continue
-                if not self.cluster.place(node.pod.pod_id, epoch, project.id, target.pod_id, record=True):
+                if not self.cluster.place(node.pod_id, epoch, project.id, target.pod_id, record=True):
                     self._deposed("the store refused a placement under its epoch")
                     report.deposed = True
                     break
@@ -319,7 +377,7 @@ class Master:
             if report.deposed or len(page) < PAGE:
                 break
         if not report.deposed:
-            report.unbound_sessions = node.ownership.unbind_ownerless_sessions(cfg.lease_ttl)
+            report.unbound_sessions = self.ownership.unbind_ownerless_sessions(cfg.lease_ttl)
             self.publish_demand()
         report.seconds = time.perf_counter() - started
         node.metrics.ticks.inc()
@@ -330,7 +388,7 @@ class Master:
             self._next_tick = min(self._next_tick, time.monotonic() + self.in_flight_timeout + 0.05)
         self._due_at = self._next_tick
         if report.placed or report.pending or report.unbound_sessions:
-            node._log(
+            node.log(
                 "distributor tick",
                 epoch=epoch,
                 placed=report.placed,
@@ -341,7 +399,7 @@ class Master:
 
     def publish_demand(self) -> list[Any]:
         """The projects pending placement, also set as the demand gauges."""
-        demand = self.node.ownership.demand(self.node.config.lease_ttl)
+        demand = self.ownership.demand(self.node.config.lease_ttl)
         self.node.metrics.demand_projects.set(len(demand))
         self.node.metrics.demand_score.set(sum(p.placement_score for p in demand))
         return demand
@@ -349,11 +407,11 @@ class Master:
     def _ask(self, target: PodLoad, tenant: str, name: str, epoch: int) -> bool:
         """Ask ``target`` to bring the project under this epoch (this pod: directly, in the background)."""
         node = self.node
-        if target.pod_id == node.pod.pod_id:
+        if target.pod_id == node.pod_id:
             try:
                 node.accept_placement(tenant, name, epoch)
             except TenureError as exc:
-                node._log("own placement refused", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
+                node.log("own placement refused", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
                 return False
             return True
         if self.transport is not None:
@@ -373,10 +431,10 @@ class Master:
                 headers=headers,
             )
         except httpx.HTTPError as exc:
-            node._log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
+            node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
             return False
         if response.status_code != 202:
-            node._log(
+            node.log(
                 "placement request refused",
                 level=logging.WARNING,
                 pod=target.pod_id,
@@ -386,26 +444,25 @@ class Master:
             return False
         return True
 
-
-def check_placement(node: Node, project_id: str, epoch: int, newest_seen: int) -> None:
-    """A placement request is for this pod at ``epoch``, no older than the newest epoch seen (else refused)."""
-    if epoch < newest_seen:
-        raise StaleEpochError(
-            f"placement under epoch {epoch} refused: epoch {newest_seen} has placed since",
-            epoch=epoch,
-            newest=newest_seen,
-        )
-    placement = node.master.cluster.placement(project_id)
-    if placement is None or placement.pod_id != node.pod.pod_id or placement.epoch != epoch:
-        raise StaleEpochError(
-            f"placement under epoch {epoch} refused: the store holds no placement of this project"
-            f" on this pod at that epoch",
-            epoch=epoch,
-            stored=None if placement is None else placement.to_dict(),
-        )
-    if node.status is not PodStatus.RUNNING:
-        raise ConflictError(
-            f"pod {node.pod.pod_id} is {node.status.value}: it takes no placements",
-            code="pod-not-running",
-            hint="the master places on RUNNING pods only; it will choose another",
-        )
+    def check_placement(self, project_id: str, epoch: int, newest_seen: int) -> None:
+        """A placement request is for this pod at ``epoch``, no older than the newest epoch seen (else refused)."""
+        if epoch < newest_seen:
+            raise StaleEpochError(
+                f"placement under epoch {epoch} refused: epoch {newest_seen} has placed since",
+                epoch=epoch,
+                newest=newest_seen,
+            )
+        placement = self.cluster.placement(project_id)
+        if placement is None or placement.pod_id != self.node.pod_id or placement.epoch != epoch:
+            raise StaleEpochError(
+                f"placement under epoch {epoch} refused: the store holds no placement of this project"
+                f" on this pod at that epoch",
+                epoch=epoch,
+                stored=None if placement is None else placement.to_dict(),
+            )
+        if self.node.status is not PodState.RUNNING:
+            raise ConflictError(
+                f"pod {self.node.pod_id} is {self.node.status.value}: it takes no placements",
+                code="pod-not-running",
+                hint="the master places on RUNNING pods only; it will choose another",
+            )

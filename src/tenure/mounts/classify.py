@@ -4,7 +4,7 @@ At pod start every mount recorded on this host is given exactly one
 :class:`Verdict` from three sets of facts, gathered by the caller:
 
 * :class:`MountFacts` — the host-local record: its status in the mount
-  machine (:data:`tenure.states.SESSION`), the generation its claim gave,
+  machine (:data:`tenure.states.MOUNT`), the generation its claim gave,
   whether a local cleanup is pending and whether a checkpoint is in flight
   (its idempotency key is recorded);
 * :class:`FolderFacts` — whether the mount's folder exists and whether it
@@ -69,7 +69,7 @@ import enum
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from tenure.states import LeaseState, SessionState
+from tenure.states import LeaseState, MountState
 
 __all__ = [
     "Verdict",
@@ -121,14 +121,14 @@ class ProjectLease(str, enum.Enum):
     REVOKED = "revoked"
 
 
-_LIVE: Final = frozenset({SessionState.MOUNTING, SessionState.MOUNTED, SessionState.CHECKPOINTING})
+_LIVE: Final = frozenset({MountState.MOUNTING, MountState.MOUNTED, MountState.CHECKPOINTING})
 
 
 @dataclass(frozen=True)
 class MountFacts:
     """The host-local record of one mount, as the mount store holds it."""
 
-    state: SessionState
+    state: MountState
     #: the generation the claim gave when the mount was opened
     generation: int
     #: a local cleanup is recorded as left to do
@@ -180,9 +180,9 @@ _EXPIRED_WRITER: Final = frozenset({LeaseState.EXPIRED, LeaseState.RELEASED})
 
 def classify(mount: MountFacts, folder: FolderFacts, authority: Lookup) -> Verdict:
     """The one verdict for ``mount`` (the order of the module docstring; S-54, S-55)."""
-    if mount.cleanup_pending or mount.state is SessionState.UNMOUNTING:
+    if mount.cleanup_pending or mount.state is MountState.UNMOUNTING:
         return Verdict.CLEANUP_INCOMPLETE
-    if mount.checkpoint_in_flight or mount.state is SessionState.CHECKPOINTING:
+    if mount.checkpoint_in_flight or mount.state is MountState.CHECKPOINTING:
         return Verdict.CHECKPOINT_INTERRUPTED
     if mount.live:
         return lease_verdict(mount, authority)

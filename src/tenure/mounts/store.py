@@ -11,7 +11,7 @@ so a record is on disk when a call returns) and survive the process: restart
 reconciliation reads them at the next start.
 
 Every change of status goes through the mount machine's check
-(:data:`tenure.states.SESSION`) and a guarded update that only moves from
+(:data:`tenure.states.MOUNT`) and a guarded update that only moves from
 the expected status. :meth:`MountStore.force` is the one forced path, for
 reconciliation and takeover only (S-52; a test checks no other caller uses
 it).
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, NotFoundError
-from tenure.states import SESSION, SessionState
+from tenure.states import MOUNT, MountState
 from tenure.store.migrate import migrate
 from tenure.store.queries import load, state_params
 from tenure.store.sqlite import SqliteConnector
@@ -48,7 +48,7 @@ class Mount:
     generation: int
     folder: str
     base_snapshot: str | None
-    state: SessionState
+    state: MountState
     checkpoint_key: str | None
     pending_snapshot: str | None
     pending_cleanup: str | None
@@ -69,7 +69,7 @@ class Mount:
             generation=int(row["generation"]),
             folder=row["folder"],
             base_snapshot=row["base_snapshot"],
-            state=SessionState(row["state"]),
+            state=MountState(row["state"]),
             checkpoint_key=row["checkpoint_key"],
             pending_snapshot=row["pending_snapshot"],
             pending_cleanup=row["pending_cleanup"],
@@ -84,7 +84,7 @@ class Mount:
     @property
     def live(self) -> bool:
         """Not torn down: MOUNTING, MOUNTED or CHECKPOINTING."""
-        return self.state in (SessionState.MOUNTING, SessionState.MOUNTED, SessionState.CHECKPOINTING)
+        return self.state in (MountState.MOUNTING, MountState.MOUNTED, MountState.CHECKPOINTING)
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -120,7 +120,7 @@ class MountStore:
     def live_for(self, workspace_id: str) -> Mount | None:
         """The mount of ``workspace_id`` that is not CLOSED, if any."""
         with self.db.transaction(write=False) as tx:
-            row = tx.one("mount_live_for_workspace", {"w": workspace_id, **state_params(SessionState.CLOSED)})
+            row = tx.one("mount_live_for_workspace", {"w": workspace_id, **state_params(MountState.CLOSED)})
         return None if row is None else Mount.from_row(row)
 
     # ------------------------------------------------------------------ writing
@@ -138,7 +138,7 @@ class MountStore:
         """A new mount in the machine's initial status (MOUNTING)."""
         mount_id = "m-" + uuid.uuid4().hex[:20]
         with self.db.transaction() as tx:
-            tx.execute(
+            (row,) = tx.execute(
                 "mount_insert",
                 {
                     "id": mount_id,
@@ -148,41 +148,59 @@ class MountStore:
                     "g": generation,
                     "f": folder,
                     "b": base_snapshot,
-                    "s": SESSION.initial.value,
+                    "s": MOUNT.initial.value,
                 },
             )
-        return self.get(mount_id)
+        return Mount.from_row(row)
 
-    def transition(self, mount_id: str, expected: SessionState, target: SessionState) -> Mount:
+    def transition(self, mount_id: str, expected: MountState, target: MountState) -> Mount:
         """``expected → target``, checked by the mount machine, only from ``expected``."""
-        SESSION.check(expected, target)
+        MOUNT.check(expected, target)
         with self.db.transaction() as tx:
-            moved = tx.count("mount_transition", {"id": mount_id, "e": expected.value, "t": target.value})
-        if moved != 1:
-            current = self.get(mount_id)
-            raise ConflictError(
-                f"mount {mount_id} is {current.state.value}, not {expected.value}",
-                code="mount-state-conflict",
-                mount=mount_id,
-                expected=expected.value,
-                actual=current.state.value,
-            )
-        return self.get(mount_id)
+            moved = tx.execute("mount_transition", {"id": mount_id, "e": expected.value, "t": target.value})
+        if not moved:
+            self._refuse_move(mount_id, expected)
+        return Mount.from_row(moved[0])
 
-    def force(self, mount_id: str, target: SessionState, reason: str) -> Mount:
+    def _refuse_move(self, mount_id: str, expected: MountState) -> None:
+        """A guarded move matched nothing: say which status the mount is in instead."""
+        current = self.get(mount_id)
+        raise ConflictError(
+            f"mount {mount_id} is {current.state.value}, not {expected.value}",
+            code="mount-state-conflict",
+            mount=mount_id,
+            expected=expected.value,
+            actual=current.state.value,
+        )
+
+    def force(self, mount_id: str, target: MountState, reason: str) -> Mount:
         """The forced path: reconciliation and takeover only (S-52). Any status → ``target``."""
         with self.db.transaction() as tx:
-            if tx.count("mount_force", {"id": mount_id, "t": target.value, "why": reason}) != 1:
-                raise NotFoundError(f"no mount {mount_id} on this host", code="mount-not-found", mount=mount_id)
-        return self.get(mount_id)
+            forced = tx.execute("mount_force", {"id": mount_id, "t": target.value, "why": reason})
+        if not forced:
+            raise NotFoundError(f"no mount {mount_id} on this host", code="mount-not-found", mount=mount_id)
+        return Mount.from_row(forced[0])
 
     def set_generation(self, mount_id: str, generation: int) -> None:
         with self.db.transaction() as tx:
             tx.execute("mount_set_generation", {"id": mount_id, "g": generation})
 
-    def set_base(self, mount_id: str, snapshot_id: str | None) -> None:
+    def set_base(
+        self, mount_id: str, snapshot_id: str | None, *, move: tuple[MountState, MountState] | None = None
+    ) -> None:
+        """The mount's folder holds ``snapshot_id`` now; with ``move`` (expected, target), also that guarded
+        change of status, in the same transaction. The base is recorded even when the move is refused
+        (``mount-state-conflict``, raised after the commit)."""
+        if move is not None:
+            MOUNT.check(*move)
         with self.db.transaction() as tx:
             tx.execute("mount_set_base", {"id": mount_id, "b": snapshot_id})
+            moved = move is None or bool(
+                tx.execute("mount_transition", {"id": mount_id, "e": move[0].value, "t": move[1].value})
+            )
+        if not moved:
+            assert move is not None
+            self._refuse_move(mount_id, move[0])
 
     def checkpoint_begin(self, mount_id: str, key: str) -> None:
         """A checkpoint under ``key`` is in flight (recorded before anything is uploaded)."""

@@ -103,7 +103,7 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
 def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], None] | None = None) -> int:
     """Serve ``app`` for the started ``node`` until it is drained or stopped; returns the exit code.
 
-    A node started with ``running=False`` becomes RUNNING (:meth:`Node.mark_running`) only once the server
+    A node started with ``running=False`` becomes RUNNING (:meth:`PodRuntime.mark_running`) only once the server
     listens, so nothing is placed on a pod, and ``/readyz`` does not answer 200, before its API can be
     reached; ``announce`` is called then too.
     """

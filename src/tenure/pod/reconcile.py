@@ -60,7 +60,7 @@ from tenure.mounts.classify import (
 )
 from tenure.mounts.store import Mount, MountStore
 from tenure.states import LeaseState, ProjectStatus, SnapshotState
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 from tenure.workspaces.folders import UNKNOWN_BASE
 
 log = logging.getLogger("tenure.serve")
@@ -92,10 +92,7 @@ class Reconciler:
         self.node = node
         self.mounts: MountStore = node.lifecycle.mounts.store
         self.workspaces = node.workspaces
-        configured = getattr(getattr(node, "config", None), "recovery_window", None)
-        if window_s is None:
-            window_s = RECOVERY_WINDOW_S if configured is None else float(configured)
-        self.window_s = window_s
+        self._window_s = window_s
         #: mounts whose project is CLOSED: their folder is kept as a preserved delta, clean or not
         self._closed: set[str] = set()
 
@@ -134,6 +131,14 @@ class Reconciler:
         return FolderFacts(exists=True, dirty=not self.workspaces.folder_is_clean(mount.workspace_id, mount.folder))
 
     # ------------------------------------------------------------------ the run
+
+    @property
+    def window_s(self) -> float:
+        """The recovery window: as given, else the pod's ``recovery_window`` as it is now (7 days by default)."""
+        if self._window_s is not None:
+            return self._window_s
+        configured = getattr(getattr(self.node, "config", None), "recovery_window", None)
+        return RECOVERY_WINDOW_S if configured is None else float(configured)
 
     def run(self) -> ReconcileReport:
         report = ReconcileReport()

@@ -1,16 +1,16 @@
 """The pod runtime behind ``tenure serve``: one pod per process.
 
-A :class:`Node` owns this process's pod row, its data-folder lock, the
+A :class:`PodRuntime` owns this process's pod row, its data-folder lock, the
 lifecycle service and the activation registry, and runs the beat:
 
-* **start** (:meth:`Node.start`): pod row STARTING → exclusive lock on the
+* **start** (:meth:`PodRuntime.start`): pod row STARTING → exclusive lock on the
   data folder → the pod's own lease → the projects of this host's previous
   pod adopted (ADR 0020) → restart reconciliation of this host's mounts
-  (:mod:`tenure.serve.reconcile`) → re-derive owner-required → the adopted
+  (:mod:`tenure.pod.reconcile`) → re-derive owner-required → the adopted
   projects brought, then the boot self-pull → RUNNING. Until then ``ready``
   is false and nothing is placed here; a start that fails leaves the row
   STOPPED.
-* **beat** (:meth:`Node.beat`, every ``beat_interval`` seconds): the pod's
+* **beat** (:meth:`PodRuntime.beat`, every ``beat_interval`` seconds): the pod's
   heartbeat with its load, the lease renewal, then drift in both directions —
   a project running here whose lease this pod no longer holds is deactivated
   at once (forward); a project this pod holds but does not run is brought
@@ -19,17 +19,18 @@ lifecycle service and the activation registry, and runs the beat:
   retries and the pull run on a background thread, their brings on a small
   pool, so a long pull never delays a renewal.
 * **bring** is single-flight per project: concurrent requests share one.
-* **drain** (:meth:`Node.drain`, SIGTERM, ``tenure pods drain``): DRAINING,
+* **drain** (:meth:`PodRuntime.drain`, SIGTERM, ``tenure pods drain``): DRAINING,
   then for each project: engines stopped, checkpoint, folder removed, lease
   released while still ours; the project stays RUNNING with no owner so
   another pod brings it. Then STOPPED.
 
-The HTTP API (:mod:`tenure.serve.api`) talks to a node only through the
+The HTTP API (:mod:`tenure.api.app`) talks to a node only through the
 public methods here.
 """
 
 from __future__ import annotations
 
+import enum
 import fcntl
 import logging
 import os
@@ -41,24 +42,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tenure.cluster.master import Master
+from tenure.cluster.placement import room, selector_matches
 from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.objects import ObjectStore
-from tenure.projects.facade import ClaimRejectedError
+from tenure.pod.gate import WriteGate
+from tenure.pod.journals import FolderJournals
+from tenure.pod.metrics import Metrics
+from tenure.pod.reconcile import Reconciler
+from tenure.pod.tokens import cluster_token
+from tenure.projects.facade import ClaimRejectedError, OwnershipFacade
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
-from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError, ProjectSuspendedError
-from tenure.projects.placement import room, selector_matches
+from tenure.projects.ownership import Owner, Ownership, refuse_unservable
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import LifecycleType, PodStatus, Project
+from tenure.projects.records import Project
 from tenure.projects.store import ProjectStore
 from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
-from tenure.serve.gate import WriteGate
-from tenure.serve.journals import FolderJournals
-from tenure.serve.metrics import Metrics
-from tenure.states import ProjectStatus
+from tenure.states import PodState, ProjectStatus
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
 
-__all__ = ["Node", "ServeConfig", "Route", "selector_matches", "DataFolderLockedError"]
+__all__ = ["PodRuntime", "ServeConfig", "Intent", "Route", "selector_matches", "DataFolderLockedError"]
 
 log = logging.getLogger("tenure.serve")
 #: pod rows silent this long that hold nothing are deleted (ADR 0016)
@@ -121,13 +125,28 @@ class ServeConfig:
         return self.public_url or f"http://{self.listen}"
 
 
+class Intent(enum.Enum):
+    """What a request needs of the project it names (:meth:`PodRuntime.route`)."""
+
+    SERVE = "serve"
+    BRING = "bring"
+    LOCATE = "locate"
+    LOCATE_LIVE = "locate-live"
+
+
 @dataclass(frozen=True)
 class Route:
-    """Where a request for a project goes: exactly one field is set."""
+    """Where a request for a project goes: exactly one of ``project``, ``redirect``, ``retry_after`` is set."""
 
-    project: Project | None = None  #: served here (running here after the call)
+    project: Project | None = None  #: served here (running here after the call), or go ahead here
     redirect: str | None = None  #: the live owner's endpoint
     retry_after: float | None = None  #: seconds until it may be claimable (dead owner, or placement deciding)
+    reason: str = ""  #: with ``retry_after``: why, in one sentence
+    ref: str = ""  #: with ``retry_after``: the project
+
+    @classmethod
+    def later(cls, project: Project, seconds: float, reason: str | None = None) -> Route:
+        return cls(retry_after=seconds, reason=reason or f"project {project.ref} cannot be served yet", ref=project.ref)
 
 
 @dataclass
@@ -138,7 +157,7 @@ class _Dark:
     suspend: bool = False
 
 
-class Node:
+class PodRuntime:
     """One pod: its row, its lock, its lifecycle service and its beat (see the module docstring)."""
 
     def __init__(
@@ -159,6 +178,8 @@ class Node:
         self.registry = ActivationRegistry()
         self.pods = PodRegistry(store)
         self.ownership = Ownership(store)
+        #: where a request for a project another pod holds goes (P-54)
+        self.facade = OwnershipFacade(store, self.pod, lease_ttl=config.lease_ttl, liveness_ttl=config.liveness_ttl)
         self.projects = ProjectStore(store)
         self.lifecycle = LifecycleService(
             store,
@@ -170,8 +191,10 @@ class Node:
             registry=self.registry,
         )
         self.workspaces: WorkspaceService = self.lifecycle.workspaces
+        #: restart reconciliation of this host's mounts, and the settling of a lost project's mount
+        self.reconciler = Reconciler(self)
         self.journals = FolderJournals(enabled=config.change_journal, walk_every=config.journal_walk_every)
-        self.status = PodStatus.STARTING
+        self.status = PodState.STARTING
         self._lock_fd: int | None = None
         #: the pod that held this data folder's lock before: dead, since we hold the lock now (ADR 0020)
         self._predecessor: str | None = None
@@ -192,13 +215,10 @@ class Node:
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
         self.reconcile_report: Any = None
-        from tenure.serve.master import Master
-        from tenure.serve.tokens import cluster_token
-
-        #: the files API's writes against suspend, hand-over and close (tenure.serve.gate)
+        #: the files API's writes against suspend, hand-over and close (tenure.pod.gate)
         self.gate = WriteGate()
         #: the master role: election in the beat, the distributor tick (ADR 0023)
-        self.master = Master(self)
+        self.master = Master(self, store)
         #: the newest master epoch a placement request came with (older ones are refused)
         self.newest_epoch = 0
         #: what this pod sends other pods (placement requests); None when the API is open
@@ -209,9 +229,14 @@ class Node:
     # ------------------------------------------------------------------ start / stop
 
     @property
+    def pod_id(self) -> str:
+        """This process's pod id (a fresh UUID per start)."""
+        return self.pod.pod_id
+
+    @property
     def ready(self) -> bool:
         """True once the pod is RUNNING (``/readyz``): only then is anything placed here."""
-        return self.status is PodStatus.RUNNING
+        return self.status is PodState.RUNNING
 
     def start(self, *, running: bool = True) -> None:
         """The start-up order of the module docstring; returns once the pod is RUNNING.
@@ -219,18 +244,16 @@ class Node:
         ``running=False`` stops short of the last step: the pod stays STARTING (not ready, nothing placed
         here) until :meth:`mark_running`, which the daemon calls once its HTTP server listens.
         """
-        self.pods.register(
-            self.pod, labels=self.config.labels, capacity=self.config.capacity, status=PodStatus.STARTING
-        )
-        self._log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
+        self.pods.register(self.pod, labels=self.config.labels, capacity=self.config.capacity, status=PodState.STARTING)
+        self.log("pod starting", endpoint=self.pod.endpoint, labels=self.config.labels)
         try:
             self._start_up()
             if running:
                 self.mark_running()
         except BaseException:
             try:  # the row says so: a start-up that failed is STOPPED, never STARTING forever
-                self.pods.transition(self.pod.pod_id, PodStatus.STARTING, PodStatus.STOPPED)
-                self.status = PodStatus.STOPPED
+                self.pods.transition(self.pod.pod_id, PodState.STARTING, PodState.STOPPED)
+                self.status = PodState.STOPPED
             except Exception:  # noqa: BLE001 - the original error is the one to report
                 pass
             self._unlock_data_folder()
@@ -254,10 +277,10 @@ class Node:
 
         Nothing happens unless the pod is still STARTING (a drain may have begun meanwhile).
         """
-        if self.status is not PodStatus.STARTING:
+        if self.status is not PodState.STARTING:
             return
-        self._set_status(PodStatus.RUNNING)
-        self._log("pod running")
+        self._set_status(PodState.RUNNING)
+        self.log("pod running")
 
     def adopt_predecessor(self) -> list[Project]:
         """Take over at once the projects this host's previous pod held (ADR 0020); they are brought later.
@@ -274,13 +297,13 @@ class Node:
             taken = self.ownership.adopt(project.tenant, project.name, self.pod.pod_id, self.pod.node_name, prev)
             if taken is None:
                 continue
-            self._log("adopted from the previous pod of this host", project=taken.ref, generation=taken.generation)
+            self.log("adopted from the previous pod of this host", project=taken.ref, generation=taken.generation)
             self.lifecycle.mounts.adopted(taken)  # this host's folder, now under the new generation
             adopted.append(taken)
         try:
-            status = PodStatus(self.pods.get(prev).status)
-            if status is not PodStatus.STOPPED:
-                self.pods.transition(prev, status, PodStatus.STOPPED)
+            status = PodState(self.pods.get(prev).status)
+            if status is not PodState.STOPPED:
+                self.pods.transition(prev, status, PodState.STOPPED)
         except TenureError:
             pass  # its row is gone, or it moved meanwhile: nothing to mark
         return adopted
@@ -295,25 +318,24 @@ class Node:
                 elif current.status is ProjectStatus.SUSPENDING:
                     self.suspend(current.tenant, current.name)  # a suspend the dead pod did not finish
             except Exception as exc:  # noqa: BLE001 - noted as reverse drift, retried by the beat
-                self._log(
+                self.log(
                     "finishing an adopted project failed", level=logging.WARNING, project=taken.ref, error=str(exc)
                 )
 
     def reconcile(self) -> None:
-        """Restart reconciliation of this host's mounts (:mod:`tenure.serve.reconcile`), before anything is served."""
+        """Restart reconciliation of this host's mounts (:mod:`tenure.pod.reconcile`), before anything is served."""
         from tenure.mounts.report import write_report
-        from tenure.serve.reconcile import Reconciler
 
-        report = Reconciler(self).run()
+        report = self.reconciler.run()
         self.reconcile_report = report
         try:  # for `tenure pods show` on this host; the run itself is already done
             write_report(self.config.data_dir, self.pod.pod_id, report.counts, expired_deltas=report.expired_deltas)
         except OSError as exc:
-            self._log("the reconciliation report was not written", level=logging.WARNING, error=str(exc))
+            self.log("the reconciliation report was not written", level=logging.WARNING, error=str(exc))
         for verdict, count in report.counts.items():
             self.metrics.reconcile.labels(verdict=verdict).inc(count)
         if report.counts or report.expired_deltas:
-            self._log("reconciled", expired_deltas=report.expired_deltas, **report.counts)
+            self.log("reconciled", expired_deltas=report.expired_deltas, **report.counts)
 
     def run_beats(self) -> None:
         """Start the beat thread and the master's tick thread (daemons)."""
@@ -336,7 +358,7 @@ class Node:
                         self._in_background(self.pull)
             except Exception as exc:  # noqa: BLE001 - a failed beat is logged and retried next beat
                 self.metrics.beat_failures.inc()
-                self._log("beat failed", level=logging.WARNING, error=str(exc))
+                self.log("beat failed", level=logging.WARNING, error=str(exc))
 
     def stop(self) -> None:
         """Stop beating and release what is still held (best effort), then STOPPED and unlock."""
@@ -353,8 +375,8 @@ class Node:
         self.journals.close()
         try:
             self.ownership.release_leases(self.pod.pod_id)
-            if self.status is not PodStatus.STOPPED:
-                self._set_status(PodStatus.STOPPED)
+            if self.status is not PodState.STOPPED:
+                self._set_status(PodState.STOPPED)
         finally:
             self.lifecycle.trash.wait()
             self._unlock_data_folder()
@@ -385,7 +407,7 @@ class Node:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _set_status(self, status: PodStatus) -> None:
+    def _set_status(self, status: PodState) -> None:
         self.pods.transition(self.pod.pod_id, self.status, status)
         self.status = status
 
@@ -405,7 +427,7 @@ class Node:
                 work()
             except Exception as exc:  # noqa: BLE001 - logged; retried at the next beat
                 self.metrics.beat_failures.inc()
-                self._log("background work failed", level=logging.WARNING, error=str(exc))
+                self.log("background work failed", level=logging.WARNING, error=str(exc))
 
         self._background = threading.Thread(target=guarded, name="tenure-pull", daemon=True)
         self._background.start()
@@ -453,8 +475,8 @@ class Node:
         self._beats += 1
         if renewal is None:
             return False  # STOPPED: nothing of ours to renew
-        if self.status is PodStatus.RUNNING and renewal.status == PodStatus.DRAINING.value:
-            self._log("drain requested through the store")
+        if self.status is PodState.RUNNING and renewal.status == PodState.DRAINING.value:
+            self.log("drain requested through the store")
             if self.on_drain_requested is not None:
                 self.on_drain_requested()
             else:
@@ -463,7 +485,7 @@ class Node:
         if renewal.lost != self._lost_seen:  # a takeover or a fence of one of ours: find which
             self._lost_seen = renewal.lost
             self.check_drift()
-        if self.status is PodStatus.RUNNING:
+        if self.status is PodState.RUNNING:
             self.master.beat()
         if self._beats % 1000 == 1:
             self.ownership.reap_pods(REAP_AFTER_S)
@@ -477,11 +499,9 @@ class Node:
         if time.monotonic() - self._last_delta_sweep < every:
             return
         self._last_delta_sweep = time.monotonic()
-        from tenure.serve.reconcile import Reconciler
-
-        expired = Reconciler(self).expire_deltas()
+        expired = self.reconciler.expire_deltas()
         if expired:
-            self._log("preserved deltas past the recovery window deleted", count=expired)
+            self.log("preserved deltas past the recovery window deleted", count=expired)
 
     def _prune_history(self) -> None:
         """Ownership timeline retention, at most hourly: events older than ``history_days`` go, except the
@@ -492,10 +512,10 @@ class Node:
         try:
             pruned = self.lifecycle.timeline.prune(self.config.history_days, DEFAULT_KEEP_PER_PROJECT)
         except Exception as exc:  # noqa: BLE001 - retention can wait for the next hour
-            self._log("timeline retention failed", level=logging.WARNING, error=str(exc))
+            self.log("timeline retention failed", level=logging.WARNING, error=str(exc))
             return
         if pruned:
-            self._log("timeline events past the retention deleted", count=pruned)
+            self.log("timeline events past the retention deleted", count=pruned)
 
     def check_drift(self) -> None:
         """Deactivate what runs here without our lease (forward); note what we hold but do not run (reverse)."""
@@ -519,20 +539,18 @@ class Node:
             if mount is None:
                 self.lifecycle.keep_lost_folder(project, "closed elsewhere" if closed else "the lease was taken over")
             else:
-                from tenure.serve.reconcile import Reconciler
-
-                verdict = Reconciler(self).settle(mount).value
+                verdict = self.reconciler.settle(mount).value
                 self.metrics.reconcile.labels(verdict=verdict).inc()
         except Exception as exc:  # noqa: BLE001 - the record stays; the next start's reconciliation settles it
             verdict = "unsettled"
-            self._log(
+            self.log(
                 "the lost project's mount was not settled; the next start reconciles it",
                 level=logging.WARNING,
                 project=project.ref,
                 error=str(exc),
             )
         self._event(project, EventKind.DRIFT_FORWARD, closed=closed, verdict=verdict)
-        self._log(
+        self.log(
             "lease lost: deactivated",
             project=project.ref,
             generation=project.generation,
@@ -570,10 +588,10 @@ class Node:
                     self._dark.pop(project_id, None)
                     self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
                     self._event(project, EventKind.RELEASE, reason="bring kept failing", error=str(exc))
-                    self._log("bring kept failing: lease released", project=project.ref, error=str(exc))
+                    self.log("bring kept failing: lease released", project=project.ref, error=str(exc))
                 else:
                     dark.next_at = now + self.config.bring_backoff * 2 ** (dark.attempts - 1)
-                    self._log("bring failed: will retry", project=project.ref, error=str(exc))
+                    self.log("bring failed: will retry", project=project.ref, error=str(exc))
 
     def _retry_suspend(self, project: Project, dark: _Dark, now: float) -> None:
         """Finish a suspend an engine stop failed: retried with backoff; the last attempt stops best effort."""
@@ -589,7 +607,7 @@ class Node:
         except Exception as exc:  # noqa: BLE001 - retried with backoff
             dark.attempts += 1
             dark.next_at = now + min(MAX_RETRY_BACKOFF_S, self.config.bring_backoff * 2 ** (dark.attempts - 1))
-            self._log("suspend failed: will retry", project=project.ref, error=str(exc), forced=last)
+            self.log("suspend failed: will retry", project=project.ref, error=str(exc), forced=last)
 
     # ------------------------------------------------------------------ pull
 
@@ -615,7 +633,7 @@ class Node:
             row = self.pods.get(self.pod.pod_id)
         except TenureError:
             return []
-        if row.status not in (PodStatus.STARTING.value, PodStatus.RUNNING.value):
+        if row.status not in (PodState.STARTING.value, PodState.RUNNING.value):
             return []
         labels, capacity = row.labels, row.capacity
         budget = self.headroom(capacity)
@@ -647,16 +665,21 @@ class Node:
                     budget += candidate.placement_score  # another pod was faster: the claim decides
                 except Exception as exc:  # noqa: BLE001 - one project must not stop the pull
                     budget += candidate.placement_score
-                    self._log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
+                    self.log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
                 self._keep_alive()
         if brought:
-            self._log("pulled", count=len(brought), boot=boot)
+            self.log("pulled", count=len(brought), boot=boot)
         return brought
 
     # ------------------------------------------------------------------ lifecycle, single-flight
 
-    def bring(self, tenant: str, name: str, *, from_snapshot: str | None = None) -> Project:
-        """Bring the project here; concurrent calls for one project share one bring."""
+    def bring(
+        self, tenant: str, name: str, *, from_snapshot: str | None = None, project: Project | None = None
+    ) -> Project:
+        """Bring the project here; concurrent calls for one project share one bring.
+
+        ``project`` is its record when the caller has just read it (the bring then does not read it again).
+        """
         key = f"{tenant}/{name}"
         with self._inflight_lock:
             running = self._inflight.get(key)
@@ -667,13 +690,13 @@ class Node:
             return running.result()
         try:
             try:
-                project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot)
+                project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot, project=project)
             except BaseException:
                 self._note_dark(tenant, name)
                 raise
             self._scores[project.id] = project.placement_score
             self.metrics.brings.labels(result="ok").inc()
-            self._log("brought", project=project.ref, generation=project.generation)
+            self.log("brought", project=project.ref, generation=project.generation)
             future.set_result(project)
             return project
         except BaseException as exc:
@@ -722,13 +745,13 @@ class Node:
             self._note_stuck_suspend(tenant, name)
             raise
         self.metrics.suspends.labels(result="ok").inc()
-        self._log("suspended", project=project.ref, generation=project.generation)
+        self.log("suspended", project=project.ref, generation=project.generation)
         return project
 
     def close(self, tenant: str, name: str) -> Project:
         with self.gate.closing(self.projects.get(tenant, name).id):
             project = self.lifecycle.close(tenant, name)
-        self._log("closed", project=project.ref, generation=project.generation)
+        self.log("closed", project=project.ref, generation=project.generation)
         return project
 
     def checkpoint(self, tenant: str, name: str) -> Any:
@@ -767,46 +790,79 @@ class Node:
             )
         return project if running == project.generation else replace(project, generation=running)
 
-    def route(self, tenant: str, name: str, *, bring: bool = False) -> Route:
-        """Where a request for the project goes (P-50, P-26): here (brought if needed), the owner, or later.
+    def route(self, tenant: str, name: str, *, intent: Intent = Intent.SERVE, project: Project | None = None) -> Route:
+        """Where a request for the project goes (P-50, P-26, P-54): here, the live owner, or later.
 
-        A SUSPENDED project is brought only when ``bring`` (an explicit bring); any other request
-        for it fails with ``project-suspended`` (P-92).
+        The one routing decision of the pod. ``intent`` says what the request needs:
+
+        * ``SERVE`` (files, checkpoint, a session bind): the project running here, brought here first when
+          nobody holds it; CLOSED, HOMELESS and SUSPENDED projects are refused (P-92: a suspend is what a
+          user or policy asked for, so a request that needs the workspace fails instead of bringing it back);
+        * ``BRING`` (an explicit bring): ``SERVE``, and a SUSPENDED project is brought back;
+        * ``LOCATE`` (a suspend, a bring from a snapshot): nothing is claimed or brought; a project held by
+          another live pod is redirected there, one whose silent owner's lease still runs waits;
+        * ``LOCATE_LIVE`` (a close): ``LOCATE``, but a silent owner is not waited for.
+
+        ``project`` is the record when the caller has just read it (saves a read).
         """
-        project = self.projects.get(tenant, name)
-        if project.status is ProjectStatus.CLOSED:
-            raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
-        if project.lifecycle_type is LifecycleType.HOMELESS:
-            raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
-        if project.status is ProjectStatus.SUSPENDED and not bring:
-            # P-92: a suspend is what a user or policy asked for; a request that needs the workspace
-            # fails instead of silently bringing the project back (an explicit bring does that).
-            raise ProjectSuspendedError(
-                f"project {project.ref} is SUSPENDED: its workspace is in its last snapshot, on no pod",
-                project=project.ref,
-            )
-        if project.id in self.registry and self.ownership.holds(project.id, self.pod.pod_id, self.config.lease_ttl):
+        if project is None:
+            project, owner = self.ownership.project_with_owner(tenant, name, self.config.lease_ttl)
+        else:
+            owner = self.ownership.owner(project.id, self.config.lease_ttl)
+        if intent in (Intent.LOCATE, Intent.LOCATE_LIVE):
+            return self._locate(project, owner, wait_for_silent=intent is Intent.LOCATE)
+        refuse_unservable(project.ref, project.status, project.lifecycle_type, suspended_ok=intent is Intent.BRING)
+        mine = owner.live and owner.pod_id == self.pod.pod_id
+        if mine and project.id in self.registry:
             return Route(project=project)
-        owner = self.ownership.owner(project.id, self.config.lease_ttl)
-        if owner.live and owner.pod_id != self.pod.pod_id:
-            endpoint = self.pods.resolve_endpoint(owner.pod_id or "", self.config.liveness_ttl)
-            if endpoint is not None:
-                return Route(redirect=endpoint)
-            return Route(retry_after=max(1.0, owner.expires_in or 1.0))
+        if owner.live and not mine:
+            return self._to_holder(project, owner)
         if not self.ready or not selector_matches(project.placement_selector, self.config.labels):
-            return Route(retry_after=self.config.beat_interval)
+            return Route.later(project, self.config.beat_interval)
         try:
-            return Route(project=self.bring(tenant, name))
+            return Route(project=self.bring(tenant, name, project=project))
         except ClaimRejectedError:
-            return self.route_after_race(tenant, name)
+            pass  # another pod was faster: the claim decided, so ask who won
+        project, owner = self.ownership.project_with_owner(tenant, name, self.config.lease_ttl)
+        return self._to_holder(project, owner)
 
-    def route_after_race(self, tenant: str, name: str) -> Route:
-        project = self.projects.get(tenant, name)
-        owner = self.ownership.owner(project.id, self.config.lease_ttl)
-        endpoint = self.pods.resolve_endpoint(owner.pod_id or "", self.config.liveness_ttl) if owner.pod_id else None
-        if endpoint is not None:
-            return Route(redirect=endpoint)
-        return Route(retry_after=max(1.0, owner.expires_in or 1.0))
+    def _to_holder(self, project: Project, owner: Owner) -> Route:
+        """A project another pod holds: its live endpoint, or when its lease may have run out."""
+        held = self.facade.holder_answer(owner)
+        if held.redirect is not None:
+            return Route(redirect=held.redirect)
+        return Route.later(project, max(1.0, held.retry_after or 1.0))
+
+    def _locate(self, project: Project, owner: Owner, *, wait_for_silent: bool) -> Route:
+        """A live owner on another pod (redirect), a silent one whose lease runs (wait), or go ahead here."""
+        if not owner.live or owner.pod_id == self.pod.pod_id or owner.pod_id is None:
+            return Route(project=project)
+        held = self.facade.holder_answer(owner)
+        if held.redirect is not None:
+            return Route(redirect=held.redirect)
+        if not wait_for_silent:
+            return Route(project=project)
+        return Route.later(
+            project,
+            owner.expires_in or 1.0,
+            f"project {project.ref} is held by a pod that is not answering; its lease has not run out",
+        )
+
+    def start_drain(self) -> None:
+        """Drain in the background: through :attr:`on_drain_requested` (the daemon then exits), or
+        :meth:`drain` on a thread of its own."""
+        hook = self.on_drain_requested
+        if hook is not None:
+            hook()
+            return
+
+        def run() -> None:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001 - logged; the pod's leases then end by expiry
+                log.exception("drain failed", extra={"tenure": {"pod": self.pod.pod_id}})
+
+        threading.Thread(target=run, name="tenure-drain", daemon=True).start()
 
     # ------------------------------------------------------------------ drain
 
@@ -820,10 +876,8 @@ class Node:
         claims with the normal compare-and-swap: a project another pod took
         meanwhile is simply not brought.
         """
-        from tenure.serve.master import check_placement
-
         project = self.projects.get(tenant, name)
-        check_placement(self, project.id, epoch, self.newest_epoch)
+        self.master.check_placement(project.id, epoch, self.newest_epoch)
         self.newest_epoch = max(self.newest_epoch, epoch)
         self._brings.submit(self._bring_placed, tenant, name)
         return project
@@ -834,7 +888,7 @@ class Node:
         except ClaimRejectedError:
             pass  # another pod won the claim: the CAS decided
         except Exception as exc:  # noqa: BLE001 - logged; the project stays unowned and the master retries
-            self._log("placed bring failed", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
+            self.log("placed bring failed", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
 
     def drain(self) -> list[str]:
         """DRAINING; each project: engines stopped, checkpoint, folder removed, lease released; then STOPPED.
@@ -842,12 +896,12 @@ class Node:
         Returns the projects handed over. A project whose checkpoint fails keeps its lease and its
         folder (nothing is lost); it is released only by lease expiry.
         """
-        if self.status is PodStatus.RUNNING or self.status is PodStatus.STARTING:
+        if self.status is PodState.RUNNING or self.status is PodState.STARTING:
             try:
-                self._set_status(PodStatus.DRAINING)
+                self._set_status(PodState.DRAINING)
             except ConflictError:  # already marked DRAINING in the store (tenure pods drain)
-                self.status = PodStatus.DRAINING
-        self._log("draining")
+                self.status = PodState.DRAINING
+        self.log("draining")
         self.master.resign()
         moved: list[str] = []
         for project_id in sorted(self.registry.ids()):
@@ -857,12 +911,12 @@ class Node:
                     self.lifecycle.hand_over(self._as_running_here(project))
                 moved.append(project.ref)
                 self._event(project, EventKind.DRAIN)
-                self._log("handed over", project=project.ref, generation=project.generation)
+                self.log("handed over", project=project.ref, generation=project.generation)
             except Exception as exc:  # noqa: BLE001 - the next project must still be drained
-                self._log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
+                self.log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
         self._stop.set()
-        self._set_status(PodStatus.STOPPED)
-        self._log("stopped", handed_over=len(moved))
+        self._set_status(PodState.STOPPED)
+        self.log("stopped", handed_over=len(moved))
         return moved
 
     # ------------------------------------------------------------------ logs
@@ -873,12 +927,12 @@ class Node:
             None, project.id, kind, pod_id=self.pod.pod_id, generation=project.generation, **detail
         )
 
-    def _log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    def log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
         log.log(level, message, extra={"tenure": {"pod": self.pod.pod_id, **fields}})
 
 
 @contextmanager
-def started(node: Node) -> Iterator[Node]:
+def started(node: PodRuntime) -> Iterator[PodRuntime]:
     """Start a node and its beat; stop it on exit (tests and embedding)."""
     node.start()
     node.run_beats()

@@ -2,6 +2,8 @@
 
 * :meth:`OwnershipFacade.claim_for_local_pod` — claim or raise
   :class:`ClaimRejectedError` naming the holder;
+* :meth:`OwnershipFacade.claim_to_bring` — the same for a bring: the claim,
+  step 1a and the workspace read in one transaction;
 * :meth:`OwnershipFacade.claim_or_redirect` — claim, or say where the live
   holder is, or that it is dead but its lease not yet expired (retry after).
 
@@ -12,9 +14,10 @@ workspace or the engines. Only bring does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 from tenure.errors import ConflictError
-from tenure.projects.ownership import Ownership
+from tenure.projects.ownership import Claimed, Owner, Ownership
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import Project
 from tenure.projects.store import ProjectStore
@@ -54,14 +57,30 @@ class OwnershipFacade:
         ttl = self.lease_ttl if lease_ttl is None else lease_ttl
         project = self.ownership.claim(tenant, name, self.pod.pod_id, self.pod.node_name, self.pod.endpoint, ttl)
         if project is None:
-            owner = self.ownership.owner(self.projects.get(tenant, name).id, ttl)
-            raise ClaimRejectedError(
-                f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
-                holder=owner.pod_id,
-                node=owner.node,
-                project=f"{tenant}/{name}",
-            )
+            self._reject(tenant, name, ttl)
         return project
+
+    def claim_to_bring(self, tenant: str, name: str, *, lease_ttl: float | None = None, expiry_grace: float) -> Claimed:
+        """A bring's claim (:meth:`Ownership.claim_to_bring`: the claim, an expiry undone within
+        ``expiry_grace``, the sessions unbound, the workspace read back, in one transaction) or raise
+        naming the holder."""
+        ttl = self.lease_ttl if lease_ttl is None else lease_ttl
+        claimed = self.ownership.claim_to_bring(
+            tenant, name, self.pod.pod_id, self.pod.node_name, ttl, expiry_grace=expiry_grace
+        )
+        if claimed is None:
+            self._reject(tenant, name, ttl)
+        return claimed
+
+    def _reject(self, tenant: str, name: str, ttl: float) -> NoReturn:
+        """Raise for a refused claim, naming the holder (read with the project, one transaction)."""
+        _, owner = self.ownership.project_with_owner(tenant, name, ttl)
+        raise ClaimRejectedError(
+            f"project {tenant}/{name} is held by pod {owner.pod_id} ({owner.node})",
+            holder=owner.pod_id,
+            node=owner.node,
+            project=f"{tenant}/{name}",
+        )
 
     def claim_or_redirect(self, tenant: str, name: str) -> ClaimResult:
         """Claim, or say where the live holder is, or how long until a dead holder's lease expires."""
@@ -70,7 +89,12 @@ class OwnershipFacade:
         )
         if project is not None:
             return ClaimResult(project=project)
-        owner = self.ownership.owner(self.projects.get(tenant, name).id, self.lease_ttl)
+        _, owner = self.ownership.project_with_owner(tenant, name, self.lease_ttl)
+        return self.holder_answer(owner)
+
+    def holder_answer(self, owner: Owner) -> ClaimResult:
+        """Where a request for a project another pod holds goes: the holder's endpoint while its pod is live,
+        else the seconds until its lease runs out (then it may be claimed). The one place this is decided."""
         endpoint = self.pods.resolve_endpoint(owner.pod_id, self.liveness_ttl) if owner.pod_id else None
         if endpoint is not None:
             return ClaimResult(redirect=endpoint)

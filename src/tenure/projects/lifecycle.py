@@ -1,7 +1,8 @@
 """The lifecycle service: the only orchestrator of bring, suspend and close.
 
-bring:   1 claim → 1a unbind stale sessions → 2 RECOVERING → 3 workspace init
-         → 4 engines-start event → 5 RUNNING (and the activation registry)
+bring:   1 claim → 1a unbind stale sessions (in the claim's transaction) → 2 RECOVERING
+         → 3 workspace init → 4 engines-start event → 5 RUNNING with its timeline
+         event (and the activation registry)
 suspend: 1 SUSPENDING → 2 engines-stop event → 3 checkpoint, folder to trash
          → 4 SUSPENDED (lease released, out of the registry)
 close:   fence (new generation) → dispose (workspace DELETED, snapshots
@@ -21,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tenure.errors import IntegrityError, TenureError
 from tenure.faults import crash_point, register
@@ -29,13 +30,21 @@ from tenure.mounts.store import MountStore
 from tenure.objects import ObjectStore
 from tenure.projects.facade import OwnershipFacade
 from tenure.projects.mountlog import MountLog
-from tenure.projects.ownership import Ownership, ProjectClosedError, ProjectHomelessError
+from tenure.projects.ownership import Ownership, refuse_unservable
 from tenure.projects.pods import PodIdentity
-from tenure.projects.records import Kind, LifecycleType, Project
+from tenure.projects.records import Kind, Project
 from tenure.projects.store import CLOSED_GROUP, ProjectStore, StatusConflictError, SystemProjectError
 from tenure.projects.timeline import EventKind, Timeline
-from tenure.states import ProjectStatus, WorkspaceState
-from tenure.workspaces import CheckpointResult, Interval, LeaseLostError, LocalFolders, Store, WorkspaceService
+from tenure.states import ProjectStatus
+from tenure.workspaces import (
+    CheckpointResult,
+    Interval,
+    LeaseLostError,
+    LocalFolders,
+    Store,
+    Workspace,
+    WorkspaceService,
+)
 from tenure.workspaces.expiry import DEFAULT_GRACE_S
 
 for _name, _what in [
@@ -170,14 +179,26 @@ class LifecycleService:
 
     # ------------------------------------------------------------------ bring
 
-    def bring(self, tenant: str, name: str, *, from_snapshot: str | None = None) -> Project:
+    def bring(
+        self, tenant: str, name: str, *, from_snapshot: str | None = None, project: Project | None = None
+    ) -> Project:
         """Make the project RUNNING on this pod; returns the updated row.
 
         ``from_snapshot`` restores that READY snapshot instead of the head: the
         explicit way back when the head is DEGRADED (never chosen silently).
+        ``project``: the row of ``tenant/name`` the caller has just read (a
+        pod's routing of the request), so it is not read again.
+
+        Control-plane transactions of a bring that does not return early: the
+        read of the row (none when ``project`` is given); the claim with step
+        1a and the workspace read (:meth:`OwnershipFacade.claim_to_bring`);
+        RECOVERING; the restore's pin and unpin, when there is a head to
+        restore; RUNNING with the timeline's ``bring`` event. Engine events add
+        theirs (``tests/integration/test_bring_transactions.py``).
         """
-        project = self.projects.get(tenant, name)
-        self._refuse_closed_or_homeless(project)
+        if project is None:
+            project = self.projects.get(tenant, name)
+        refuse_unservable(project.ref, project.status, project.lifecycle_type, suspended_ok=True)
         if project.id in self.registry:
             if project.status is S.RUNNING and from_snapshot is None:
                 renewed = self.ownership.claim(
@@ -186,48 +207,61 @@ class LifecycleService:
                 if renewed is not None and renewed.generation == self.registry.generation(project.id):
                     return renewed  # running here under the current lease (even one that had run out): renewed
             self._deactivate(project)  # engines from an older lease, or a re-bring: stop them first
-        self._undo_expiry(project)
-        project = self.facade.claim_for_local_pod(tenant, name, lease_ttl=self.config.lease_ttl)
+        # A bring is a use: an EXPIRING workspace comes back to IDLE in the claim's transaction, within the
+        # grace (ADR 0019); past it the bring is refused with expiry-grace-over and nothing changes.
+        claimed = self.facade.claim_to_bring(
+            tenant, name, lease_ttl=self.config.lease_ttl, expiry_grace=self.config.expiry_grace
+        )
+        project = claimed.project
         crash_point("bring.after_claim")
-        self.projects.unbind_sessions(project)
-        crash_point("bring.after_unbind")
+        crash_point("bring.after_unbind")  # step 1a ran in the claim's transaction
         if project.status is not S.RECOVERING:
             project = self.projects.transition_status(tenant, name, project.status, S.RECOVERING, project.generation)
         crash_point("bring.after_recovering")
-        folder = self._init_folder_or_record(project, from_snapshot)
+        folder = self._init_folder_or_record(project, from_snapshot, claimed.workspace)
         crash_point("bring.after_workspace_init")
         self._start_engines(project, folder)
         crash_point("bring.after_engines_start")
-        project = self.projects.transition_status(tenant, name, S.RECOVERING, S.RUNNING, project.generation)
+        project = self.projects.transition_status(
+            tenant, name, S.RECOVERING, S.RUNNING, project.generation, then=self._bring_event(from_snapshot)
+        )
         self.registry.add(project.id, project.generation)
-        self._event(project, EventKind.BRING, from_snapshot=from_snapshot)
         crash_point("bring.after_running")
         return project
 
-    def _undo_expiry(self, project: Project) -> None:
-        """A bring is a use: an EXPIRING workspace comes back to IDLE first, within the grace (ADR 0019).
+    def _bring_event(self, from_snapshot: str | None) -> Callable[[Any, Project], None]:
+        """The timeline's ``bring``, written in the RUNNING transaction (best effort: never raises)."""
 
-        Past the grace the bring is refused with ``expiry-grace-over`` and
-        nothing changes; a deleted workspace stays deleted. The undo and the
-        expiry pass's deletion are one guarded move each, so only one wins.
-        """
-        if self.workspaces.workspace(project.workspace_id).state is WorkspaceState.EXPIRING:
-            self.workspaces.undo_expiry(project.workspace_id, self.config.expiry_grace)
+        def record(tx: Any, project: Project) -> None:
+            self.timeline.record_along(
+                tx,
+                project.id,
+                EventKind.BRING,
+                pod_id=self.pod.pod_id,
+                generation=project.generation,
+                from_snapshot=from_snapshot,
+            )
 
-    def _init_folder(self, project: Project, from_snapshot: str | None) -> str:
+        return record
+
+    def _init_folder(self, project: Project, from_snapshot: str | None, workspace: Workspace | None) -> str:
         """Step 3; a damaged head leaves the project RECOVERING with the error and the way out recorded."""
         mount = self.mounts.mounting(project, self.folder(project))
         try:
-            folder = self.workspaces.init_folder(project.workspace_id, self.folder(project), snapshot=from_snapshot)
+            folder = self.workspaces.init_folder(
+                project.workspace_id, self.folder(project), snapshot=from_snapshot, workspace=workspace
+            )
             self.mounts.mounted(mount, self.workspaces.folders.read_base(folder))
             return folder
         except BaseException:
             self.mounts.mount_failed(mount)
             raise
 
-    def _init_folder_or_record(self, project: Project, from_snapshot: str | None) -> str:
+    def _init_folder_or_record(
+        self, project: Project, from_snapshot: str | None, workspace: Workspace | None = None
+    ) -> str:
         try:
-            return self._init_folder(project, from_snapshot)
+            return self._init_folder(project, from_snapshot, workspace)
         except IntegrityError as exc:
             ready = self.workspaces.newest_ready(project.workspace_id)
             way_out = (
@@ -329,12 +363,6 @@ class LifecycleService:
         self.mounts.unmounted(mount)
         self.registry.remove(project.id)
         self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
-
-    def _refuse_closed_or_homeless(self, project: Project) -> None:
-        if project.status is S.CLOSED:
-            raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
-        if project.lifecycle_type is LifecycleType.HOMELESS:
-            raise ProjectHomelessError(f"project {project.ref} is HOMELESS", project=project.ref)
 
     def _start_engines(self, project: Project, folder: str) -> None:
         event = EnginesStartRequested(project.tenant, project.name)

@@ -32,7 +32,7 @@ from tenure.errors import ConflictError
 from tenure.faults import crash_point, register
 from tenure.mounts.store import Mount, MountStore
 from tenure.projects.records import Project
-from tenure.states import SessionState as M
+from tenure.states import MountState as M
 
 __all__ = ["MountLog", "AFTER_UNMOUNTING"]
 
@@ -74,9 +74,8 @@ class MountLog:
         )
 
     def mounted(self, mount: Mount, base: str | None) -> None:
-        self.store.set_base(mount.id, base)
-        if mount.state is M.MOUNTING:
-            self.store.transition(mount.id, M.MOUNTING, M.MOUNTED)
+        """Bring step 3 done: the base recorded and a MOUNTING mount MOUNTED (one write)."""
+        self.store.set_base(mount.id, base, move=(M.MOUNTING, M.MOUNTED) if mount.state is M.MOUNTING else None)
 
     def mount_failed(self, mount: Mount) -> None:
         if mount.state is M.MOUNTING:

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
-from tenure.projects.records import LifecycleType, PodStatus, Project
+from tenure.projects.records import LifecycleType, Project
 from tenure.projects.timeline import Timeline
-from tenure.states import ProjectStatus
-from tenure.store import Store
-from tenure.store.connector import Tx
+from tenure.states import PodState, ProjectStatus, WorkspaceState
+from tenure.store import Store, Workspace
+from tenure.store.connector import Row, Tx
 from tenure.store.queries import state_params
 
 #: A project's writer lease lives as long as its ownership: it is revoked by
@@ -67,6 +67,31 @@ class Owner:
         return {"pod_id": self.pod_id, "node": self.node, "live": self.live, "expires_in": self.expires_in}
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """What a bring's claim returns (:meth:`Ownership.claim_to_bring`): the project under its lease and
+    its workspace as the claim's transaction left it."""
+
+    project: Project
+    workspace: Workspace
+
+
+def _need_pod(pod_id: str) -> None:
+    if not pod_id:
+        raise InvalidInputError(
+            "claim needs the caller's pod id",
+            code="podless-claim",
+            hint="claims are made by a pod; start one or pass --pod-id",
+        )
+
+
+def _owner(row: Row) -> Owner:
+    """The :class:`Owner` of a row with ``home_pod_id``, ``home_node`` and ``expires_in``."""
+    expires_in = None if row["expires_in"] is None else float(row["expires_in"])
+    live = row["home_pod_id"] is not None and expires_in is not None and expires_in > 0
+    return Owner(row["home_pod_id"], row["home_node"], live, expires_in)
+
+
 class ProjectClosedError(ConflictError):
     code = "project-closed"
     default_hint = "a CLOSED project accepts no further operations"
@@ -86,6 +111,23 @@ class ProjectHomelessError(ConflictError):
     default_hint = "HOMELESS projects hold metadata only and never have an owner"
 
 
+def refuse_unservable(
+    ref: str, status: ProjectStatus, lifecycle_type: LifecycleType, *, suspended_ok: bool = False
+) -> None:
+    """The one refusal of a project that cannot run anywhere now: CLOSED, HOMELESS, or (unless
+    ``suspended_ok``: an explicit bring, a claim) SUSPENDED, whose workspace is only in its last snapshot
+    (P-92)."""
+    if status is ProjectStatus.CLOSED:
+        raise ProjectClosedError(f"project {ref} is CLOSED", project=ref)
+    if lifecycle_type is LifecycleType.HOMELESS:
+        raise ProjectHomelessError(f"project {ref} is HOMELESS", project=ref)
+    if status is ProjectStatus.SUSPENDED and not suspended_ok:
+        raise ProjectSuspendedError(
+            f"project {ref} is SUSPENDED: its workspace is in its last snapshot, on no pod",
+            project=ref,
+        )
+
+
 class Ownership:
     """Claims, renewals, releases and the holder queries, over one store."""
 
@@ -100,34 +142,62 @@ class Ownership:
         self, tenant: str, name: str, pod_id: str, node_name: str, address: str | None, lease_ttl: float
     ) -> Project | None:
         """CAS: take the lease if it is free, ours, or expired. ``None`` when another pod holds it."""
-        if not pod_id:
-            raise InvalidInputError(
-                "claim needs the caller's pod id",
-                code="podless-claim",
-                hint="claims are made by a pod; start one or pass --pod-id",
-            )
+        _need_pod(pod_id)
         with self.db.transaction() as tx:
             before = tx.one("project_holder_for_update", {"t": tenant, "n": name})
-            claimed = tx.execute(
-                "project_claim",
-                {
-                    "pod": pod_id,
-                    "node": node_name,
-                    "t": tenant,
-                    "n": name,
-                    "ttl": lease_ttl,
-                    **_CLOSED,
-                    **state_params(LifecycleType.HOMELESS),
-                },
-            )
-            if not claimed:
-                self._why_not(tx, tenant, name)
+            return self._claim(tx, before, tenant, name, pod_id, node_name, lease_ttl)
+
+    def claim_to_bring(
+        self, tenant: str, name: str, pod_id: str, node_name: str, lease_ttl: float, *, expiry_grace: float
+    ) -> Claimed | None:
+        """A bring's claim and step 1a in one transaction; ``None`` when another pod holds the lease.
+
+        In order: the project row locked; its workspace, if EXPIRING, back to
+        IDLE within ``expiry_grace`` (a bring is a use, ADR 0019: past the
+        grace ``expiry-grace-over`` is raised and nothing changes); the CAS of
+        :meth:`claim` (a takeover issues the next writer lease in it); every
+        session of the project unbound, fenced by the generation the claim
+        left; and the workspace read back, so the bring restores the head
+        this transaction saw without reading it again. The caller's pod
+        routing or the bring itself has just read the project row.
+        """
+        _need_pod(pod_id)
+        with self.db.transaction() as tx:
+            before = tx.one("project_holder_for_update", {"t": tenant, "n": name})
+            if before is not None:
+                ws = self.store.workspaces.workspace(before["workspace_id"], tx)
+                if ws.state is WorkspaceState.EXPIRING:
+                    self.store.workspaces.undo_expiry(ws.id, expiry_grace, tx)
+            project = self._claim(tx, before, tenant, name, pod_id, node_name, lease_ttl)
+            if project is None:
                 return None
-            project = Project.from_row(claimed[0])
-            if project.generation == int(claimed[0]["writer_generation"]):
-                return project  # a renewal: one statement
-            former = before["home_pod_id"] if before is not None else None
-            return self._took_over(tx, project, pod_id, former)
+            tx.count("sessions_unbind", {"p": project.id, "g": project.generation})
+            return Claimed(project, self.store.workspaces.workspace(project.workspace_id, tx))
+
+    def _claim(
+        self, tx: Tx, before: Row | None, tenant: str, name: str, pod_id: str, node_name: str, lease_ttl: float
+    ) -> Project | None:
+        """The CAS of :meth:`claim` in ``tx``, after ``project_holder_for_update`` read ``before``."""
+        claimed = tx.execute(
+            "project_claim",
+            {
+                "pod": pod_id,
+                "node": node_name,
+                "t": tenant,
+                "n": name,
+                "ttl": lease_ttl,
+                **_CLOSED,
+                **state_params(LifecycleType.HOMELESS),
+            },
+        )
+        if not claimed:
+            self._why_not(tx, tenant, name)
+            return None
+        project = Project.from_row(claimed[0])
+        if project.generation == int(claimed[0]["writer_generation"]):
+            return project  # a renewal: one statement
+        former = before["home_pod_id"] if before is not None else None
+        return self._took_over(tx, project, pod_id, former)
 
     def _took_over(self, tx: Tx, project: Project, pod_id: str, former: str | None, **why: Any) -> Project:
         """After a CAS that changed the holder: the former holder's lost counter, the new writer lease."""
@@ -190,10 +260,8 @@ class Ownership:
         row = tx.one("project_status_and_type", {"t": tenant, "n": name})
         if row is None:
             raise NotFoundError(f"no project {tenant}/{name}", code="project-not-found", project=f"{tenant}/{name}")
-        if row["status"] == ProjectStatus.CLOSED.value:
-            raise ProjectClosedError(f"project {tenant}/{name} is CLOSED", project=f"{tenant}/{name}")
-        if row["lifecycle_type"] == LifecycleType.HOMELESS.value:
-            raise ProjectHomelessError(f"project {tenant}/{name} is HOMELESS", project=f"{tenant}/{name}")
+        ref, status, kind = f"{tenant}/{name}", ProjectStatus(row["status"]), LifecycleType(row["lifecycle_type"])
+        refuse_unservable(ref, status, kind, suspended_ok=True)
 
     def renew_leases(self, pod_id: str) -> Renewal | None:
         """One beat: renew the pod's own lease, which every pod-bound lease it holds lives by.
@@ -206,7 +274,7 @@ class Ownership:
         — and its status; ``None`` for a STOPPED pod (nothing is renewed).
         """
         with self.db.transaction() as tx:
-            row = tx.one("pod_renew_lease", {"pod": pod_id, **state_params(PodStatus.RUNNING, PodStatus.STOPPED)})
+            row = tx.one("pod_renew_lease", {"pod": pod_id, **state_params(PodState.RUNNING, PodState.STOPPED)})
             if row is None:
                 return None
             tx.execute("projects_bind_to_pod", {"pod": pod_id, **_CLOSED})
@@ -240,9 +308,26 @@ class Ownership:
             row = tx.one("project_owner", {"id": project_id, "ttl": lease_ttl})
         if row is None:
             raise NotFoundError(f"no project {project_id}", code="project-not-found")
-        expires_in = None if row["expires_in"] is None else float(row["expires_in"])
-        live = row["home_pod_id"] is not None and expires_in is not None and expires_in > 0
-        return Owner(row["home_pod_id"], row["home_node"], live, expires_in)
+        return _owner(row)
+
+    def project_with_owner(self, tenant: str, name: str, lease_ttl: float) -> tuple[Project, Owner]:
+        """Project ``tenant/name`` and who holds its lease (as :meth:`owner` says), read in one statement.
+
+        What a pod routes a request by — the record (status, type, selector,
+        id for the activation registry) and the holder — in one transaction
+        instead of a ``ProjectStore.get`` then an :meth:`owner` (or
+        :meth:`holds`). ``project-not-found`` when there is none.
+        """
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("project_with_owner_by_name", {"t": tenant, "n": name, "ttl": lease_ttl})
+        if row is None:
+            raise NotFoundError(
+                f"no project {tenant}/{name}",
+                code="project-not-found",
+                project=f"{tenant}/{name}",
+                hint="list projects with `tenure project list`",
+            )
+        return Project.from_row(row), _owner(row)
 
     def holds(self, project_id: str, pod_id: str, lease_ttl: float) -> bool:
         owner = self.owner(project_id, lease_ttl)

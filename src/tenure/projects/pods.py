@@ -14,13 +14,14 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from tenure.projects.records import Pod, PodStatus
+from tenure.projects.records import Pod
+from tenure.states import PodState
 from tenure.store import Store
 from tenure.store.queries import state_params
 
-POD_STATUSES = tuple(s.value for s in PodStatus)
+POD_STATUSES = tuple(s.value for s in PodState)
 #: A pod in these statuses may be live (if heard from recently): ``:running``, ``:draining``.
-_MAY_BE_LIVE = state_params(PodStatus.RUNNING, PodStatus.DRAINING)
+_MAY_BE_LIVE = state_params(PodState.RUNNING, PodState.DRAINING)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class PodRegistry:
         *,
         labels: dict[str, str] | None = None,
         capacity: float = 100.0,
-        status: PodStatus = PodStatus.RUNNING,
+        status: PodState = PodState.RUNNING,
     ) -> Pod:
         """Insert this process's pod row (a restart is a new pod, P-22).
 
@@ -82,12 +83,12 @@ class PodRegistry:
             return (
                 tx.count(
                     "pod_heartbeat",
-                    {"id": pod_id, "score": score, "running": running, **state_params(PodStatus.STOPPED)},
+                    {"id": pod_id, "score": score, "running": running, **state_params(PodState.STOPPED)},
                 )
                 == 1
             )
 
-    def transition(self, pod_id: str, expected: PodStatus, target: PodStatus) -> None:
+    def transition(self, pod_id: str, expected: PodState, target: PodState) -> None:
         """Guarded ``expected → target`` of the pod machine (:data:`tenure.states.POD`)."""
         from tenure.errors import ConflictError
         from tenure.states import POD, PodState
@@ -103,9 +104,9 @@ class PodRegistry:
     def set_status(self, pod_id: str, status: str) -> None:
         """Set the status, checked against the pod machine from the status it has now."""
         assert status in POD_STATUSES
-        current = PodStatus(self.get(pod_id).status)
+        current = PodState(self.get(pod_id).status)
         if current.value != status:
-            self.transition(pod_id, current, PodStatus(status))
+            self.transition(pod_id, current, PodState(status))
 
     def list(self) -> builtins.list[tuple[Pod, bool]]:
         """Every pod with whether it is live under the default liveness TTL (15 s)."""

@@ -26,15 +26,6 @@ class LifecycleType(str, enum.Enum):
     PERMANENT = "PERMANENT"
 
 
-class PodStatus(str, enum.Enum):
-    """A pod row's status (``Pod.status`` holds the value)."""
-
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    DRAINING = "DRAINING"
-    STOPPED = "STOPPED"
-
-
 @dataclass(frozen=True)
 class Project:
     id: str

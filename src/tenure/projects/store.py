@@ -12,6 +12,7 @@ import builtins
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError, TenureError
@@ -142,6 +143,12 @@ class ProjectStore:
             raise NotFoundError(f"no project with id {project_id}", code="project-not-found", project=project_id)
         return Project.from_row(row)
 
+    def tenant_of_workspace(self, workspace_id: str) -> str | None:
+        """The tenant of the project whose workspace is ``workspace_id`` (None: no project's)."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("project_by_workspace", {"w": workspace_id})
+        return None if row is None else str(row["tenant"])
+
     def list(self, status: ProjectStatus | None = None) -> builtins.list[Project]:
         with self.db.transaction(write=False) as tx:
             if status is None:
@@ -161,18 +168,26 @@ class ProjectStore:
         generation: int,
         *,
         error: str | None = None,
+        then: Callable[[Tx, Project], None] | None = None,
     ) -> Project:
-        """Atomic ``expected → target``, fenced by the generation; conflict error otherwise."""
+        """Atomic ``expected → target``, fenced by the generation; conflict error otherwise.
+
+        Returns the row as the statement wrote it (``RETURNING``: nothing is read back; the row is read
+        only to say why a refused move changed nothing). ``then`` runs in the same transaction after the
+        move, given the moved row: the caller's addition to that commit (the lifecycle's timeline event).
+        """
         PROJECT.check(expected, target)
         with self.db.transaction() as tx:
-            rows = tx.count(
+            rows = tx.execute(
                 "project_transition",
                 {"t": target.value, "e": expected.value, "g": generation, "tn": tenant, "n": name, "err": error},
             )
-            current = self._get(tx, tenant, name)
-            if rows == 1:
-                return current
-            self._refuse(current, expected, generation)
+            if rows:
+                moved = Project.from_row(rows[0])
+                if then is not None:
+                    then(tx, moved)
+                return moved
+            self._refuse(self._get(tx, tenant, name), expected, generation)
             raise AssertionError("unreachable")
 
     @staticmethod
@@ -209,13 +224,13 @@ class ProjectStore:
             if current.kind is Kind.SYSTEM:
                 raise SystemProjectError(f"project {current.ref} is a SYSTEM project", project=current.ref)
             PROJECT.check(current.status, ProjectStatus.CLOSED)
-            rows = tx.count(
+            rows = tx.execute(
                 "project_close",
                 {"grp": closed_group_id, "id": current.id, "g": generation, **_CLOSED, **state_params(Kind.SYSTEM)},
             )
-            if rows != 1:
+            if not rows:
                 self._refuse(current, current.status, generation)
-            return self._get(tx, tenant, name)
+            return Project.from_row(rows[0])
 
     # ------------------------------------------------------------------ type, placement, demand
 
@@ -344,7 +359,10 @@ class ProjectStore:
         raise _session_refused(row, session_id, generation, f", not {connection_id}")
 
     def unbind_sessions(self, project: Project) -> int:
-        """Step 1a: unbind every session of ``project``, fenced by its generation (idempotent).
+        """Unbind every session of ``project``, fenced by its generation (idempotent).
+
+        Bring's step 1a runs the same statement in its claim's transaction
+        (:meth:`Ownership.claim_to_bring`).
 
         A former owner that resumes inside bring after a newer claim changes
         nothing: the generation is compared in the same statement.

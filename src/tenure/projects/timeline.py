@@ -11,6 +11,9 @@ compare on one clock.
   transaction :meth:`Timeline.record` is best effort (a failure is logged).
   Inside the claim transaction it is one more insert of that transaction, so
   the holder change and its event commit (or roll back) together.
+  :meth:`Timeline.record_along` writes one in the transaction of the write it
+  describes (a bring's RUNNING), under a savepoint: best effort, no
+  transaction of its own.
 * Reading: :meth:`Timeline.history`, newest first (``tenure project history``,
   ``GET /api/v1/projects/{tenant}/{name}/history``).
 * Retention: :meth:`Timeline.prune` deletes events older than a window but
@@ -114,6 +117,14 @@ class Event:
         }
 
 
+def _not_recorded(exc: Exception, project_id: str, kind: EventKind, pod_id: str | None) -> None:
+    log.warning(
+        "timeline event not recorded: %s",
+        exc,
+        extra={"tenure": {"project_id": project_id, "kind": kind.value, "pod": pod_id}},
+    )
+
+
 class _Sequence:
     """Per-process monotonic numbers close to the wall clock in microseconds (the ``seq`` tiebreak)."""
 
@@ -171,11 +182,30 @@ class Timeline:
             with self.db.transaction() as own:
                 own.execute("project_event_insert", params)
         except Exception as exc:  # noqa: BLE001 - the operation it describes is done; only its record is lost
-            log.warning(
-                "timeline event not recorded: %s",
-                exc,
-                extra={"tenure": {"project_id": project_id, "kind": kind.value, "pod": pod_id}},
-            )
+            _not_recorded(exc, project_id, kind, pod_id)
+
+    def record_along(
+        self,
+        tx: Tx,
+        project_id: str,
+        kind: EventKind,
+        *,
+        pod_id: str | None = None,
+        generation: int | None = None,
+        **detail: Any,
+    ) -> None:
+        """Append one event in ``tx``, the transaction of the write it describes, best effort.
+
+        The insert runs under a savepoint: it commits with that write (no
+        transaction of its own), and a failure undoes only the event and is
+        logged, as :meth:`record` does outside a transaction — recording never
+        breaks what it records.
+        """
+        try:
+            with tx.savepoint():
+                self.record(tx, project_id, kind, pod_id=pod_id, generation=generation, **detail)
+        except Exception as exc:  # noqa: BLE001 - the write it describes goes on; only its record is lost
+            _not_recorded(exc, project_id, kind, pod_id)
 
     def history(self, project_id: str, limit: int = 100, before: float | None = None) -> list[Event]:
         """The newest ``limit`` events of ``project_id``, newest first; with ``before``, those written

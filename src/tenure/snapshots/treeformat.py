@@ -232,7 +232,7 @@ PROBLEMS = frozenset(
 _MIN_ENTRY = _FOLDER_ENTRY.size  # no entry is shorter than a folder entry's header
 
 
-class BadTree(ValueError):
+class BadTreeError(ValueError):
     """Raised by the parsing helpers; callers turn it into :class:`TreeFormatError` with its problem."""
 
     def __init__(self, problem: str, message: str) -> None:
@@ -241,7 +241,7 @@ class BadTree(ValueError):
         self.problem = problem
 
 
-def format_error(oid: str, what: str, exc: BadTree) -> TreeFormatError:
+def format_error(oid: str, what: str, exc: BadTreeError) -> TreeFormatError:
     return TreeFormatError(f"tree {oid} {what}: {exc}", oid=oid, problem=exc.problem)
 
 
@@ -250,9 +250,11 @@ def decode_root(oid: str, data: bytes) -> Root:
     try:
         magic, version, count = _unpack(_ROOT, data, 0)
         if magic != MAGIC:
-            raise BadTree("bad-root", "not a tree root object")
+            raise BadTreeError("bad-root", "not a tree root object")
         if version != VERSION:
-            raise BadTree("bad-version", f"tree format version {version} is not supported (this build reads {VERSION})")
+            raise BadTreeError(
+                "bad-version", f"tree format version {version} is not supported (this build reads {VERSION})"
+            )
         chunks, pos = _chunks_at(data, _ROOT.size, count)
         (inline,) = _unpack(_COUNT, data, pos)
         pos += _COUNT.size
@@ -261,15 +263,15 @@ def decode_root(oid: str, data: bytes) -> Root:
         (count,) = _unpack(_COUNT, data, pos)
         id_chunks, pos = _chunks_at(data, pos + _COUNT.size, count)
         if pos != len(data):
-            raise BadTree("bad-root", "trailing bytes")
+            raise BadTreeError("bad-root", "trailing bytes")
         return Root(chunks, ids, id_chunks)
-    except BadTree as exc:
+    except BadTreeError as exc:
         raise TreeFormatError(f"object {oid} is not a valid tree root: {exc}", oid=oid, problem=exc.problem) from None
 
 
 def decode_ids(data: bytes) -> list[str]:
     if len(data) % 32:
-        raise BadTree("bad-ids", "an id stream is a whole number of 32-byte ids")
+        raise BadTreeError("bad-ids", "an id stream is a whole number of 32-byte ids")
     return [data[i : i + 32].hex() for i in range(0, len(data), 32)]
 
 
@@ -295,7 +297,7 @@ def iter_records(segment: bytes, *, strict: bool, root: str = "") -> Iterator[tu
                 path, tree, pos = _record(segment, pos)
             except struct.error:  # a fixed-size header past the end
                 raise _truncated("a header") from None
-        except BadTree as exc:
+        except BadTreeError as exc:
             if exc.problem == "truncated":
                 if strict:
                     raise format_error(root, "is cut short", exc) from None
@@ -304,8 +306,8 @@ def iter_records(segment: bytes, *, strict: bool, root: str = "") -> Iterator[tu
         yield path, tree
 
 
-def _truncated(what: str) -> BadTree:
-    return BadTree("truncated", f"{what} runs past the end of the data")
+def _truncated(what: str) -> BadTreeError:
+    return BadTreeError("truncated", f"{what} runs past the end of the data")
 
 
 def _take(data: bytes, pos: int, n: int) -> bytes:
@@ -323,7 +325,7 @@ def _unpack(layout: struct.Struct, data: bytes, pos: int) -> tuple[Any, ...]:
 def read_record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
     """One folder record at ``pos`` and the offset after it (for readers that stream).
 
-    Raises :class:`BadTree` (``truncated`` when the record runs past the end
+    Raises :class:`BadTreeError` (``truncated`` when the record runs past the end
     of ``data``) or ``struct.error`` (a fixed-size header past the end).
     """
     return _record(data, pos)
@@ -338,7 +340,7 @@ def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
     """
     kind, path_len = _RECORD.unpack_from(data, pos)
     if kind != _R:
-        raise BadTree("bad-kind", f"expected a folder record, found tag {kind}")
+        raise BadTreeError("bad-kind", f"expected a folder record, found tag {kind}")
     pos += _RECORD.size
     path = _take(data, pos, path_len)
     if path:
@@ -354,7 +356,7 @@ def _record(data: bytes, pos: int) -> tuple[bytes, Tree, int]:
         item, pos = _entry(data, pos)
         name = item.name
         if name <= previous and items:
-            raise BadTree(
+            raise BadTreeError(
                 "duplicate-name" if name == previous else "unsorted-names",
                 f"folder {path!r}: {name!r} {'twice' if name == previous else 'out of order'}",
             )
@@ -379,7 +381,7 @@ def _entry(data: bytes, pos: int) -> tuple[Item, int]:
             pos += link_len
         refs, pos = _refs(data, pos, nrefs)
         if sum(r[2] for r in refs) != size:
-            raise BadTree("bad-size", f"file {name!r}: refs do not add up to its size")
+            raise BadTreeError("bad-size", f"file {name!r}: refs do not add up to its size")
         return FileItem(name, _mode(mode), mtime_ns, size, refs, link), pos
     if kind == _D:
         _, name_len = _FOLDER_ENTRY.unpack_from(data, pos)
@@ -391,9 +393,9 @@ def _entry(data: bytes, pos: int) -> tuple[Item, int]:
         name = _name_at(data, pos, name_len)
         target = _take(data, pos + name_len, target_len)
         if not target or b"\0" in target:
-            raise BadTree("bad-target", f"symlink {name!r}: empty target or NUL in it")
+            raise BadTreeError("bad-target", f"symlink {name!r}: empty target or NUL in it")
         return SymlinkItem(name, _mode(mode), mtime_ns, target), pos + name_len + target_len
-    raise BadTree("bad-kind", f"unknown entry kind {kind}")
+    raise BadTreeError("bad-kind", f"unknown entry kind {kind}")
 
 
 def _name_at(data: bytes, pos: int, length: int) -> bytes:
@@ -401,7 +403,7 @@ def _name_at(data: bytes, pos: int, length: int) -> bytes:
         raise _truncated("a name")
     name = data[pos : pos + length]
     if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name or length > NAME_MAX:
-        raise BadTree("bad-name", f"illegal name {name!r}")
+        raise BadTreeError("bad-name", f"illegal name {name!r}")
     return name
 
 
@@ -420,21 +422,22 @@ def _hex(raw: bytes) -> str:
 
 
 def check_name(name: bytes) -> None:
-    """Raise :class:`BadTree` (``bad-name``) unless ``name`` is one legal file name."""
+    """Raise :class:`BadTreeError` (``bad-name``) unless ``name`` is one legal file name."""
     if not name or name == b"." or name == b".." or b"/" in name or b"\0" in name or len(name) > NAME_MAX:
-        raise BadTree("bad-name", f"illegal name {name!r}")
+        raise BadTreeError("bad-name", f"illegal name {name!r}")
 
 
 def _mode(mode: int) -> int:
     if mode > 0o7777:
-        raise BadTree("bad-mode", f"mode {mode:o} has bits beyond 0o7777")
+        raise BadTreeError("bad-mode", f"mode {mode:o} has bits beyond 0o7777")
     return mode
 
 
 def check_relpath(path: bytes) -> None:
-    """Raise :class:`BadTree` (``bad-path``) unless ``path`` is a clean relative path (no ``..``, no empty parts)."""
+    """Raise :class:`BadTreeError` (``bad-path``) unless ``path`` is a clean relative path (no ``..``, no empty
+    parts)."""
     for part in path.split(b"/"):
         try:
             check_name(part)
-        except BadTree:
-            raise BadTree("bad-path", f"path {path!r} is not a clean relative path") from None
+        except BadTreeError:
+            raise BadTreeError("bad-path", f"path {path!r} is not a clean relative path") from None

@@ -22,7 +22,7 @@ from tenure.objects.codec import codec_of
 from tenure.snapshots.errors import SnapshotDamagedError, TreeFormatError
 from tenure.snapshots.treeformat import (
     NO_RECORD,
-    BadTree,
+    BadTreeError,
     ChunkRef,
     FileItem,
     Root,
@@ -138,7 +138,7 @@ def _ids(root: str, parsed: Root, parts: Sequence[bytes]) -> list[str]:
         return parsed.ids
     try:
         return decode_ids(b"".join(parts))
-    except BadTree as exc:
+    except BadTreeError as exc:
         raise format_error(root, "has a malformed id list", exc) from None
 
 
@@ -202,7 +202,7 @@ def _expand(listing: Listing, records: dict[bytes, Tree]) -> None:
         for item in tree.items:
             try:
                 check_name(item.name)
-            except BadTree as exc:
+            except BadTreeError as exc:
                 raise format_error(listing.root, f"folder {rel!r}", exc) from None
             path = join(rel, item.name)
             if isinstance(item, FileItem):
@@ -320,7 +320,9 @@ def check_tree(root: str, objects: ObjectStore, pool: Executor) -> TreeCheck:
         carry = carry[whole:]
         missing.update(set(batch) - objects.has_many(batch))
     if carry:
-        raise format_error(root, "has a malformed id list", BadTree("bad-ids", "an id stream is whole 32-byte ids"))
+        raise format_error(
+            root, "has a malformed id list", BadTreeError("bad-ids", "an id stream is whole 32-byte ids")
+        )
     return TreeCheck(parsed, True, frozenset(missing))
 
 
@@ -351,7 +353,7 @@ def stream_records(
                     path, tree, end = read_record(buf, pos)
                 except struct.error:
                     break
-            except BadTree as exc:
+            except BadTreeError as exc:
                 if exc.problem == "truncated":
                     break
                 raise format_error(root, "has a malformed record", exc) from None

@@ -27,12 +27,17 @@ SQL text as written runs only through :meth:`Connector.sql_transaction`
 (``SqlTx.execute_sql``): the migrator uses it for migration files, tests and
 benchmarks for probing the database. Nothing in the package calls it
 otherwise (``tests/unit/test_queries.py``).
+
+Every connector counts what it runs (:class:`Counts`): ``transactions``
+entered and ``statements`` sent through them, so tests and benchmarks can
+hold a path to its number of round trips (``tests/integration/test_bring_transactions.py``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -102,6 +107,11 @@ class Tx(Protocol):
         """Run a write statement and return how many rows it matched."""
         ...
 
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested part of the transaction: an error inside undoes only what ran inside, then propagates
+        (the transaction goes on once the caller catches it). Driver control, like ``BEGIN``: not a statement."""
+        ...
+
 
 class SqlTx(Tx, Protocol):
     """A transaction that also runs SQL text as written (migrations, tests)."""
@@ -111,10 +121,46 @@ class SqlTx(Tx, Protocol):
     def count_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> int: ...
 
 
+class Counts:
+    """What a connector has run since it was opened (tests and benchmarks read it; thread-safe).
+
+    ``transactions``: every ``transaction()`` / ``sql_transaction()`` entered, committed or rolled back
+    (on PostgreSQL one ``BEGIN … COMMIT`` each, the server's own count; the pool runs no health-check
+    queries of its own). ``statements``: every statement sent through one of them — a named query,
+    SQL as written, or one ``executemany`` batch.
+    """
+
+    __slots__ = ("transactions", "statements", "_lock")
+
+    def __init__(self) -> None:
+        self.transactions = 0
+        self.statements = 0
+        self._lock = threading.Lock()
+
+    def transaction(self) -> None:
+        with self._lock:
+            self.transactions += 1
+
+    def statement(self) -> None:
+        with self._lock:
+            self.statements += 1
+
+
 class Connector(Protocol):
     url: str
     dialect: str
     queries: Queries
+    counts: Counts
+
+    @property
+    def transactions(self) -> int:
+        """Transactions entered so far (:class:`Counts`)."""
+        ...
+
+    @property
+    def statements(self) -> int:
+        """Statements sent so far (:class:`Counts`)."""
+        ...
 
     def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]: ...
 
@@ -164,10 +210,12 @@ class BaseTx:
 
     dialect = ""
 
-    def __init__(self, statements: Statements) -> None:
+    def __init__(self, statements: Statements, counts: Counts | None = None) -> None:
         self.statements = statements
+        self.counts = counts if counts is not None else Counts()
 
     def execute(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        self.counts.statement()
         return self._rows(self.statements(query), bind(self.dialect, params))
 
     def one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
@@ -175,16 +223,23 @@ class BaseTx:
         return rows[0] if rows else None
 
     def count(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        self.counts.statement()
         return self._rowcount(self.statements(query), bind(self.dialect, params))
 
     def executemany(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.counts.statement()
         self._many(self.statements(query), [bind(self.dialect, r) for r in rows])
 
     def execute_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        self.counts.statement()
         return self._rows(translate(self.dialect, sql), bind(self.dialect, params))
 
     def count_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        self.counts.statement()
         return self._rowcount(translate(self.dialect, sql), bind(self.dialect, params))
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Row]:
         raise NotImplementedError

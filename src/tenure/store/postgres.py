@@ -15,6 +15,11 @@ reports connection failures without a SQLSTATE, so they are told apart by
 the server's (English) message; a server that answers in another language
 still gets its message shown, under ``store-unreachable``.
 
+The pool runs no statement of its own per checkout (no ``check``, ``configure``
+or ``reset`` callback), so a transaction is one ``BEGIN … COMMIT`` on the
+server and the connector's :class:`~tenure.store.connector.Counts` match the
+server's ``pg_stat_database`` (``tests/integration/test_bring_transactions.py``).
+
 Once open, a transaction waits for a pooled connection up to
 :data:`CHECKOUT_TIMEOUT_S`, but only while the server answers: after an
 attempt to connect failed (the pool reconnects in the background), it gives
@@ -32,15 +37,15 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tenure.errors import ConfigurationError, InvalidInputError, StoreError, TenureError, VersionConflictError
-from tenure.store.connector import BaseTx, Row, Statements
+from tenure.store.connector import BaseTx, Counts, Row, Statements
 from tenure.store.queries import STORE, Queries, load
 
 
 class PostgresTx(BaseTx):
     dialect = "postgres"
 
-    def __init__(self, conn: Any, statements: Statements) -> None:
-        super().__init__(statements)
+    def __init__(self, conn: Any, statements: Statements, counts: Counts | None = None) -> None:
+        super().__init__(statements, counts)
         self.conn = conn
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Row]:
@@ -69,6 +74,17 @@ class PostgresTx(BaseTx):
         try:
             with self.conn.cursor() as cur:
                 cur.executemany(sql, rows)
+        except psycopg.Error as exc:
+            raise _map_postgres(exc) from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested ``conn.transaction()``: ``SAVEPOINT`` … ``RELEASE``, rolled back to on an error."""
+        import psycopg
+
+        try:
+            with self.conn.transaction():
+                yield
         except psycopg.Error as exc:
             raise _map_postgres(exc) from exc
 
@@ -166,6 +182,8 @@ class PostgresConnector:
         self.url = url
         self.queries = queries if queries is not None else load(STORE)
         self._statements = Statements(self.queries, self.dialect)
+        #: transactions and statements run so far (tests and benchmarks; tenure.store.connector.Counts)
+        self.counts = Counts()
         _probe(url)
         #: False from a failed attempt to reach the server until the next one succeeds
         self.reachable = True
@@ -195,6 +213,12 @@ class PostgresConnector:
                 kwargs={"autocommit": True},
                 timeout=CHECKOUT_TIMEOUT_S,
                 name="tenure",
+                # no health-check query per checkout (nor a configure or reset one): each transaction is
+                # exactly one BEGIN … COMMIT on the server, as `counts` says; a connection that broke is
+                # found by the statement that uses it (store-unavailable, retryable) and the pool replaces it
+                check=None,
+                configure=None,
+                reset=None,
             )
             pool.wait(timeout=10)
         except (psycopg.Error, Exception) as exc:
@@ -205,15 +229,24 @@ class PostgresConnector:
             ) from exc
         self.pool = pool
 
+    @property
+    def transactions(self) -> int:
+        return self.counts.transactions
+
+    @property
+    def statements(self) -> int:
+        return self.counts.statements
+
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[PostgresTx]:
         import psycopg
 
+        self.counts.transaction()
         try:
             conn = self._checkout()
             try:
                 with conn, conn.transaction():
-                    yield PostgresTx(conn, self._statements)
+                    yield PostgresTx(conn, self._statements, self.counts)
             finally:
                 self.pool.putconn(conn)
         except psycopg.Error as exc:

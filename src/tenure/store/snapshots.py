@@ -167,6 +167,10 @@ class SnapshotStore:
 
     def pin_snapshot(self, ref: str, holder: str, *, kind: str = RESTORE, ttl_s: float | None = None) -> str:
         """Pin a readable snapshot (its whole closure); refuses one already DELETED."""
+        return self._pin_snapshot(ref, holder, kind, ttl_s)[0]
+
+    def _pin_snapshot(self, ref: str, holder: str, kind: str, ttl_s: float | None) -> tuple[str, Snapshot]:
+        """The pin's id and the snapshot as the pinning transaction leaves it (read after the pin)."""
         pid = new_id("p-")
         with self.db.transaction() as tx:
             self._lock_shared(tx)
@@ -181,7 +185,7 @@ class SnapshotStore:
                     snapshot=snap.id,
                     state=snap.state.value,
                 )
-        return pid
+            return pid, self.get(snap.id, tx)
 
     def unpin(self, pin_id: str) -> None:
         with self.db.transaction() as tx:
@@ -204,10 +208,11 @@ class SnapshotStore:
 
     @contextmanager
     def pinned(self, ref: str, holder: str, ttl_s: float = 3600.0) -> Iterator[Snapshot]:
-        """Hold a restore pin on a snapshot for the duration of a ``with`` block."""
-        pid = self.pin_snapshot(ref, holder, ttl_s=ttl_s)
+        """Hold a restore pin on a snapshot for the duration of a ``with`` block; yields the snapshot as
+        read in the pinning transaction, once pinned (two transactions in all: pin, unpin)."""
+        pid, snap = self._pin_snapshot(ref, holder, RESTORE, ttl_s)
         try:
-            yield self.get(ref)
+            yield snap
         finally:
             self.unpin(pid)
 

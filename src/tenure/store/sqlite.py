@@ -19,15 +19,25 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tenure.errors import ConfigurationError, StoreError, VersionConflictError
-from tenure.store.connector import BaseTx, Row, Statements, StoreCorruptError, StoreFullError, StoreReadOnlyError
+from tenure.store.connector import (
+    BaseTx,
+    Counts,
+    Row,
+    Statements,
+    StoreCorruptError,
+    StoreFullError,
+    StoreReadOnlyError,
+)
 from tenure.store.queries import STORE, Queries, load
 
 
 class SqliteTx(BaseTx):
     dialect = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection, statements: Statements, path: str = "") -> None:
-        super().__init__(statements)
+    def __init__(
+        self, conn: sqlite3.Connection, statements: Statements, path: str = "", counts: Counts | None = None
+    ) -> None:
+        super().__init__(statements, counts)
         self.conn = conn
         self.path = path
 
@@ -51,6 +61,28 @@ class SqliteTx(BaseTx):
     def _many(self, sql: str, rows: list[dict[str, Any]]) -> None:
         try:
             self.conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _map_sqlite(exc, self.path) from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """``SAVEPOINT`` … ``RELEASE``; an error inside rolls back to the savepoint first (then propagates)."""
+        self._control("SAVEPOINT tenure_part")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:  # after a full disk or I/O error SQLite has rolled back everything
+                try:
+                    self.conn.execute("ROLLBACK TO tenure_part")
+                    self.conn.execute("RELEASE tenure_part")
+                except sqlite3.Error:
+                    pass  # the error that got us here is the one to report
+            raise
+        self._control("RELEASE tenure_part")
+
+    def _control(self, command: str) -> None:
+        try:
+            self.conn.execute(command)
         except sqlite3.Error as exc:
             raise _map_sqlite(exc, self.path) from exc
 
@@ -142,6 +174,16 @@ class SqliteConnector:
         self.queries = queries if queries is not None else load(STORE)
         self._statements = Statements(self.queries, self.dialect)
         self._local = threading.local()
+        #: transactions and statements run so far (tests and benchmarks; tenure.store.connector.Counts)
+        self.counts = Counts()
+
+    @property
+    def transactions(self) -> int:
+        return self.counts.transactions
+
+    @property
+    def statements(self) -> int:
+        return self.counts.statements
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -169,13 +211,14 @@ class SqliteConnector:
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[SqliteTx]:
+        self.counts.transaction()
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
             raise _map_sqlite(exc, self.path) from exc
         try:
-            yield SqliteTx(conn, self._statements, self.path)
+            yield SqliteTx(conn, self._statements, self.path, self.counts)
         except BaseException:
             _rollback(conn)
             raise

@@ -281,49 +281,50 @@ class WorkspaceStore:
             self._move(tx, ws.id, ws.state, WorkspaceState.EXPIRING, expiring=True)
             return self.workspace(ws.id, tx)
 
-    def undo_expiry(self, ref: str, grace_s: float) -> Workspace:
+    def undo_expiry(self, ref: str, grace_s: float, tx: Tx | None = None) -> Workspace:
         """EXPIRING → back to IDLE, only within the grace period; the head is untouched.
 
         Refused with ``workspace-not-expiring`` for any other state (a deleted
         workspace stays deleted) and with ``expiry-grace-over`` once
         ``grace_s`` has passed since the expiry began. The move sets
-        ``updated_at``, so an idle TTL starts afresh (ADR 0019).
+        ``updated_at``, so an idle TTL starts afresh (ADR 0019). With ``tx``
+        it is part of that transaction (a bring's claim).
         """
         from datetime import datetime, timedelta
 
-        with self.db.transaction() as tx:
-            ws = self._locked(tx, ref)
-            if ws.state is not WorkspaceState.EXPIRING:
-                raise ConflictError(
-                    f"workspace {ws.name!r} is {ws.state.value}; only an EXPIRING workspace can be brought back",
-                    code="workspace-not-expiring",
-                    workspace=ws.name,
-                    state=ws.state.value,
-                )
-            now = float(tx.execute("store_now")[0]["now"])
-            record = {
-                "now": datetime.fromtimestamp(now, UTC),
-                "expiring_since": None if ws.expiring_since is None else datetime.fromtimestamp(ws.expiring_since, UTC),
-                "grace": timedelta(seconds=grace_s),
-            }
-            target = WorkspaceState.IDLE
-            try:
-                WORKSPACE.check(ws.state, target, record)
-            except IllegalTransitionError as exc:
-                since = ws.expiring_since or now
-                raise ExpiryGraceOverError(
-                    f"workspace {ws.name!r} has been EXPIRING for {now - since:.0f} s, past its grace of"
-                    f" {grace_s:.0f} s: it can no longer be brought back",
-                    workspace=ws.name,
-                    expiring_since=ws.expiring_since,
-                    grace_s=grace_s,
-                ) from exc
-            rows = tx.execute(
-                "workspace_undo_expiry", {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)}
+        if tx is None:
+            with self.db.transaction() as own:
+                return self.undo_expiry(ref, grace_s, own)
+        ws = self._locked(tx, ref)
+        if ws.state is not WorkspaceState.EXPIRING:
+            raise ConflictError(
+                f"workspace {ws.name!r} is {ws.state.value}; only an EXPIRING workspace can be brought back",
+                code="workspace-not-expiring",
+                workspace=ws.name,
+                state=ws.state.value,
             )
-            if not rows:
-                raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
-            return self.workspace(ws.id, tx)
+        now = float(tx.execute("store_now")[0]["now"])
+        record = {
+            "now": datetime.fromtimestamp(now, UTC),
+            "expiring_since": None if ws.expiring_since is None else datetime.fromtimestamp(ws.expiring_since, UTC),
+            "grace": timedelta(seconds=grace_s),
+        }
+        target = WorkspaceState.IDLE
+        try:
+            WORKSPACE.check(ws.state, target, record)
+        except IllegalTransitionError as exc:
+            since = ws.expiring_since or now
+            raise ExpiryGraceOverError(
+                f"workspace {ws.name!r} has been EXPIRING for {now - since:.0f} s, past its grace of"
+                f" {grace_s:.0f} s: it can no longer be brought back",
+                workspace=ws.name,
+                expiring_since=ws.expiring_since,
+                grace_s=grace_s,
+            ) from exc
+        rows = tx.execute("workspace_undo_expiry", {"id": ws.id, "g": grace_s, **state_params(_W.IDLE, _W.EXPIRING)})
+        if not rows:
+            raise VersionConflictError("workspace changed concurrently", workspace=ws.id)
+        return self.workspace(ws.id, tx)
 
     def delete_expired(self, ref: str) -> Workspace:
         """EXPIRING → DELETED, only when no writer lease is live; its snapshots go DELETING.

@@ -12,7 +12,8 @@ started through this launcher, to show the kit catching a real fencing bug in ru
   take "this generation or a newer one is current, with a live lease" for "this generation is current, with a
   live lease of it" (they are rewritten when the query files are loaded);
 * the pod trusts its own memory instead of the store's lease: it serves a project it runs and once claimed
-  (``Ownership.holds``), never notices its leases were taken (the beat's lost counter is frozen, so no drift
+  (``Ownership.holds``, and the owner its routing reads with the project, ``Ownership.project_with_owner``),
+  never notices its leases were taken (the beat's lost counter is frozen, so no drift
   check runs), and checkpoints under the generation it brought the project under.
 
 A pod that was paused or cut from PostgreSQL past its TTL then answers a write and a checkpoint of a project
@@ -61,6 +62,7 @@ def _skip_generation_check() -> None:
     # the pod: its own memory of a claim stands in for the store's lease
     claimed: set[tuple[str, str]] = set()
     claim, adopt, holds = Ownership.claim, Ownership.adopt, Ownership.holds
+    claim_to_bring, project_with_owner = Ownership.claim_to_bring, Ownership.project_with_owner
 
     def remember(project: Any, pod_id: str) -> Any:
         if project is not None:
@@ -69,6 +71,19 @@ def _skip_generation_check() -> None:
 
     def claim_remembered(self: Ownership, tenant: str, name: str, pod_id: str, *args: Any, **kw: Any) -> Any:
         return remember(claim(self, tenant, name, pod_id, *args, **kw), pod_id)
+
+    def claim_to_bring_remembered(self: Ownership, tenant: str, name: str, pod_id: str, *a: Any, **kw: Any) -> Any:
+        done = claim_to_bring(self, tenant, name, pod_id, *a, **kw)
+        if done is not None:
+            remember(done.project, pod_id)
+        return done
+
+    def project_with_owner_remembered(self: Ownership, tenant: str, name: str, lease_ttl: float) -> Any:
+        project, owner = project_with_owner(self, tenant, name, lease_ttl)
+        mine = [pod for (project_id, pod) in claimed if project_id == project.id]
+        if mine:  # the pod that claimed it once believes it still holds it
+            owner = replace(owner, pod_id=mine[-1], live=True, expires_in=owner.expires_in or lease_ttl)
+        return project, owner
 
     def adopt_remembered(self: Ownership, tenant: str, name: str, pod_id: str, *args: Any, **kw: Any) -> Any:
         return remember(adopt(self, tenant, name, pod_id, *args, **kw), pod_id)
@@ -94,6 +109,8 @@ def _skip_generation_check() -> None:
         return checkpoint_running(self, project, **kw)
 
     Ownership.claim = claim_remembered  # type: ignore[method-assign]
+    Ownership.claim_to_bring = claim_to_bring_remembered  # type: ignore[method-assign]
+    Ownership.project_with_owner = project_with_owner_remembered  # type: ignore[method-assign]
     Ownership.adopt = adopt_remembered  # type: ignore[method-assign]
     Ownership.holds = holds_remembered  # type: ignore[method-assign]
     Ownership.renew_leases = renew_unaware  # type: ignore[method-assign]

@@ -57,7 +57,7 @@ Progress = Callable[[int, int], None]
 PIN_TTL_S = 6 * 3600.0
 
 
-class ClosureIncomplete(IntegrityError):
+class ClosureIncompleteError(IntegrityError):
     """A snapshot's tree references objects the store does not hold."""
 
     code = "closure-incomplete"
@@ -463,7 +463,7 @@ class WorkspaceService:
             self.store.workspaces.fail_snapshot(
                 snapshot_id, f"{len(missing)} objects missing after upload", generation=generation
             )
-            raise ClosureIncomplete(
+            raise ClosureIncompleteError(
                 f"snapshot {snapshot_id}: {len(missing)} objects missing after upload",
                 snapshot=snapshot_id,
                 missing=sorted(missing)[:20],
@@ -481,6 +481,7 @@ class WorkspaceService:
         allow_deleting: bool = False,
         keep_special_bits: bool = False,
         progress: Progress | None = None,
+        workspace: Workspace | None = None,
     ) -> tuple[Snapshot, RestoreResult]:
         """Materialize a snapshot (default: the head) into ``dest``, pinned while it runs.
 
@@ -496,8 +497,9 @@ class WorkspaceService:
         objects of a READY snapshot missing or corrupt (``snapshot-damaged``,
         or the lost paths of a partial one) marks it DEGRADED, as a verify
         does, so it is no longer offered as READY nor taken as a fork base.
+        ``workspace``: the record of ``name`` the caller has just read (not read again).
         """
-        ws = self.store.workspaces.workspace(name)
+        ws = workspace if workspace is not None else self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
         if ref is None:
             raise NotFoundError(
@@ -724,15 +726,23 @@ class WorkspaceService:
         """The working folder on this host for ``key`` (a project id); hashed, never user text."""
         return self.folders.path(key)
 
-    def init_folder(self, workspace_id: str, folder: str, *, snapshot: str | None = None) -> str:
+    def init_folder(
+        self, workspace_id: str, folder: str, *, snapshot: str | None = None, workspace: Workspace | None = None
+    ) -> str:
         """Restore the head (or ``snapshot``) into ``folder``, or adopt the folder already there.
 
         A folder whose recorded base is the snapshot to restore is kept as it
         is, uncommitted changes included. A folder with another or an unknown
         base is moved aside as a preserved delta (never deleted or
-        overwritten), then the snapshot is restored.
+        overwritten), then the snapshot is restored. ``workspace``: the record
+        the caller read after its claim (a bring's claim reads it in its own
+        transaction), whose head is restored without reading it again.
         """
-        base = self._chosen_base(workspace_id, snapshot) if snapshot else self.workspace(workspace_id).head_snapshot_id
+        if snapshot:
+            base: str | None = self._chosen_base(workspace_id, snapshot)
+        else:
+            workspace = workspace if workspace is not None else self.workspace(workspace_id)
+            base = workspace.head_snapshot_id
         if os.path.isdir(folder):
             if self.folders.read_base(folder) == base:
                 return folder
@@ -741,7 +751,7 @@ class WorkspaceService:
         if base is None:
             os.makedirs(folder, exist_ok=True)
         else:
-            self.restore(workspace_id, folder, snapshot=base)
+            self.restore(workspace_id, folder, snapshot=base, workspace=workspace)
             self.vouch(workspace_id, folder, base)
         return folder
 

@@ -7,9 +7,6 @@
   const API = "/api/v1";
   const POLL_MS = 1000;
   const TOKEN_KEY = "tenure.dashboard.token";
-  // at most this many project records are read each round for their owner (one request each)
-  const OWNER_LOOKUPS = 200;
-  const LOOKUP_CONCURRENCY = 8;
   const HISTORY_LIMIT = 50;
 
   // ------------------------------------------------------------------ the API
@@ -52,25 +49,6 @@
 
   function projectPath(tenant, name) {
     return "/projects/" + enc(tenant) + "/" + enc(name);
-  }
-
-  async function inBatches(items, limit, fn) {
-    const results = new Array(items.length);
-    let next = 0;
-    async function worker() {
-      while (next < items.length) {
-        const i = next++;
-        try {
-          results[i] = await fn(items[i]);
-        } catch (e) {
-          results[i] = null;
-        }
-      }
-    }
-    const workers = [];
-    for (let i = 0; i < Math.min(limit, items.length); i++) workers.push(worker());
-    await Promise.all(workers);
-    return results;
   }
 
   // ------------------------------------------------------------------ DOM helpers (text only)
@@ -291,14 +269,13 @@
     fill(byId("demand").tBodies[0], rows, 4, "nothing pending");
   }
 
-  function drawProjects(projects, owners, podMap, skipped) {
-    const rows = projects.map(function (p, i) {
-      const owner = owners[i];
+  function drawProjects(projects, podMap) {
+    const rows = projects.map(function (p) {
+      // GET /projects carries each project's owner: one request a refresh, whatever the number of projects
+      const owner = p.owner || null;
       const ref = p.tenant + "/" + p.name;
       const ownerId = owner && owner.pod_id ? owner.pod_id : "";
-      let ownerCell;
-      if (owner === undefined) ownerCell = cell("not looked up", { className: "owner muted", "data-owner": "" });
-      else ownerCell = cell(ownerNode(owner, podMap), { className: "owner", "data-owner": ownerId, "data-live": owner && owner.live ? "1" : "0" });
+      const ownerCell = cell(ownerNode(owner, podMap), { className: "owner", "data-owner": ownerId, "data-live": owner && owner.live ? "1" : "0" });
       const placement = el("span", null, [labelList(p.placement_selector, "any pod"), " score " + number(p.placement_score, 2)]);
       return el("tr", { "data-project": ref }, [
         cell(projectLink(p.tenant, p.name)),
@@ -314,7 +291,7 @@
     fill(byId("projects").tBodies[0], rows, 8, "no projects visible to this token");
     setText(
       "projects-summary",
-      projects.length + " project(s)" + (skipped ? "; owners of the first " + OWNER_LOOKUPS + " only" : ""),
+      projects.length + " project(s)",
       "muted"
     );
   }
@@ -330,23 +307,12 @@
     projects.sort(function (a, b) {
       return (a.tenant + "/" + a.name).localeCompare(b.tenant + "/" + b.name);
     });
-    const lookup = projects.slice(0, OWNER_LOOKUPS);
-    const details = await inBatches(lookup, LOOKUP_CONCURRENCY, function (p) {
-      if (p.owner) return Promise.resolve(p);
-      if (p.status === "CLOSED") return Promise.resolve({ owner: null });
-      return get(projectPath(p.tenant, p.name), true);
-    });
-    const owners = projects.map(function (p, i) {
-      if (i >= lookup.length) return undefined;
-      const d = details[i];
-      return d && d.owner ? d.owner : null;
-    });
     const podMap = new Map(podList.map(function (p) {
       return [p.id, p];
     }));
     drawPods(podList, boss);
     drawDemand(demand, projects);
-    drawProjects(projects, owners, podMap, projects.length > lookup.length);
+    drawProjects(projects, podMap);
     const here = podList.find(function (p) {
       return p.this;
     });

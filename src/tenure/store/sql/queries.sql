@@ -507,9 +507,11 @@ SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_requ
 FROM projects WHERE status = :s ORDER BY tenant, name;
 
 -- name: project_transition
--- Status :e → :t with error :err, fenced by generation :g.
+-- Status :e → :t with error :err, fenced by generation :g; returns the row as written.
 UPDATE projects SET status = :t, error = :err, updated_at = {now}
-WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;
+WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
 
 -- name: project_record_error
 -- Record error :e, fenced by generation :g.
@@ -528,9 +530,11 @@ UPDATE projects SET generation = :g, home_pod_id = :pod, home_node = :node, clai
 WHERE id = :id AND status <> :closed;
 
 -- name: project_close
--- → CLOSED in archive group :grp; never a SYSTEM project; fenced by generation :g.
+-- → CLOSED in archive group :grp; never a SYSTEM project; fenced by generation :g; returns the row as written.
 UPDATE projects SET status = :closed, project_group = :grp, updated_at = {now}
-WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g;
+WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
 
 -- name: project_set_lifecycle_type
 -- Lifecycle type :v; never for a HOMELESS or SYSTEM project.
@@ -586,8 +590,8 @@ WHERE owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
 -- ==================================================================== ownership (tenure/projects/ownership.py only)
 
 -- name: project_holder_for_update
--- The holder of :t/:n now (the row is locked on PostgreSQL until the transaction ends).
-SELECT home_pod_id FROM projects WHERE tenant = :t AND name = :n;
+-- The holder of :t/:n now and its workspace (the row is locked on PostgreSQL until the transaction ends).
+SELECT home_pod_id, workspace_id FROM projects WHERE tenant = :t AND name = :n;
 
 -- name: project_claim
 -- CAS on the lease: free, ours, or expired by the store clock (its own claimed_at + TTL and, when
@@ -674,6 +678,16 @@ SELECT p.home_pod_id, p.home_node,
     (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
         + :ttl - {now} AS expires_in
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.id = :id;
+
+-- name: project_with_owner_by_name
+-- Project :t/:n with its holder and the seconds until its lease expires under TTL :ttl (as project_owner):
+-- what a pod routes a request by, in one statement.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at, p.home_pod_id,
+    (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
+        + :ttl - {now} AS expires_in
+FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND p.name = :n;
 
 -- name: projects_held_by_pod
 -- Every project pod :pod holds, except CLOSED ones.
@@ -817,7 +831,7 @@ INSERT INTO object_store_binding (one, identity, url, bound_at) VALUES (1, :iden
 ON CONFLICT (one) DO NOTHING;
 
 
--- ==================================================================== API tokens (tenure/serve/tokens.py)
+-- ==================================================================== API tokens (tenure/pod/tokens.py)
 
 -- name: api_token_insert
 -- A new bearer token: only the SHA-256 hex :h of its secret is stored.

@@ -33,10 +33,11 @@ UPDATE mount_migrations SET checksum = :c WHERE version = :v AND checksum IS NUL
 -- ==================================================================== mounts
 
 -- name: mount_insert
--- A new mount of workspace :w for project :p at generation :g, in status :s.
+-- A new mount of workspace :w for project :p at generation :g, in status :s; returns its row.
 INSERT INTO mounts (id, workspace_id, project_id, project_ref, generation, folder, base_snapshot, state,
                     created_at, updated_at)
-VALUES (:id, :w, :p, :ref, :g, :f, :b, :s, {now}, {now});
+VALUES (:id, :w, :p, :ref, :g, :f, :b, :s, {now}, {now})
+RETURNING *;
 
 -- name: mount_by_id
 -- Mount :id.
@@ -51,12 +52,15 @@ SELECT * FROM mounts ORDER BY created_at, id;
 SELECT * FROM mounts WHERE workspace_id = :w AND state <> :closed ORDER BY created_at DESC LIMIT 1;
 
 -- name: mount_transition
--- Status :e → :t of mount :id, only from :e (the machine's check ran before).
-UPDATE mounts SET state = :t, updated_at = {now} WHERE id = :id AND state = :e;
+-- Status :e → :t of mount :id, only from :e (the machine's check ran before); returns the row moved.
+UPDATE mounts SET state = :t, updated_at = {now} WHERE id = :id AND state = :e
+RETURNING *;
 
 -- name: mount_force
--- The forced path (reconciliation and takeover only): mount :id to :t from whatever it is, with the reason.
-UPDATE mounts SET state = :t, forced_reason = :why, updated_at = {now} WHERE id = :id;
+-- The forced path (reconciliation and takeover only): mount :id to :t from whatever it is, with the reason;
+-- returns the row.
+UPDATE mounts SET state = :t, forced_reason = :why, updated_at = {now} WHERE id = :id
+RETURNING *;
 
 -- name: mount_set_generation
 -- Mount :id now runs under generation :g (the claim or adoption that raised it).

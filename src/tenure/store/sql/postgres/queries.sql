@@ -19,9 +19,9 @@ SELECT id FROM gc_lock WHERE id = 1 FOR SHARE;
 SELECT id FROM gc_lock WHERE id = 1 FOR UPDATE;
 
 -- name: project_holder_for_update
--- The holder of :t/:n now, the row locked until the transaction ends (a takeover bumps the former
--- holder's lost counter in the same transaction).
-SELECT home_pod_id FROM projects WHERE tenant = :t AND name = :n FOR UPDATE;
+-- The holder of :t/:n now and its workspace, the row locked until the transaction ends (a takeover bumps
+-- the former holder's lost counter in the same transaction).
+SELECT home_pod_id, workspace_id FROM projects WHERE tenant = :t AND name = :n FOR UPDATE;
 
 -- name: workspace_for_update
 -- A workspace by name or id, the row locked until the transaction ends (ADR 0012).

@@ -1,0 +1,40 @@
+"""The documents every face of a pod answers with (docs/api.md), built in one place.
+
+Light on purpose: the CLI's in-process mode builds the same documents without loading the pod runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from tenure.projects.records import LifecycleType
+
+if TYPE_CHECKING:
+    from tenure.projects.ownership import Owner
+    from tenure.projects.records import Project, Session
+
+__all__ = ["ProjectSpec", "project_document", "session_dict"]
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    """A project to create."""
+
+    tenant: str
+    name: str
+    lifecycle_type: LifecycleType = LifecycleType.AUTO
+    group: str = "default"
+    selector: dict[str, str] | None = None
+    score: float | None = None
+
+
+def project_document(project: Project, owner: Owner, running_here: bool) -> dict[str, Any]:
+    """A project as every face answers it: its record, its owner (pod, node, live, seconds left) and whether
+    it runs on the pod that answers."""
+    return dict(project.to_dict(), owner=owner.to_dict(), running_here=running_here)
+
+
+def session_dict(session: Session) -> dict[str, Any]:
+    """A session record as the API answers it."""
+    return asdict(session)
