@@ -13,16 +13,16 @@ BIN    := $(VENV)/bin
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
 # Not root: they run as they are. Root: setpriv (util-linux) drops the two capabilities.
 UNPRIVILEGED_TESTS := \
-	tests/snapshots/test_special.py \
-	tests/snapshots/test_special_bits.py \
-	tests/snapshots/test_restore_states.py \
-	tests/snapshots/test_damage.py \
-	tests/snapshots/test_roundtrip.py::test_random_trees_round_trip \
-	tests/snapshots/test_journal.py \
-	tests/snapshots/test_journal_build.py \
-	tests/intake/test_admission.py \
-	tests/intake/test_api_layout.py \
-	tests/intake/test_durable_dirs.py
+	tests/integration/snapshots/test_special.py \
+	tests/integration/snapshots/test_special_bits.py \
+	tests/integration/snapshots/test_restore_states.py \
+	tests/integration/snapshots/test_damage.py \
+	tests/integration/snapshots/test_roundtrip.py::test_random_trees_round_trip \
+	tests/integration/snapshots/test_journal.py \
+	tests/integration/snapshots/test_journal_build.py \
+	tests/integration/intake/test_admission.py \
+	tests/integration/intake/test_api_layout.py \
+	tests/integration/intake/test_durable_dirs.py
 DAC_CAPS    := -dac_override,-dac_read_search
 WITHOUT_DAC := $(shell [ "$$(id -u)" = 0 ] && echo setpriv --inh-caps=$(DAC_CAPS) --bounding-set=$(DAC_CAPS) --)
 
@@ -80,7 +80,7 @@ bench-journal: setup
 
 # Schemathesis over the pod API's OpenAPI document with 200 examples per operation (about a minute).
 fuzz-api: setup
-	TENURE_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/serve/test_api_fuzz.py
+	TENURE_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/pod/test_api_fuzz.py
 
 # tenure verify cluster for 10 minutes: 3 pods, every fault kind, the history checked (docs/operations.md,
 # "Verifying a cluster"). VERIFY_DB names a PostgreSQL database of its own; VERIFY_SEED picks the run;

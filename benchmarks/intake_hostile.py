@@ -3,11 +3,11 @@
 Run ``python -m benchmarks.intake_hostile [--repeat N] [--only TEXT] [--large]`` from the repository root.
 Prints a table and writes ``benchmarks/results/intake_hostile.json``.
 
-Each class of ``tests/intake/hostile_corpus.py`` (and each benign twin) is written to a file once and judged with
-``tenure.intake.read_package`` under the corpus limits. The baseline, measured in the same run on the same file, is
-``zipfile.ZipFile(path).infolist()``: what it costs just to list the archive, without any of the checks. Per class:
-the outcome (the rejection code, or ``ACCEPTED``), the median time of ``--repeat`` runs and the peak traced memory
-(``tracemalloc``, in one separate run, so tracing does not slow the timed runs) of both, and the ratios
+Each class of ``tests/integration/intake/hostile_corpus.py`` (and each benign twin) is written to a file once and
+judged with ``tenure.intake.read_package`` under the corpus limits. The baseline, measured in the same run on the same
+file, is ``zipfile.ZipFile(path).infolist()``: what it costs just to list the archive, without any of the checks.
+Per class: the outcome (the rejection code, or ``ACCEPTED``), the median time of ``--repeat`` runs and the peak
+traced memory (``tracemalloc``, in one separate run, so tracing does not slow the timed runs) of both, and the ratios
 tenure / baseline. ``--large`` adds one row: an archive whose directory really lists 4,000,000 entries, judged under
 the default limits (no baseline: listing it with zipfile takes minutes and gigabytes).
 
@@ -42,7 +42,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from tenure.intake import IntakeConfig, read_package  # noqa: E402
 from tenure.intake.errors import PackageRejectedError  # noqa: E402
 from tenure.intake.pack import new_manifest  # noqa: E402
-from tests.intake.hostile_corpus import (  # noqa: E402
+from tests.integration.intake.hostile_corpus import (  # noqa: E402
     BENIGN,
     CORPUS,
     CORPUS_CONFIG,

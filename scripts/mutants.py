@@ -54,10 +54,10 @@ STORE = "tests/contract/test_store.py"
 PROJECTS = "tests/contract/test_projects.py"
 REQ_STORAGE = "tests/integration/test_req_storage.py"
 GRACE = "tests/integration/test_gc_grace_period.py"
-DAMAGE = "tests/snapshots/test_damage.py"
-RESTORE_STATES = "tests/snapshots/test_restore_states.py"
+DAMAGE = "tests/integration/snapshots/test_damage.py"
+RESTORE_STATES = "tests/integration/snapshots/test_restore_states.py"
 SERVICE_TESTS = "tests/integration/test_workspace_service.py"
-DURABLE = "tests/durability/test_durable_paths.py"
+DURABLE = "tests/integration/durability/test_durable_paths.py"
 CRASH_GC = "tests/acceptance/test_crash_points.py::test_crash_during_gc"
 INTAKE_DURABLE = "tests/integration/test_intake_commit_durability.py"
 GUARDS = "tests/contract/test_guard_terms.py"
@@ -196,15 +196,15 @@ MUTANTS: list[Mutant] = [
     M(
         "fence-project-transition-generation",
         QUERIES,
-        "WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g;",
-        "WHERE tenant = :tn AND name = :n AND status = :e;",
+        "WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g\n",
+        "WHERE tenant = :tn AND name = :n AND status = :e\n",
         (FENCE,),
     ),
     M(
         "fence-project-close-generation",
         QUERIES,
-        "WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g;",
-        "WHERE id = :id AND kind <> :system AND status <> :closed;",
+        "WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g\n",
+        "WHERE id = :id AND kind <> :system AND status <> :closed\n",
         (FENCE,),
     ),
     M(
@@ -259,7 +259,7 @@ MUTANTS: list[Mutant] = [
     M(
         "publish-skips-closure-check",
         SERVICE,
-        "self._verify_closure(ticket.snapshot_id, built.objects)",
+        "self._verify_closure(ticket.snapshot_id, built.objects, ticket.generation)",
         "pass",
         (REQ_STORAGE,),
     ),
@@ -410,14 +410,14 @@ MUTANTS: list[Mutant] = [
         COMMIT,
         "storage.write_index(folder, published)",
         "pass",
-        ("tests/intake/test_api_layout.py", "tests/intake/test_crash.py"),
+        ("tests/integration/intake/test_api_layout.py", "tests/acceptance/intake/test_crash.py"),
     ),
     M(
         "intake-runtime-not-cleared",
         COMMIT,
         "workspace.write_runtime(None)",
         "pass",
-        ("tests/intake/test_api_layout.py", "tests/intake/test_advance.py"),
+        ("tests/integration/intake/test_api_layout.py", "tests/integration/intake/test_advance.py"),
         after="crash_point(INDEX_WRITTEN)",
     ),
     M(
@@ -425,7 +425,7 @@ MUTANTS: list[Mutant] = [
         INBOX,
         "if _sha256_of(private) == item.sha256:",
         "if True:",
-        ("tests/intake/test_admission.py", "tests/intake/test_crash.py"),
+        ("tests/integration/intake/test_admission.py", "tests/acceptance/intake/test_crash.py"),
     ),
     M(
         "intake-publish-no-folder-fsync",

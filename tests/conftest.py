@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import settings
 
-from tests.s3_server import s3_endpoint, s3_url  # noqa: F401 - fixtures: a moto S3 server per test process
+from tests.support.s3_server import s3_endpoint, s3_url  # noqa: F401 - fixtures: a moto S3 server per test process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_URL = os.environ.get("TENURE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -125,3 +125,11 @@ def objects(tmp_path):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture
+def ws(tmp_path):  # type: ignore[no-untyped-def]
+    """A fresh intake workspace in a temporary folder."""
+    from tenure.intake import Workspace
+
+    return Workspace(tmp_path / "ws")

@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from tests.acceptance.helpers import cli_json, describe, make_tree
-from tests.faults import support as faults
-from tests.integration.procs import tenure
+from tests.support import cli as faults
+from tests.support.procs import tenure
+from tests.support.trees import cli_json, describe, make_tree
 
 POINTS = [
     "checkpoint.after_begin",

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tests.acceptance.helpers import cli_json, describe, make_tree
-from tests.integration.procs import ROOT, env, tenure
+from tests.support.procs import ROOT, env, tenure
+from tests.support.trees import cli_json, describe, make_tree
 
 
 def test_checkpoint_restore_round_trip_and_human_output(tmp_path) -> None:  # type: ignore[no-untyped-def]

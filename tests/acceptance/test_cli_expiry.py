@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.acceptance.helpers import cli_json, make_tree
-from tests.integration.procs import tenure
+from tests.support.procs import tenure
+from tests.support.trees import cli_json, make_tree
 
 
 def test_gc_expires_only_when_asked_and_undo_expiry_brings_it_back_or_says_why_not(tmp_path) -> None:  # type: ignore[no-untyped-def]

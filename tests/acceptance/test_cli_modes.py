@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.serve.test_cli_remote import cli
-from tests.serve.test_processes import Cluster
+from tests.acceptance.pod.test_cli_remote import cli
+from tests.support.pods import Cluster
 
 GOLDEN = Path(__file__).parents[1] / "contract" / "golden" / "cli_json_keys.json"
 

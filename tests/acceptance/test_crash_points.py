@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.helpers import cli_json, describe, make_tree
-from tests.integration.procs import tenure
+from tests.support.procs import tenure
+from tests.support.trees import cli_json, describe, make_tree
 
 CHECKPOINT_POINTS = [
     "checkpoint.after_begin",

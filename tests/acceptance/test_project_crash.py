@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.helpers import describe, make_tree
-from tests.integration.procs import tenure
+from tests.support.procs import tenure
+from tests.support.trees import describe, make_tree
 
 REF = "acme/web"
 SHORT_TTL = "0.8"  # lease policy for the calls that wait out the dead pod's lease

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.helpers import describe
-from tests.integration.procs import spawn
+from tests.support.procs import spawn
+from tests.support.trees import describe
 
 CLAIMERS = 8
 ROUNDS = 10
@@ -90,7 +90,7 @@ def start_pod(
     ready, cmd = str(tmp_path / f"{name}.ready"), str(tmp_path / f"{name}.cmd")
     args = [
         "-m",
-        "tests.workers.pod",
+        "tests.acceptance.workers.pod",
         store_url,
         str(tmp_path / "objects"),
         str(tmp_path / f"data-{name}"),
@@ -140,7 +140,7 @@ def test_p32_exactly_one_winner(store: Any, store_url: str, tmp_path, procs) -> 
     rows = [projects.create(*ref.split("/")) for ref in refs]
     go, out = str(tmp_path / "go."), str(tmp_path / "out.")
     for _ in range(CLAIMERS):
-        procs.append(spawn(["-m", "tests.workers.claimer", store_url, "60", go, out, "raw", *refs]))
+        procs.append(spawn(["-m", "tests.acceptance.workers.claimer", store_url, "60", go, out, "raw", *refs]))
 
     for i, row in enumerate(rows):
         open(f"{go}{i}", "w").close()  # the shared start signal for round i
@@ -173,7 +173,7 @@ def test_p32_exactly_one_winner_at_the_facade(store: Any, store_url: str, tmp_pa
         projects.create(*ref.split("/"))
     go, out = str(tmp_path / "go."), str(tmp_path / "out.")
     for _ in range(CLAIMERS):
-        procs.append(spawn(["-m", "tests.workers.claimer", store_url, "60", go, out, "facade", *refs]))
+        procs.append(spawn(["-m", "tests.acceptance.workers.claimer", store_url, "60", go, out, "facade", *refs]))
     for i in range(len(refs)):
         open(f"{go}{i}", "w").close()
         got = round_results(str(tmp_path), i)
@@ -301,7 +301,8 @@ def test_p22_restart_with_same_node_name_is_not_the_owner(store: Any, store_url:
     go, out = str(tmp_path / "go."), str(tmp_path / "out.")
     # the successor is started up front and waits; it takes its identity after the go signal
     successor = spawn(
-        ["-m", "tests.workers.claimer", store_url, str(ttl), go, out, "until", "acme/web"], TENURE_NODE_NAME="node-x"
+        ["-m", "tests.acceptance.workers.claimer", store_url, str(ttl), go, out, "until", "acme/web"],
+        TENURE_NODE_NAME="node-x",
     )
     procs.append(successor)
     a, a_info, _ = start_pod(

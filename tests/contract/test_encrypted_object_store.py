@@ -39,7 +39,7 @@ def url(request, tmp_path) -> str:  # type: ignore[no-untyped-def]
     if request.param == "file":
         return f"file://{tmp_path}/objects"
     if request.param == "s3":
-        from tests.s3_server import new_s3_url
+        from tests.support.s3_server import new_s3_url
 
         return new_s3_url(request.getfixturevalue("s3_endpoint"))
     from tests.conftest import new_pg_schema_url
@@ -295,7 +295,7 @@ def test_cli_init_status_rekey_on_s3(tmp_path, s3_endpoint: str) -> None:  # typ
     import boto3
 
     from tenure.cli.main import root
-    from tests.s3_server import REGION, new_s3_url
+    from tests.support.s3_server import REGION, new_s3_url
 
     objects_url = new_s3_url(s3_endpoint, prefix="sealed")
     keyfile = tmp_path / "first.key"

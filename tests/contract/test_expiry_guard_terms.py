@@ -25,7 +25,7 @@ import pytest
 from tenure.projects import ProjectStore
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import Store, Workspace
-from tests.contract.test_fence_terms import raw
+from tests.support.store import raw
 
 TTL = 60.0
 ROOT = "3" * 64

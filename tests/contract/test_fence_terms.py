@@ -10,9 +10,7 @@ PostgreSQL (the ``store`` fixture).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -21,22 +19,10 @@ from tenure.projects import PodIdentity, Project, ProjectStore
 from tenure.projects.facade import OwnershipFacade
 from tenure.states import LeaseState, ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, Store, WriterLease
+from tests.support.store import raw
 
 TTL = 60.0
 ROOT = "1" * 64
-
-
-def raw(store: Store, sql: str, params: tuple[Any, ...]) -> None:
-    """A direct write into the store's tables (test-only: stands for a newer writer's committed claim)."""
-    url = store.url
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
-            conn.execute(sql, params)
-        return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.replace("?", "%s"), params)
 
 
 def bump_workspace(store: Store, workspace_id: str) -> None:

@@ -20,11 +20,10 @@ from __future__ import annotations
 import pytest
 
 from tenure.errors import StaleGenerationError, VersionConflictError
-from tenure.projects import PodIdentity, ProjectStore
-from tenure.projects.facade import OwnershipFacade
 from tenure.states import SnapshotState, WorkspaceState
 from tenure.store import CheckpointTicket, Store, WriterLease
-from tests.contract.test_fence_terms import raw
+from tests.support.projects import bound_session
+from tests.support.store import raw
 
 TTL = 60.0
 ROOT = "2" * 64
@@ -61,12 +60,7 @@ def test_s17_publish_never_makes_a_failed_snapshot_ready(store: Store) -> None:
 
 
 def test_p34_unbind_with_a_bound_session_refuses_when_only_the_generation_is_stale(store: Store) -> None:
-    projects = ProjectStore(store)
-    projects.create("acme", "p")
-    pod = PodIdentity.fresh("a")
-    project = OwnershipFacade(store, pod, lease_ttl=TTL).claim_for_local_pod("acme", "p")
-    session = projects.create_session(project)
-    projects.bind_session(session.id, "client-1", pod.pod_id, project.generation)
+    projects, project, session = bound_session(store, TTL)
     raw(store, "UPDATE projects SET generation = generation + 1 WHERE id = ?", (project.id,))
     with pytest.raises(StaleGenerationError):
         projects.unbind_sessions(project)

@@ -18,7 +18,7 @@ def backend(request, tmp_path) -> Iterator[ObjectStore]:  # type: ignore[no-unty
     if request.param == "file":
         store = open_object_store(f"file://{tmp_path}/objects")
     elif request.param == "s3":
-        from tests.s3_server import new_s3_url
+        from tests.support.s3_server import new_s3_url
 
         store = open_object_store(new_s3_url(request.getfixturevalue("s3_endpoint")))
     else:
@@ -94,8 +94,9 @@ def test_decode_detects_corruption() -> None:
 
 def test_local_object_lives_at_its_content_address_read_only_with_no_temp_file_left(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The folder layout of docs/snapshots-format.md. Durability (the object file and its folder fsynced
-    before put_many returns) is not visible in the files afterwards; tests/durability/ records the system
-    calls of a put and checks it, and fails with each of those fsyncs removed (tests/durability/test_mutants.py)."""
+    before put_many returns) is not visible in the files afterwards; tests/integration/durability/ records the
+    system calls of a put and checks it, and fails with each of those fsyncs removed
+    (tests/integration/durability/test_mutants.py)."""
     import stat
 
     store = open_object_store(f"file://{tmp_path}/o")

@@ -9,7 +9,8 @@ from tenure.projects.ownership import Ownership, Renewal
 from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.states import PodState
 from tenure.store import Store
-from tests.contract.test_projects import T, move_to, now, wait_past
+from tests.contract.test_projects import T, move_to, now
+from tests.support.store import wait_past
 
 S_TTL = 0.4
 

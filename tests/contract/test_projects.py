@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable
 
 import pytest
@@ -39,10 +38,10 @@ from tenure.projects import (
 from tenure.projects.ownership import Renewal
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store
+from tests.support.projects import TTL, T
+from tests.support.store import wait_past
 
 S = ProjectStatus
-T = "acme"
-TTL = 60.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -58,13 +57,6 @@ def stores(store: Store) -> tuple[ProjectStore, Ownership]:
 
 def now(store: Store) -> float:
     return store.workspaces.now()
-
-
-def wait_past(store: Store, seconds: float) -> None:
-    """Let the store clock advance by more than ``seconds``."""
-    start = now(store)
-    while now(store) - start <= seconds:
-        time.sleep(seconds / 4)
 
 
 #: The shortest edge path from INIT to each status, through transition_status.
@@ -94,6 +86,20 @@ def row(ps: ProjectStore, own: Ownership, project: Project, ttl: float = TTL) ->
     current = ps.get(project.tenant, project.name)
     owner = own.owner(current.id, ttl)
     return current, owner.pod_id, owner.live
+
+
+def taken_over(store: Store) -> tuple[ProjectStore, Ownership, Project, Project, Project]:
+    """Project p claimed by one pod, then, its lease judged with a shorter TTL, by another; returns the stores,
+    the project, the first claim and the takeover."""
+    ps, own = stores(store)
+    project = ps.create(T, "p")
+    a, b = pod(), pod()
+    old = own.claim(T, "p", a, "node-a", None, TTL)
+    assert old is not None
+    wait_past(store, 0.02)
+    new = own.claim(T, "p", b, "node-b", None, 0.01)
+    assert new is not None
+    return ps, own, project, old, new
 
 
 def names(projects: list[Project]) -> set[str]:
@@ -524,13 +530,7 @@ def test_p103_transition_status_conflict_raises_and_leaves_the_row_unchanged(sto
 
 
 def test_p103_transition_status_with_a_stale_generation_is_refused(store: Store) -> None:
-    ps, own = stores(store)
-    project = ps.create(T, "p")
-    a, b = pod(), pod()
-    old = own.claim(T, "p", a, "node-a", None, TTL)
-    assert old is not None
-    wait_past(store, 0.02)
-    assert own.claim(T, "p", b, "node-b", None, 0.01) is not None
+    ps, own, project, old, _ = taken_over(store)
     before = row(ps, own, project)
     with pytest.raises(StaleGenerationError) as info:
         ps.transition_status(T, "p", S.INIT, S.RECOVERING, old.generation)
@@ -591,14 +591,7 @@ def test_p104_p67_close_rejects_a_system_project_and_changes_nothing(store: Stor
 
 
 def test_close_is_fenced_and_a_closed_project_cannot_be_closed_again(store: Store) -> None:
-    ps, own = stores(store)
-    project = ps.create(T, "p")
-    a, b = pod(), pod()
-    old = own.claim(T, "p", a, "node-a", None, TTL)
-    assert old is not None
-    wait_past(store, 0.02)
-    new = own.claim(T, "p", b, "node-b", None, 0.01)
-    assert new is not None
+    ps, own, project, old, new = taken_over(store)
     before = row(ps, own, project)
     with pytest.raises(StaleGenerationError):
         ps.close(T, "p", "closed", old.generation)

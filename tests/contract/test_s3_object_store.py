@@ -1,4 +1,4 @@
-"""The S3 backend against a real S3 endpoint (moto's server, tests/s3_server.py): conditional writes,
+"""The S3 backend against a real S3 endpoint (moto's server, tests/support/s3_server.py): conditional writes,
 multipart uploads, batch existence checks, identity, set-aside, URL and error codes, and two pods that share
 one bucket and one PostgreSQL store."""
 
@@ -18,7 +18,7 @@ from tenure.errors import ConfigurationError, TenureError
 from tenure.objects import decode, encode, open_object_store
 from tenure.objects import s3 as s3mod
 from tenure.objects.s3 import S3ObjectStore
-from tests.s3_server import REGION, new_s3_url
+from tests.support.s3_server import REGION, new_s3_url
 
 pytestmark = pytest.mark.s3
 
@@ -191,8 +191,8 @@ def test_two_pods_share_one_bucket_and_one_postgres_store(s3_endpoint: str, tmp_
     """A checkpoint made on one pod restores on another, byte for byte: each has its own data folder."""
     from tenure.store import open_store
     from tenure.workspaces import WorkspaceService
-    from tests.acceptance.helpers import describe, make_tree
     from tests.conftest import new_pg_schema_url
+    from tests.support.trees import describe, make_tree
 
     db_url, objects_url = new_pg_schema_url(), new_s3_url(s3_endpoint, prefix="fleet/objects")
     opened: list[Any] = []

@@ -17,7 +17,7 @@ from tenure import faults
 from tenure.snapshots.gc import collect
 from tenure.states import SnapshotState
 from tenure.workspaces import WorkspaceService
-from tests.acceptance.helpers import describe, make_tree
+from tests.support.trees import describe, make_tree
 
 
 def test_s20_gc_spares_objects_of_a_snapshot_published_after_its_mark(service: WorkspaceService, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ power cut after a confirmed ``advance`` or admission could lose it.
 
 Recorded in process: every ``os.fsync`` (by the path its descriptor names)
 and every link, rename, replace and unlink, in order, while one admission
-and one ``advance`` run on a real intake workspace. tests/durability/ checks
+and one ``advance`` run on a real intake workspace. tests/integration/durability/ checks
 the storage side's writes the same way, under strace too.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from tenure.intake import CheckpointStore, InboxProcessor, ResultKind, Workspace
 from tenure.intake.inbox import ACK_PREFIX
-from tests.intake.intake_support import put
+from tests.support.intake import put
 
 Event = tuple[str, ...]
 

@@ -38,11 +38,10 @@ from tenure.projects import (
 )
 from tenure.states import ProjectStatus, SnapshotState, WorkspaceState
 from tenure.store import LeaseLostError, Store
-from tests.acceptance.helpers import describe
+from tests.support.projects import TTL, T
+from tests.support.trees import describe
 
 S = ProjectStatus
-T = "acme"
-TTL = 60.0
 SHORT = 0.05  # a lease TTL policy under which any claim older than a moment has expired
 
 
@@ -801,13 +800,19 @@ def test_p02_after_losing_the_lease_the_new_pod_gets_the_last_checkpoint(world: 
 # --------------------------------------------------------------------------- workspace init adopts, never overwrites
 
 
-def test_workspace_init_keeps_a_folder_whose_base_is_the_head_with_its_uncommitted_change(world: World) -> None:
+def running_again_after_a_checkpoint(world: World) -> tuple[Pod, Project]:
+    """Pod a holding p RUNNING again after a suspend whose final checkpoint holds the sample folder v1."""
     a = world.pod("a")
     project = world.create()
     a.service.bring(T, "p")
     fill(a.folder(project), "v1")
     a.service.suspend(T, "p")
     a.service.bring(T, "p")
+    return a, project
+
+
+def test_workspace_init_keeps_a_folder_whose_base_is_the_head_with_its_uncommitted_change(world: World) -> None:
+    a, project = running_again_after_a_checkpoint(world)
     write(a.folder(project), "src/uncommitted.py", b"work in progress\n")
     local = describe(a.folder(project))
     restarted = a.restarted()  # crash: same host and folder, new pod id, empty registry
@@ -819,12 +824,7 @@ def test_workspace_init_keeps_a_folder_whose_base_is_the_head_with_its_uncommitt
 
 
 def test_workspace_init_moves_an_older_folder_to_preserved_and_restores_the_head(world: World) -> None:
-    a = world.pod("a")
-    project = world.create()
-    a.service.bring(T, "p")
-    fill(a.folder(project), "v1")
-    a.service.suspend(T, "p")
-    a.service.bring(T, "p")
+    a, project = running_again_after_a_checkpoint(world)
     write(a.folder(project), "src/uncommitted.py", b"a's work in progress\n")
     stale_local = describe(a.folder(project))
     b = world.pod("b")  # a dies; b takes over, changes, checkpoints: the head moves on

@@ -23,10 +23,11 @@ import pytest
 from tenure.objects import decode
 from tenure.snapshots import build as build_module
 from tenure.states import SnapshotState
+from tenure.store import Snapshot
 from tenure.workspaces import WorkspaceService
-from tests.acceptance.helpers import describe
-from tests.faults.support import tenure
-from tests.snapshots.helpers import PAST_NS, write_file
+from tests.support.cli import tenure
+from tests.support.folders import PAST_NS, write_file
+from tests.support.trees import describe
 
 MIB = 1 << 20
 SMALL = {"a.txt": b"alpha " * 300, "b.txt": b"bravo " * 500, "c.txt": b"charlie " * 400}
@@ -41,6 +42,15 @@ def _folder(root: Path, *, big: bool = True) -> bytes:
     if big:
         write_file(str(root / "sub" / "big.bin"), content)
     return content
+
+
+def _checked_in(service: WorkspaceService, tmp_path: Path, *, big: bool = True) -> tuple[Path, bytes, Snapshot]:
+    """Workspace w checked in from the sample folder ``src`` (see :func:`_folder`); returns the folder, the big
+    file's bytes and the snapshot."""
+    src = tmp_path / "src"
+    content = _folder(src, big=big)
+    service.create("w")
+    return src, content, service.checkpoint("w", str(src)).snapshot
 
 
 def _plain(service: WorkspaceService) -> dict[str, bytes]:
@@ -78,6 +88,15 @@ def tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
+def _stored_pack_of_a(objects: Path) -> str:
+    """The object in the local object folder ``objects`` that holds a.txt, found by its content."""
+    return next(
+        oid
+        for oid in (name for d in objects.iterdir() if len(d.name) == 2 for name in os.listdir(d))
+        if SMALL["a.txt"] in decode(oid, (objects / oid[:2] / oid).read_bytes())
+    )
+
+
 def _damage(service: WorkspaceService, snap_id: str, oids: list[str]) -> None:
     assert service.objects.delete_many(oids) == len(oids)
     assert service.verify(snap_id).snapshot.state is SnapshotState.DEGRADED
@@ -93,10 +112,7 @@ def _reasons(report) -> dict[str, str]:  # type: ignore[no-untyped-def]
 def test_s23_deleted_chunks_are_put_back_from_the_folder_and_the_snapshot_restores_byte_for_byte(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     victims = _chunks_of(service, big)[:2]
     _damage(service, snap.id, victims)
     before = tree_digest(src)
@@ -116,10 +132,7 @@ def test_s23_deleted_chunks_are_put_back_from_the_folder_and_the_snapshot_restor
 def test_s23_a_file_changed_in_the_folder_since_the_snapshot_is_unrepairable(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     victim = _chunks_of(service, big)[0]
     _damage(service, snap.id, [victim])
     write_file(str(src / "sub" / "big.bin"), random.Random(8).randbytes(len(big)))  # same size, other bytes
@@ -138,10 +151,7 @@ def test_s23_only_the_lost_chunks_a_changed_file_still_cuts_to_come_back(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
     """Content-defined cuts: an edit near the end leaves the first chunk as it was; it is put back."""
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     chunks = _chunks_of(service, big)
     _damage(service, snap.id, [chunks[0], chunks[-1]])
     edited = big[:-100] + bytes(100)  # the last chunk changes, the first does not
@@ -154,10 +164,7 @@ def test_s23_only_the_lost_chunks_a_changed_file_still_cuts_to_come_back(
 
 
 def test_s23_a_file_missing_from_the_folder_is_unrepairable(service: WorkspaceService, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     _damage(service, snap.id, _chunks_of(service, big)[:1])
     os.unlink(src / "sub" / "big.bin")
 
@@ -173,10 +180,7 @@ def test_s23_a_file_missing_from_the_folder_is_unrepairable(service: WorkspaceSe
 def test_s23_a_deleted_pack_of_a_from_scratch_snapshot_is_rebuilt_from_its_files(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
-    src = tmp_path / "src"
-    _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, _, snap = _checked_in(service, tmp_path)
     pack = _pack_of(service, *SMALL.values())
     _damage(service, snap.id, [pack])
     before = tree_digest(src)
@@ -193,10 +197,7 @@ def test_s23_a_deleted_pack_of_a_from_scratch_snapshot_is_rebuilt_from_its_files
 def test_s23_a_pack_whose_member_changed_in_the_folder_is_unrepairable(
     service: WorkspaceService, tmp_path: Path, same_size: bool
 ) -> None:
-    src = tmp_path / "src"
-    _folder(src, big=False)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, _, snap = _checked_in(service, tmp_path, big=False)
     pack = _pack_of(service, *SMALL.values())
     _damage(service, snap.id, [pack])
     changed = SMALL["b.txt"].upper() if same_size else b"bravo!"
@@ -288,10 +289,7 @@ def test_s23_a_pack_shared_with_an_earlier_snapshot_is_rebuilt_when_all_its_file
 
 
 def test_s23_repair_is_idempotent(service: WorkspaceService, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     chunks = _chunks_of(service, big)
     _damage(service, snap.id, [chunks[0], _pack_of(service, *SMALL.values())])
     os.unlink(src / "a.txt")  # the pack cannot come back, the chunk can
@@ -314,10 +312,7 @@ def test_s23_a_symlink_where_the_snapshot_records_a_file_is_not_followed(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
     """The link points outside the folder at a file with exactly the lost content: still not read."""
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     _damage(service, snap.id, [_chunks_of(service, big)[0], _pack_of(service, *SMALL.values())])
     outside = tmp_path / "outside"
     _folder(outside)
@@ -340,10 +335,7 @@ def test_s23_a_symlink_where_the_snapshot_records_a_file_is_not_followed(
 
 
 def test_s23_a_symlinked_folder_on_the_way_is_not_followed(service: WorkspaceService, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     _damage(service, snap.id, _chunks_of(service, big)[:1])
     outside = tmp_path / "outside"
     _folder(outside)
@@ -359,19 +351,13 @@ def test_s23_a_symlinked_folder_on_the_way_is_not_followed(service: WorkspaceSer
 
 
 def test_s23_a_ready_snapshot_has_nothing_to_repair(service: WorkspaceService, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    _folder(src, big=False)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, _, snap = _checked_in(service, tmp_path, big=False)
     report = service.repair(snap.id, str(tmp_path / "does-not-matter"))
     assert report.nothing_to_repair and report.ok and report.snapshot.state is SnapshotState.READY
 
 
 def test_s23_a_lost_root_object_is_not_rebuilt(service: WorkspaceService, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    _folder(src, big=False)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, _, snap = _checked_in(service, tmp_path, big=False)
     assert snap.root_oid is not None
     _damage(service, snap.id, [snap.root_oid])
 
@@ -385,10 +371,7 @@ def test_s23_lost_id_chunks_are_rebuilt_from_the_intact_records(
 ) -> None:
     """A root lists at most INLINE_IDS data ids itself; beyond, id chunks (a pure function of the ids)."""
     monkeypatch.setattr(build_module, "INLINE_IDS", 1)
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     data = set(_chunks_of(service, big)) | {_pack_of(service, *SMALL.values())}
     raw = {bytes.fromhex(oid) for oid in data}
     [id_chunk] = [
@@ -411,10 +394,7 @@ def test_s23_a_corrupt_object_still_in_place_is_set_aside_and_rebuilt(tmp_path: 
     store = open_store(f"sqlite:///{tmp_path}/tenure.db")
     objects = open_object_store(f"file://{tmp_path}/objects")
     service = WorkspaceService(store, objects, str(tmp_path / "data"))
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     victim = _chunks_of(service, big)[1]
     store.snapshots.move(snap.id, SnapshotState.DEGRADED, expected=SnapshotState.READY)
     path = tmp_path / "objects" / victim[:2] / victim
@@ -441,11 +421,7 @@ def test_s23_cli_repair_exits_6_while_degraded_and_0_once_ready(tmp_path: Path) 
     assert cli("workspace", "create", "w").returncode == 0
     snap = json.loads(cli("--json", "workspace", "checkpoint", "w", "--from", str(src)).stdout)["snapshot"]
     objects = tmp_path / "data" / "objects"
-    pack = next(
-        oid
-        for oid in (name for d in objects.iterdir() if len(d.name) == 2 for name in os.listdir(d))
-        if SMALL["a.txt"] in decode(oid, (objects / oid[:2] / oid).read_bytes())
-    )
+    pack = _stored_pack_of_a(objects)
     os.unlink(objects / pack[:2] / pack)
     assert cli("snapshot", "verify", snap["id"]).returncode == 6
     moved = tmp_path / "a.txt"
@@ -489,11 +465,7 @@ def test_s23_a_restore_that_finds_damage_marks_the_snapshot_degraded(tmp_path: P
     assert cli("workspace", "create", "w").returncode == 0
     snap = json.loads(cli("--json", "workspace", "checkpoint", "w", "--from", str(src)).stdout)["snapshot"]
     objects = tmp_path / "data" / "objects"
-    pack = next(
-        oid
-        for oid in (name for d in objects.iterdir() if len(d.name) == 2 for name in os.listdir(d))
-        if SMALL["a.txt"] in decode(oid, (objects / oid[:2] / oid).read_bytes())
-    )
+    pack = _stored_pack_of_a(objects)
     path = objects / pack[:2] / pack
     if damage == "corrupt":
         os.chmod(path, 0o644)
@@ -521,10 +493,7 @@ def test_s23_a_restore_that_finds_damage_marks_the_snapshot_degraded(tmp_path: P
 def test_s23_a_partial_restore_that_finds_damage_marks_the_snapshot_degraded(
     service: WorkspaceService, tmp_path: Path
 ) -> None:
-    src = tmp_path / "src"
-    big = _folder(src)
-    service.create("w")
-    snap = service.checkpoint("w", str(src)).snapshot
+    src, big, snap = _checked_in(service, tmp_path)
     assert service.objects.delete_many(_chunks_of(service, big)[:1]) == 1
 
     _, result = service.restore("w", str(tmp_path / "out"), partial=True)

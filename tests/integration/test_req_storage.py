@@ -20,8 +20,8 @@ from tenure.objects import decode, encode, open_object_store
 from tenure.snapshots import build_tree, verify_tree
 from tenure.states import SnapshotState, WorkspaceState
 from tenure.workspaces import WorkspaceService
-from tests.acceptance.helpers import describe
-from tests.integration.procs import ROOT, env
+from tests.support.procs import ROOT, env
+from tests.support.trees import describe
 
 BIG = 2 << 20
 

@@ -17,8 +17,8 @@ from tenure.errors import ConflictError
 from tenure.projects import ProjectStore
 from tenure.states import LeaseState, ProjectStatus, SnapshotState, WorkspaceState
 from tenure.workspaces import WorkspaceService
-from tests.contract.test_fence_terms import raw
 from tests.integration.test_req_storage import _chunks_of, _stored
+from tests.support.store import raw
 
 TTL = 0.3
 GRACE = 0.2

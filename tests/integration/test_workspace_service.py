@@ -10,7 +10,7 @@ from tenure.objects.local import LocalObjectStore
 from tenure.states import SnapshotState
 from tenure.store import open_store
 from tenure.workspaces import WorkspaceService
-from tests.acceptance.helpers import describe, make_tree
+from tests.support.trees import describe, make_tree
 
 
 def test_round_trip_and_incremental_on_both_backends(service: WorkspaceService, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -37,6 +37,7 @@ from tenure.states import (
     Machine,
     WorkspaceState,
 )
+from tests.support.intake import PHASES
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -179,17 +180,7 @@ POD_SPEC = Spec(
 )
 
 # intake-lifecycle-v1.md "Transitions and retry" with SPEC §7's default phase list (I-39 to I-46)
-_LINEAR = (
-    "NEW",
-    "VALIDATED",
-    "BUILDING_CASE",
-    "INTERPRETING",
-    "HYPOTHESIZING",
-    "DIAGNOSING",
-    "REPORTING",
-    "OUTPUT_READY",
-    "HANDED_OFF",
-)
+_LINEAR = PHASES
 _ACTIVE = ("BUILDING_CASE", "INTERPRETING", "HYPOTHESIZING", "DIAGNOSING", "REPORTING")
 INTAKE_SPEC = Spec(
     name="intake",
