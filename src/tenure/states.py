@@ -196,8 +196,25 @@ def machine_doc(machine: Machine[Any], description: str) -> str:
     )
 
 
-def _edges(pairs: Iterable[tuple[S, S]]) -> dict[tuple[S, S], Guard | None]:
-    return {pair: None for pair in pairs}
+def _machine(
+    name: str,
+    states: type[S],
+    initial: S,
+    terminal: Iterable[S],
+    table: Iterable[tuple[S, S, str]],
+    guards: Mapping[tuple[S, S], Guard] | None = None,
+) -> Machine[S]:
+    """A machine from its edge table: one row per edge, ``(source, target, meaning)``; ``guards`` by edge."""
+    rows = list(table)
+    guards = guards or {}
+    return Machine(
+        name=name,
+        states=states,
+        initial=initial,
+        edges={(src, dst): guards.get((src, dst)) for src, dst, _ in rows},
+        terminal=frozenset(terminal),
+        labels={(src, dst): label for src, dst, label in rows},
+    )
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -216,37 +233,23 @@ class SnapshotState(str, enum.Enum):
 
 
 _S = SnapshotState
-SNAPSHOT: Machine[SnapshotState] = Machine(
-    name="snapshot",
-    states=SnapshotState,
-    initial=_S.UPLOADING,
-    edges=_edges(
-        [
-            (_S.UPLOADING, _S.VALIDATING),
-            (_S.UPLOADING, _S.FAILED),
-            (_S.VALIDATING, _S.READY),
-            (_S.VALIDATING, _S.FAILED),
-            (_S.READY, _S.DELETING),
-            (_S.READY, _S.DEGRADED),
-            (_S.DEGRADED, _S.READY),
-            (_S.DEGRADED, _S.DELETING),
-            (_S.FAILED, _S.DELETING),
-            (_S.DELETING, _S.DELETED),
-        ]
-    ),
-    terminal=frozenset({_S.DELETED}),
-    labels={
-        (_S.UPLOADING, _S.VALIDATING): "objects uploaded",
-        (_S.UPLOADING, _S.FAILED): "upload failed",
-        (_S.VALIDATING, _S.READY): "closure verified, head advanced (one transaction)",
-        (_S.VALIDATING, _S.FAILED): "closure incomplete",
-        (_S.READY, _S.DELETING): "logical delete",
-        (_S.READY, _S.DEGRADED): "verify found missing or corrupt objects",
-        (_S.DEGRADED, _S.READY): "repaired",
-        (_S.DEGRADED, _S.DELETING): "logical delete",
-        (_S.FAILED, _S.DELETING): "collect a failed upload",
-        (_S.DELETING, _S.DELETED): "garbage collected",
-    },
+SNAPSHOT: Machine[SnapshotState] = _machine(
+    "snapshot",
+    SnapshotState,
+    _S.UPLOADING,
+    [_S.DELETED],
+    [
+        (_S.UPLOADING, _S.VALIDATING, "objects uploaded"),
+        (_S.UPLOADING, _S.FAILED, "upload failed"),
+        (_S.VALIDATING, _S.READY, "closure verified, head advanced (one transaction)"),
+        (_S.VALIDATING, _S.FAILED, "closure incomplete"),
+        (_S.READY, _S.DELETING, "logical delete"),
+        (_S.READY, _S.DEGRADED, "verify found missing or corrupt objects"),
+        (_S.DEGRADED, _S.READY, "repaired"),
+        (_S.DEGRADED, _S.DELETING, "logical delete"),
+        (_S.FAILED, _S.DELETING, "collect a failed upload"),
+        (_S.DELETING, _S.DELETED, "garbage collected"),
+    ],
 )
 
 #: Snapshot states a new workspace may use as its base.
@@ -292,44 +295,28 @@ def _no_live_writer(record: Mapping[str, Any], _src: Any, _dst: Any) -> str | No
 
 
 _W = WorkspaceState
-_WORKSPACE_EDGES: dict[tuple[WorkspaceState, WorkspaceState], Guard | None] = {
-    (_W.CREATING, _W.IDLE): None,
-    (_W.CREATING, _W.FAILED): None,
-    (_W.IDLE, _W.MOUNTED): None,
-    (_W.MOUNTED, _W.CHECKPOINTING): None,
-    (_W.CHECKPOINTING, _W.MOUNTED): None,
-    (_W.MOUNTED, _W.IDLE): None,
-    (_W.IDLE, _W.EXPIRING): None,
-    (_W.MOUNTED, _W.EXPIRING): None,
-    (_W.EXPIRING, _W.IDLE): _within_grace,
-    (_W.EXPIRING, _W.DELETED): _no_live_writer,
-    (_W.FAILED, _W.CREATING): None,
-    (_W.FAILED, _W.IDLE): None,
-    (_W.FAILED, _W.EXPIRING): None,
-    (_W.FAILED, _W.DELETED): None,
-}
-WORKSPACE: Machine[WorkspaceState] = Machine(
-    name="workspace",
-    states=WorkspaceState,
-    initial=_W.CREATING,
-    edges=_WORKSPACE_EDGES,
-    terminal=frozenset({_W.DELETED}),
-    labels={
-        (_W.CREATING, _W.IDLE): "created (empty or forked from a READY snapshot)",
-        (_W.CREATING, _W.FAILED): "creation failed",
-        (_W.IDLE, _W.MOUNTED): "writer lease acquired",
-        (_W.MOUNTED, _W.CHECKPOINTING): "checkpoint started",
-        (_W.CHECKPOINTING, _W.MOUNTED): "published (same transaction as head advance) or abandoned",
-        (_W.MOUNTED, _W.IDLE): "writer lease released",
-        (_W.IDLE, _W.EXPIRING): "retention ended",
-        (_W.MOUNTED, _W.EXPIRING): "retention ended under a live writer: waits",
-        (_W.EXPIRING, _W.IDLE): "undo, only within the grace period",
-        (_W.EXPIRING, _W.DELETED): "only with no live writer",
-        (_W.FAILED, _W.CREATING): "retry creation",
-        (_W.FAILED, _W.IDLE): "recovered",
-        (_W.FAILED, _W.EXPIRING): "retire",
-        (_W.FAILED, _W.DELETED): "tear down",
-    },
+WORKSPACE: Machine[WorkspaceState] = _machine(
+    "workspace",
+    WorkspaceState,
+    _W.CREATING,
+    [_W.DELETED],
+    [
+        (_W.CREATING, _W.IDLE, "created (empty or forked from a READY snapshot)"),
+        (_W.CREATING, _W.FAILED, "creation failed"),
+        (_W.IDLE, _W.MOUNTED, "writer lease acquired"),
+        (_W.MOUNTED, _W.CHECKPOINTING, "checkpoint started"),
+        (_W.CHECKPOINTING, _W.MOUNTED, "published (same transaction as head advance) or abandoned"),
+        (_W.MOUNTED, _W.IDLE, "writer lease released"),
+        (_W.IDLE, _W.EXPIRING, "retention ended"),
+        (_W.MOUNTED, _W.EXPIRING, "retention ended under a live writer: waits"),
+        (_W.EXPIRING, _W.IDLE, "undo, only within the grace period"),
+        (_W.EXPIRING, _W.DELETED, "only with no live writer"),
+        (_W.FAILED, _W.CREATING, "retry creation"),
+        (_W.FAILED, _W.IDLE, "recovered"),
+        (_W.FAILED, _W.EXPIRING, "retire"),
+        (_W.FAILED, _W.DELETED, "tear down"),
+    ],
+    guards={(_W.EXPIRING, _W.IDLE): _within_grace, (_W.EXPIRING, _W.DELETED): _no_live_writer},
 )
 
 
@@ -346,35 +333,22 @@ class LeaseState(str, enum.Enum):
 
 
 _L = LeaseState
-LEASE: Machine[LeaseState] = Machine(
-    name="writer-lease",
-    states=LeaseState,
-    initial=_L.ISSUED,
-    edges=_edges(
-        [
-            (_L.ISSUED, _L.ACTIVE),
-            (_L.ISSUED, _L.EXPIRED),
-            (_L.ISSUED, _L.REVOKED),
-            (_L.ACTIVE, _L.RELEASING),
-            (_L.ACTIVE, _L.EXPIRED),
-            (_L.ACTIVE, _L.REVOKED),
-            (_L.RELEASING, _L.RELEASED),
-            (_L.RELEASING, _L.EXPIRED),
-            (_L.RELEASING, _L.REVOKED),
-        ]
-    ),
-    terminal=frozenset({_L.RELEASED, _L.EXPIRED, _L.REVOKED}),
-    labels={
-        (_L.ISSUED, _L.ACTIVE): "writer started",
-        (_L.ISSUED, _L.EXPIRED): "never activated before its TTL",
-        (_L.ISSUED, _L.REVOKED): "superseded by a newer generation",
-        (_L.ACTIVE, _L.RELEASING): "clean unmount begins (final checkpoint allowed)",
-        (_L.ACTIVE, _L.EXPIRED): "not renewed before its TTL",
-        (_L.ACTIVE, _L.REVOKED): "operator, or superseded by a newer generation",
-        (_L.RELEASING, _L.RELEASED): "final checkpoint done",
-        (_L.RELEASING, _L.EXPIRED): "release not finished before its TTL",
-        (_L.RELEASING, _L.REVOKED): "superseded by a newer generation",
-    },
+LEASE: Machine[LeaseState] = _machine(
+    "writer-lease",
+    LeaseState,
+    _L.ISSUED,
+    [_L.RELEASED, _L.EXPIRED, _L.REVOKED],
+    [
+        (_L.ISSUED, _L.ACTIVE, "writer started"),
+        (_L.ISSUED, _L.EXPIRED, "never activated before its TTL"),
+        (_L.ISSUED, _L.REVOKED, "superseded by a newer generation"),
+        (_L.ACTIVE, _L.RELEASING, "clean unmount begins (final checkpoint allowed)"),
+        (_L.ACTIVE, _L.EXPIRED, "not renewed before its TTL"),
+        (_L.ACTIVE, _L.REVOKED, "operator, or superseded by a newer generation"),
+        (_L.RELEASING, _L.RELEASED, "final checkpoint done"),
+        (_L.RELEASING, _L.EXPIRED, "release not finished before its TTL"),
+        (_L.RELEASING, _L.REVOKED, "superseded by a newer generation"),
+    ],
 )
 
 #: The publication predicate: only these lease states may publish.
@@ -404,31 +378,20 @@ class MountState(str, enum.Enum):
 
 
 _M = MountState
-MOUNT: Machine[MountState] = Machine(
-    name="mount",
-    states=MountState,
-    initial=_M.MOUNTING,
-    edges=_edges(
-        [
-            (_M.MOUNTING, _M.MOUNTED),
-            (_M.MOUNTING, _M.CLOSED),
-            (_M.MOUNTED, _M.CHECKPOINTING),
-            (_M.CHECKPOINTING, _M.MOUNTED),
-            (_M.CHECKPOINTING, _M.UNMOUNTING),
-            (_M.MOUNTED, _M.UNMOUNTING),
-            (_M.UNMOUNTING, _M.CLOSED),
-        ]
-    ),
-    terminal=frozenset({_M.CLOSED}),
-    labels={
-        (_M.MOUNTING, _M.MOUNTED): "folder materialized and verified",
-        (_M.MOUNTING, _M.CLOSED): "mount failed; nothing was written",
-        (_M.MOUNTED, _M.CHECKPOINTING): "checkpoint started",
-        (_M.CHECKPOINTING, _M.MOUNTED): "checkpoint published or abandoned",
-        (_M.CHECKPOINTING, _M.UNMOUNTING): "final checkpoint published",
-        (_M.MOUNTED, _M.UNMOUNTING): "unmount with nothing to publish",
-        (_M.UNMOUNTING, _M.CLOSED): "folder removed",
-    },
+MOUNT: Machine[MountState] = _machine(
+    "mount",
+    MountState,
+    _M.MOUNTING,
+    [_M.CLOSED],
+    [
+        (_M.MOUNTING, _M.MOUNTED, "folder materialized and verified"),
+        (_M.MOUNTING, _M.CLOSED, "mount failed; nothing was written"),
+        (_M.MOUNTED, _M.CHECKPOINTING, "checkpoint started"),
+        (_M.CHECKPOINTING, _M.MOUNTED, "checkpoint published or abandoned"),
+        (_M.CHECKPOINTING, _M.UNMOUNTING, "final checkpoint published"),
+        (_M.MOUNTED, _M.UNMOUNTING, "unmount with nothing to publish"),
+        (_M.UNMOUNTING, _M.CLOSED, "folder removed"),
+    ],
 )
 
 # --------------------------------------------------------------------------- projects
@@ -446,43 +409,26 @@ class ProjectStatus(str, enum.Enum):
 
 
 _P = ProjectStatus
-PROJECT: Machine[ProjectStatus] = Machine(
-    name="project",
-    states=ProjectStatus,
-    initial=_P.INIT,
-    edges=_edges(
-        [
-            (_P.INIT, _P.RECOVERING),
-            (_P.SUSPENDED, _P.RECOVERING),
-            (_P.SUSPENDING, _P.RECOVERING),
-            (_P.RUNNING, _P.RECOVERING),
-            (_P.RECOVERING, _P.RUNNING),
-            (_P.RUNNING, _P.SUSPENDING),
-            (_P.SUSPENDING, _P.SUSPENDED),
-            (_P.INIT, _P.SUSPENDED),
-            (_P.INIT, _P.CLOSED),
-            (_P.RECOVERING, _P.CLOSED),
-            (_P.RUNNING, _P.CLOSED),
-            (_P.SUSPENDING, _P.CLOSED),
-            (_P.SUSPENDED, _P.CLOSED),
-        ]
-    ),
-    terminal=frozenset({_P.CLOSED}),
-    labels={
-        (_P.INIT, _P.RECOVERING): "bring step 2",
-        (_P.SUSPENDED, _P.RECOVERING): "bring step 2 (resume)",
-        (_P.SUSPENDING, _P.RECOVERING): "bring after a crash mid-suspend",
-        (_P.RUNNING, _P.RECOVERING): "bring by a pod that is not running it (takeover, restart)",
-        (_P.RECOVERING, _P.RUNNING): "bring step 5",
-        (_P.RUNNING, _P.SUSPENDING): "suspend step 1",
-        (_P.SUSPENDING, _P.SUSPENDED): "suspend step 4",
-        (_P.INIT, _P.SUSPENDED): "suspend of a never-recovered project: no workspace work",
-        (_P.INIT, _P.CLOSED): "close",
-        (_P.RECOVERING, _P.CLOSED): "close",
-        (_P.RUNNING, _P.CLOSED): "close",
-        (_P.SUSPENDING, _P.CLOSED): "close",
-        (_P.SUSPENDED, _P.CLOSED): "close",
-    },
+PROJECT: Machine[ProjectStatus] = _machine(
+    "project",
+    ProjectStatus,
+    _P.INIT,
+    [_P.CLOSED],
+    [
+        (_P.INIT, _P.RECOVERING, "bring step 2"),
+        (_P.SUSPENDED, _P.RECOVERING, "bring step 2 (resume)"),
+        (_P.SUSPENDING, _P.RECOVERING, "bring after a crash mid-suspend"),
+        (_P.RUNNING, _P.RECOVERING, "bring by a pod that is not running it (takeover, restart)"),
+        (_P.RECOVERING, _P.RUNNING, "bring step 5"),
+        (_P.RUNNING, _P.SUSPENDING, "suspend step 1"),
+        (_P.SUSPENDING, _P.SUSPENDED, "suspend step 4"),
+        (_P.INIT, _P.SUSPENDED, "suspend of a never-recovered project: no workspace work"),
+        (_P.INIT, _P.CLOSED, "close"),
+        (_P.RECOVERING, _P.CLOSED, "close"),
+        (_P.RUNNING, _P.CLOSED, "close"),
+        (_P.SUSPENDING, _P.CLOSED, "close"),
+        (_P.SUSPENDED, _P.CLOSED, "close"),
+    ],
 )
 
 
@@ -496,29 +442,19 @@ class PodState(str, enum.Enum):
 
 
 _D = PodState
-POD: Machine[PodState] = Machine(
-    name="pod",
-    states=PodState,
-    initial=_D.STARTING,
-    edges=_edges(
-        [
-            (_D.STARTING, _D.RUNNING),
-            (_D.STARTING, _D.DRAINING),
-            (_D.STARTING, _D.STOPPED),
-            (_D.RUNNING, _D.DRAINING),
-            (_D.RUNNING, _D.STOPPED),
-            (_D.DRAINING, _D.STOPPED),
-        ]
-    ),
-    terminal=frozenset({_D.STOPPED}),
-    labels={
-        (_D.STARTING, _D.RUNNING): "start-up done (lock, reconciliation, re-derive, boot pull)",
-        (_D.STARTING, _D.DRAINING): "drain asked for during start-up",
-        (_D.STARTING, _D.STOPPED): "start-up failed",
-        (_D.RUNNING, _D.DRAINING): "SIGTERM, SIGINT or tenure pods drain",
-        (_D.RUNNING, _D.STOPPED): "stop without projects to hand over",
-        (_D.DRAINING, _D.STOPPED): "every project handed over",
-    },
+POD: Machine[PodState] = _machine(
+    "pod",
+    PodState,
+    _D.STARTING,
+    [_D.STOPPED],
+    [
+        (_D.STARTING, _D.RUNNING, "start-up done (lock, reconciliation, re-derive, boot pull)"),
+        (_D.STARTING, _D.DRAINING, "drain asked for during start-up"),
+        (_D.STARTING, _D.STOPPED, "start-up failed"),
+        (_D.RUNNING, _D.DRAINING, "SIGTERM, SIGINT or tenure pods drain"),
+        (_D.RUNNING, _D.STOPPED, "stop without projects to hand over"),
+        (_D.DRAINING, _D.STOPPED, "every project handed over"),
+    ],
 )
 
 

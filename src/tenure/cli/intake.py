@@ -273,40 +273,21 @@ def block_command(
     _finish(ctx, result)
 
 
-@intake.command("resume")
-@common
-def resume_command(
-    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
-) -> None:
-    """Resume a BLOCKED CASE/PACKAGE to the state it interrupted."""
-    result = CheckpointStore(Workspace(directory, create=False)).resume(
-        case, package, step_id=step_id, details=_details(details)
-    )
-    _finish(ctx, result)
+def _move_command(name: str, move: Callable[..., Package], doc: str) -> None:
+    """Define ``tenure intake NAME``: the step ``move`` of CASE/PACKAGE, which takes nothing but the step."""
+
+    @intake.command(name, help=doc)
+    @common
+    def command(
+        ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
+    ) -> None:
+        store = CheckpointStore(Workspace(directory, create=False))
+        _finish(ctx, move(store, case, package, step_id=step_id, details=_details(details)))
 
 
-@intake.command("reopen")
-@common
-def reopen_command(
-    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
-) -> None:
-    """Reopen a HANDED_OFF or FAILED_TO_ANALYZE CASE/PACKAGE (revision + 1)."""
-    result = CheckpointStore(Workspace(directory, create=False)).reopen(
-        case, package, step_id=step_id, details=_details(details)
-    )
-    _finish(ctx, result)
-
-
-@intake.command("fail")
-@common
-def fail_command(
-    ctx: click.Context, directory: Path, case: str, package: str, step_id: str, details: str | None
-) -> None:
-    """Mark CASE/PACKAGE as FAILED_TO_ANALYZE."""
-    result = CheckpointStore(Workspace(directory, create=False)).fail(
-        case, package, step_id=step_id, details=_details(details)
-    )
-    _finish(ctx, result)
+_move_command("resume", CheckpointStore.resume, "Resume a BLOCKED CASE/PACKAGE to the state it interrupted.")
+_move_command("reopen", CheckpointStore.reopen, "Reopen a HANDED_OFF or FAILED_TO_ANALYZE CASE/PACKAGE (revision + 1).")
+_move_command("fail", CheckpointStore.fail, "Mark CASE/PACKAGE as FAILED_TO_ANALYZE.")
 
 
 @intake.command("export")

@@ -11,6 +11,7 @@ from tenure.cli.context import services
 from tenure.cli.durations import Duration
 from tenure.cli.ops import ops
 from tenure.cli.output import console, emit, human_bytes, json_option, printable, progress_bar, table
+from tenure.cli.workspace import expiry_grace_option
 
 
 @click.group()
@@ -229,14 +230,8 @@ def unpin(ctx: click.Context, snapshot_id: str) -> None:
     help="First expire workspaces idle this long (e.g. 30d) and delete those past their expiry grace."
     " Destructive, so off unless given.",
 )
-@click.option(
-    "--expiry-grace",
-    "expiry_grace_s",
-    type=Duration(),
-    default="7d",
-    show_default=True,
-    metavar="DURATION",
-    help="With --expire-idle: how long an EXPIRING workspace can be brought back before it is deleted.",
+@expiry_grace_option(
+    "expiry_grace_s", "With --expire-idle: how long an EXPIRING workspace can be brought back before it is deleted."
 )
 @json_option
 @click.pass_context

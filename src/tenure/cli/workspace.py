@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from rich.markup import escape
@@ -10,6 +12,8 @@ from rich.markup import escape
 from tenure.cli.context import services
 from tenure.cli.durations import Duration
 from tenure.cli.output import console, emit, err_console, human_bytes, json_option, progress_bar, table
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group()
@@ -181,17 +185,16 @@ def list_(ctx: click.Context) -> None:
     )
 
 
+def expiry_grace_option(dest: str, help: str) -> Callable[[F], F]:
+    """``--expiry-grace DURATION`` into ``dest``: the grace an EXPIRING workspace has (default 7 days)."""
+    return click.option(
+        "--expiry-grace", dest, type=Duration(), default="7d", show_default=True, metavar="DURATION", help=help
+    )
+
+
 @workspace.command("undo-expiry")
 @click.argument("name")
-@click.option(
-    "--expiry-grace",
-    "grace_s",
-    type=Duration(),
-    default="7d",
-    show_default=True,
-    metavar="DURATION",
-    help="The grace period the expiry was given (`tenure gc --expiry-grace`).",
-)
+@expiry_grace_option("grace_s", "The grace period the expiry was given (`tenure gc --expiry-grace`).")
 @json_option
 @click.pass_context
 def undo_expiry(ctx: click.Context, name: str, grace_s: float) -> None:

@@ -50,6 +50,7 @@ import stat
 import struct
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -125,6 +126,7 @@ def check_entry_name(name: str, limits: Limits) -> None:
         )
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Entry:
     """One listed entry of a scanned archive: what its central header says, and where its bytes are.
 
@@ -135,49 +137,20 @@ class Entry:
     (``date << 16 | time``).
     """
 
-    __slots__ = (
-        "filename",
-        "flag_bits",
-        "compress_type",
-        "CRC",
-        "compress_size",
-        "file_size",
-        "extract_version",
-        "dos_time",
-        "header_offset",
-        "data_offset",
-        "record_end",
-        "central_offset",
-        "central_size",
-    )
-
-    def __init__(
-        self,
-        filename: str,
-        flag_bits: int,
-        compress_type: int,
-        crc: int,
-        compress_size: int,
-        file_size: int,
-        extract_version: int,
-        dos_time: int,
-        header_offset: int,
-        central_offset: int,
-        central_size: int,
-    ) -> None:
-        self.filename = filename
-        self.flag_bits = flag_bits
-        self.compress_type = compress_type
-        self.CRC = crc
-        self.compress_size = compress_size
-        self.file_size = file_size
-        self.extract_version = extract_version
-        self.dos_time = dos_time
-        self.header_offset = header_offset
-        self.data_offset = -1
-        self.record_end = -1
-        self.central_offset = central_offset
-        self.central_size = central_size
+    filename: str
+    flag_bits: int
+    compress_type: int
+    CRC: int
+    compress_size: int
+    file_size: int
+    extract_version: int
+    dos_time: int
+    header_offset: int
+    central_offset: int
+    central_size: int
+    #: found by the scan of its local record (-1 until then)
+    data_offset: int = -1
+    record_end: int = -1
 
     def is_dir(self) -> bool:
         return self.filename.endswith("/")
@@ -204,29 +177,32 @@ def entry_chunks(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
         raise _corrupt(entry, "its size or CRC-32 does not match the directory")
 
 
-def _inflate(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
+def _stored(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
+    """The ``compress_size`` bytes of ``entry`` as stored, in pieces read at their offset."""
     left = entry.compress_size
     position = entry.data_offset
+    while left:
+        fh.seek(position)
+        piece = fh.read(min(left, _CHUNK))
+        if not piece:
+            raise _corrupt(entry, "its data ends early")
+        position += len(piece)
+        left -= len(piece)
+        yield piece
+
+
+def _inflate(fh: BinaryIO, entry: Entry) -> Iterator[bytes]:
     if entry.compress_type == _STORED:
-        while left:
-            fh.seek(position)
-            piece = fh.read(min(left, _CHUNK))
-            if not piece:
-                raise _corrupt(entry, "its data ends early")
-            position += len(piece)
-            left -= len(piece)
-            yield piece
+        yield from _stored(fh, entry)
         return
+    stored = _stored(fh, entry)
+    left = entry.compress_size
     inflater = zlib.decompressobj(-15)
     pending = b""
     try:
         while not inflater.eof:
             if not pending and left:
-                fh.seek(position)
-                pending = fh.read(min(left, _CHUNK))
-                if not pending:
-                    raise _corrupt(entry, "its data ends early")
-                position += len(pending)
+                pending = next(stored)
                 left -= len(pending)
             piece = inflater.decompress(pending, _CHUNK)
             pending = inflater.unconsumed_tail

@@ -36,7 +36,7 @@ from typing import Any
 from tenure.faults import crash_point, register
 
 from .errors import LifecycleError
-from .fsio import TMP_PREFIX, FileLock, fsync_dir, remove_abandoned_temp
+from .fsio import TMP_PREFIX, FileLock, fsync_dir, remove_abandoned_temp, remove_files
 from .package import generation_name
 from .storage import CaseStorage
 from .workspace import Workspace
@@ -138,11 +138,4 @@ def _runtime_temp(workspace: Workspace) -> int:
         for n in os.listdir(runtime)
         if n.startswith(TMP_PREFIX) and not n.endswith((".probe", ".probe.link")) and (runtime / n).is_file()
     ]
-    for name in names:
-        try:
-            os.unlink(runtime / name)
-        except FileNotFoundError:
-            pass
-    if names:
-        fsync_dir(runtime)
-    return len(names)
+    return remove_files(runtime, names)

@@ -25,6 +25,7 @@ __all__ = [
     "TMP_PREFIX",
     "atomic_write_json",
     "remove_abandoned_temp",
+    "remove_files",
     "safe_text",
     "fsync_dir",
     "fsync_file",
@@ -61,6 +62,11 @@ def remove_abandoned_temp(folder: Path) -> int:
         names = [n for n in os.listdir(folder) if n.startswith(TMP_PREFIX)]
     except FileNotFoundError:
         return 0
+    return remove_files(folder, names)
+
+
+def remove_files(folder: Path, names: list[str]) -> int:
+    """Remove the files ``names`` of ``folder`` (one already gone is no error), durably; return how many."""
     for name in names:
         try:
             os.unlink(folder / name)

@@ -644,13 +644,7 @@ class InboxProcessor:
         self._report(folder, item, error, link_target=safe_text(os.readlink(item.entry)))
         os.unlink(item.entry)
         fsync_dir(item.entry.parent)
-        return PollResult(
-            ResultKind.QUARANTINED,
-            input_path=item.entry,
-            code=error.code,
-            message=error.message,
-            paths={"quarantine": str(folder)},
-        )
+        return _rejected(item, error, folder)
 
     def _reject_special(self, item: _Input, mode: int) -> PollResult:
         """Quarantine an input that is not a regular file: renamed into its folder as ``input``, never opened.
@@ -669,13 +663,7 @@ class InboxProcessor:
         crash_point(QUARANTINE_COPIED)
         self._report(folder, item, error, input_kind=kind)
         crash_point(QUARANTINE_REPORTED)
-        return PollResult(
-            ResultKind.QUARANTINED,
-            input_path=item.entry,
-            code=error.code,
-            message=error.message,
-            paths={"quarantine": str(folder)},
-        )
+        return _rejected(item, error, folder)
 
     def _report(self, folder: Path, item: _Input, error: LifecycleError, **extra: Any) -> None:
         report = {
@@ -842,6 +830,17 @@ class _NotRegular(Exception):
     def __init__(self, mode: int) -> None:
         super().__init__(mode)
         self.mode = mode
+
+
+def _rejected(item: _Input, error: LifecycleError, folder: Path) -> PollResult:
+    """The result for an input quarantined in ``folder`` without a package copy (a symlink, a special file)."""
+    return PollResult(
+        ResultKind.QUARANTINED,
+        input_path=item.entry,
+        code=error.code,
+        message=error.message,
+        paths={"quarantine": str(folder)},
+    )
 
 
 def _kind_of(mode: int) -> str:

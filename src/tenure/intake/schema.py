@@ -9,7 +9,7 @@ a document it does not accept goes to ``jsonschema``, which decides and
 reports the errors. So the fast check can only *accept*, and where the two
 libraries could disagree the stricter answer reaches ``jsonschema``: a
 document is accepted only if ``jsonschema-rs`` accepts it, and
-``tests/intake/test_schema_fast.py`` checks on valid documents and on
+``tests/integration/intake/test_schema_fast.py`` checks on valid documents and on
 type-confusing mutations that ``jsonschema`` accepts every one it does
 (the two must never differ the other way).
 """

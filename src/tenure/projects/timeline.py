@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.store import Store
-from tenure.store.connector import Row, Tx
+from tenure.store.connector import Tx
+from tenure.store.records import Record, optional, record_dict
 
 __all__ = ["EventKind", "Event", "Timeline", "DEFAULT_KEEP_DAYS", "DEFAULT_KEEP_PER_PROJECT"]
 
@@ -67,8 +68,17 @@ class EventKind(enum.Enum):
     RELEASE = "release"  #: a pod gave the lease up (detail: reason)
 
 
+def _detail(text: str | None) -> dict[str, Any]:
+    """An event's ``detail`` column as a JSON object (one that is not, or does not parse, is wrapped)."""
+    try:
+        detail = json.loads(text or "{}")
+    except ValueError:
+        return {"unreadable": str(text)}
+    return detail if isinstance(detail, dict) else {"value": detail}
+
+
 @dataclass(frozen=True)
-class Event:
+class Event(Record):
     """One event of a project's timeline.
 
     ``at`` is the store clock's time (seconds since the epoch); ``seq`` breaks
@@ -86,35 +96,20 @@ class Event:
     generation: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_row(cls, row: Row) -> Event:
-        """An event from its ``project_events`` row."""
-        try:
-            detail = json.loads(row["detail"] or "{}")
-        except ValueError:
-            detail = {"unreadable": str(row["detail"])}
-        return cls(
-            id=str(row["id"]),
-            project_id=str(row["project_id"]),
-            at=float(row["at"]),
-            seq=int(row["seq"]),
-            kind=str(row["kind"]),
-            pod_id=None if row["pod_id"] is None else str(row["pod_id"]),
-            generation=None if row["generation"] is None else int(row["generation"]),
-            detail=detail if isinstance(detail, dict) else {"value": detail},
-        )
+    conversions = {
+        "id": str,
+        "project_id": str,
+        "at": float,
+        "seq": int,
+        "kind": str,
+        "pod_id": optional(str),
+        "generation": optional(int),
+        "detail": _detail,
+    }
 
     def to_dict(self) -> dict[str, Any]:
-        """The event as a JSON object with stable keys (the CLI's ``--json`` and the API)."""
-        return {
-            "id": self.id,
-            "project_id": self.project_id,
-            "at": self.at,
-            "kind": self.kind,
-            "pod_id": self.pod_id,
-            "generation": self.generation,
-            "detail": dict(self.detail),
-        }
+        """The event as a JSON object with stable keys (the CLI's ``--json`` and the API): all but ``seq``."""
+        return {**record_dict(self, without={"seq"}), "detail": dict(self.detail)}
 
 
 def _not_recorded(exc: Exception, project_id: str, kind: EventKind, pod_id: str | None) -> None:

@@ -3,32 +3,26 @@
 ::
 
     InvalidInputError
-    ├── NotAFolderError             the folder to check in is not a folder     not-a-folder
-    ├── UnreadableFileError         a file or folder in the tree cannot be read unreadable-file
-    └── RestoreTargetNotEmptyError  restore would overwrite something          restore-target-not-empty
+    ├── NotAFolderError                the folder to check in is not a folder      not-a-folder
+    ├── UnreadableFileError            a file or folder in the tree cannot be read unreadable-file
+    ├── RestoreTargetNotEmptyError     restore would overwrite something           restore-target-not-empty
+    ├── RestoreTargetNotAFolderError   a folder on the target's path is a file     restore-target-not-a-folder
+    └── RestoreTargetReadOnlyError     this user may not create the target         restore-target-read-only
     ConflictError
-    └── FolderChangedError          a path changed type or vanished mid-build  folder-changed (retryable)
+    └── FolderChangedError             a path changed type or vanished mid-build   folder-changed (retryable)
     IntegrityError
-    ├── SnapshotDamagedError        objects of a tree are missing or corrupt   snapshot-damaged
-    ├── TreeFormatError        a tree object is not a valid tree          tree-format
-    └── UploadIncompleteError       objects kept vanishing during a build      upload-incomplete (retryable)
+    ├── SnapshotDamagedError           objects of a tree are missing or corrupt    snapshot-damaged
+    ├── TreeFormatError                a tree object is not a valid tree           tree-format
+    └── UploadIncompleteError          objects kept vanishing during a build       upload-incomplete (retryable)
+    TenureError
+    └── RestoreTargetFullError         no room left for the restored folder        disk-full (retryable, exit 5)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tenure.errors import ConflictError, IntegrityError, InvalidInputError
-
-__all__ = [
-    "NotAFolderError",
-    "UnreadableFileError",
-    "RestoreTargetNotEmptyError",
-    "FolderChangedError",
-    "SnapshotDamagedError",
-    "TreeFormatError",
-    "UploadIncompleteError",
-]
+from tenure.errors import ConflictError, IntegrityError, InvalidInputError, TenureError
 
 
 class NotAFolderError(InvalidInputError):
@@ -49,6 +43,33 @@ class RestoreTargetNotEmptyError(InvalidInputError):
 
     code = "restore-target-not-empty"
     default_hint = "restore into a new or empty folder"
+
+
+class RestoreTargetNotAFolderError(InvalidInputError):
+    """A folder on the target's path is a file (or another non-folder). ``context``: ``path``, ``blocked_by``."""
+
+    code = "restore-target-not-a-folder"
+    default_hint = "restore to a path whose every folder is a folder, or move the file out of the way"
+
+
+class RestoreTargetReadOnlyError(InvalidInputError):
+    """This user may not create the target: its folder refuses writes or entry, or it is on a read-only mount."""
+
+    code = "restore-target-read-only"
+    default_hint = "restore into a folder this user can write to, or give this user write access to it"
+
+
+class RestoreTargetFullError(TenureError):
+    """No room left for the restored folder: a full file system, a quota, or the process's file-size limit."""
+
+    code = "disk-full"
+    retryable = True
+    exit_code = 5  # as every disk-full (docs/operations.md, "Exit codes")
+    http_status = 503
+    default_hint = (
+        "free space on the file system that holds the target (or raise the quota or `ulimit -f` that stopped the"
+        " write), then restore again; the partly written folder was removed"
+    )
 
 
 class FolderChangedError(ConflictError):

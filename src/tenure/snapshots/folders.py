@@ -38,14 +38,13 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tenure.snapshots.index import column, column_bytes, read_hint, write_hint
+from tenure.snapshots.index import BodyReader, column_bytes, read_hint, write_hint
 
 MAGIC = b"TENURE-FOLDERS\n"
 VERSION = 1
 LINKED = 1
 RESCAN = 2
 _HEAD = struct.Struct("<6Q32s")
-_OID = 32
 
 
 def cache_path(index_path: str) -> str:
@@ -152,29 +151,19 @@ def encode(mark: str, rules: bytes, folders: Sequence[Row]) -> bytes:
 def decode(body: bytes) -> FolderCache:
     """Parse a body; ``ValueError`` (or ``struct.error``) when anything does not add up."""
     count, paths_len, stream_len, noids, nuses, mark_len, rules = _HEAD.unpack_from(body, 0)
-    pos = _HEAD.size
-    mark = body[pos : pos + mark_len].decode()
-    pos += mark_len
-    paths = body[pos : pos + paths_len].split(b"\0")
-    pos += paths_len
-    lengths = column("Q", body, pos, count)
-    pos += 8 * count
-    subs = column("I", body, pos, count)
-    pos += 4 * count
-    files = column("Q", body, pos, count)
-    pos += 8 * count
-    flags = body[pos : pos + count]
-    pos += count
-    use_start = column("Q", body, pos, count + 1)
-    pos += 8 * (count + 1)
-    uses = column("I", body, pos, nuses)
-    pos += 4 * nuses
-    oids = [body[p : p + _OID].hex() for p in range(pos, pos + _OID * noids, _OID)]
-    pos += _OID * noids
-    stream = body[pos : pos + stream_len]
-    pos += stream_len
+    read = BodyReader(body, _HEAD.size)
+    mark = read.take(mark_len).decode()
+    paths = read.take(paths_len).split(b"\0")
+    lengths = read.column("Q", count)
+    subs = read.column("I", count)
+    files = read.column("Q", count)
+    flags = read.take(count)
+    use_start = read.column("Q", count + 1)
+    uses = read.column("I", nuses)
+    oids = read.oids(noids)
+    stream = read.take(stream_len)
     if (
-        pos != len(body)
+        read.pos != len(body)
         or count == 0
         or len(paths) != count
         or paths[0] != b""

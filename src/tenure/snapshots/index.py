@@ -161,29 +161,20 @@ class _Table(Index):
     def __init__(self, body: bytes, written_ns: int) -> None:
         super().__init__({}, written_ns)
         count, noids, nrefs, ndigests, paths_len = _HEAD.unpack_from(body, 0)
-        pos = _HEAD.size
-        paths = body[pos : pos + paths_len].split(b"\0") if count else []
-        pos += paths_len
-        columns = []
-        for code, n in (("Q", count), ("q", count), ("Q", count), ("q", count), ("Q", count), ("q", count)):
-            columns.append(column(code, body, pos, n))
-            pos += 8 * n
-        starts = column("Q", body, pos, count + 1)
-        pos += 8 * (count + 1)
-        ref_oid = column("I", body, pos, nrefs)
-        pos += 4 * nrefs
-        ref_offset = column("Q", body, pos, nrefs)
-        pos += 8 * nrefs
-        ref_length = column("Q", body, pos, nrefs)
-        pos += 8 * nrefs
-        oids = [body[p : p + _OID].hex() for p in range(pos, pos + _OID * noids, _OID)]
-        pos += _OID * noids
-        digests = body[pos : pos + _DIGEST * ndigests]
-        pos += _DIGEST * ndigests
+        read = BodyReader(body, _HEAD.size)
+        listed = read.take(paths_len)
+        paths = listed.split(b"\0") if count else []
+        columns = [read.column(code, count) for code in ("Q", "q", "Q", "q", "Q", "q")]
+        starts = read.column("Q", count + 1)
+        ref_oid = read.column("I", nrefs)
+        ref_offset = read.column("Q", nrefs)
+        ref_length = read.column("Q", nrefs)
+        oids = read.oids(noids)
+        digests = read.take(_DIGEST * ndigests)
         rows = dict(zip(paths, range(count)))
         digest_at = columns[5]
         if (
-            pos != len(body)
+            read.pos != len(body)
             or len(paths) != count
             or len(rows) != count
             or any(not p for p in paths)
@@ -344,6 +335,35 @@ class _Table(Index):
 
     def oids(self) -> frozenset[str]:
         return frozenset(self._oids)
+
+
+class BodyReader:
+    """Reads the parts of a body in order, from ``pos`` on: byte runs, columns (:func:`column`) and object ids.
+
+    A byte run past the end comes back short; the caller compares ``pos``
+    with the body's length once all is read.
+    """
+
+    __slots__ = ("body", "pos")
+
+    def __init__(self, body: bytes, pos: int) -> None:
+        self.body = body
+        self.pos = pos
+
+    def take(self, n: int) -> bytes:
+        start = self.pos
+        self.pos += n
+        return self.body[start : self.pos]
+
+    def column(self, code: str, n: int) -> array[int]:
+        out = column(code, self.body, self.pos, n)
+        self.pos += out.itemsize * n
+        return out
+
+    def oids(self, n: int) -> list[str]:
+        """``n`` object ids (32 bytes each), in hex."""
+        raw = self.take(_OID * n)
+        return [raw[p : p + _OID].hex() for p in range(0, _OID * n, _OID)]
 
 
 def column(code: str, body: bytes, pos: int, n: int) -> array[int]:

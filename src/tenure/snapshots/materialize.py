@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Concatenate, Generic, NamedTuple, ParamSpec, TypeVar
 
 import blake3
 
@@ -41,6 +41,9 @@ from tenure.snapshots.walk import Listing
 GROUP = 128
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+_F = TypeVar("_F")
+_PieceT = TypeVar("_PieceT")
+_RowT = TypeVar("_RowT")
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
 
@@ -64,12 +67,28 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _REOPEN = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class Piece(NamedTuple):
-    file: int  # index into Plan.files
+class Piece(NamedTuple, Generic[_F]):
+    file: _F  # the file it fills: an index into Plan.files (or, streaming, the file itself)
     offset: int  # in the object
     length: int
     at: int  # in the file
     whole: bool  # the file's only slice: create, write, finish in one go
+
+
+def add_pieces(jobs: dict[str, list[Piece[_F]]], file: _F, refs: tuple[Ref, ...]) -> None:
+    """File the slices of ``file`` (its ``refs``, at least one) under the objects that hold them."""
+    if len(refs) == 1:
+        oid, offset, length = refs[0]
+        piece = Piece(file, offset, length, 0, True)
+        if oid in jobs:
+            jobs[oid].append(piece)
+        else:
+            jobs[oid] = [piece]
+        return
+    at = 0
+    for oid, offset, length in refs:
+        jobs.setdefault(oid, []).append(Piece(file, offset, length, at, False))
+        at += length
 
 
 class Plan:
@@ -85,30 +104,17 @@ class Plan:
                 self.followers.append((rel, item.link))
             else:
                 self.files.append((rel, item))
-        self.jobs: dict[str, list[Piece]] = {}
+        self.jobs: dict[str, list[Piece[int]]] = {}
         self.empty: list[int] = []
         self.multi: list[int] = []
-        jobs = self.jobs
         for i, (_, item) in enumerate(self.files):
             refs = item.refs
-            if len(refs) == 1:
-                oid, offset, length = refs[0]
-                piece = Piece(i, offset, length, 0, True)
-                if oid in jobs:
-                    jobs[oid].append(piece)
-                else:
-                    jobs[oid] = [piece]
-            elif refs:
-                self._add_multi(i, refs)
-            else:
+            if not refs:
                 self.empty.append(i)
-
-    def _add_multi(self, i: int, refs: tuple[Ref, ...]) -> None:
-        self.multi.append(i)
-        at = 0
-        for oid, offset, length in refs:
-            self.jobs.setdefault(oid, []).append(Piece(i, offset, length, at, False))
-            at += length
+                continue
+            if len(refs) > 1:
+                self.multi.append(i)
+            add_pieces(self.jobs, i, refs)
 
     def data_oids(self) -> frozenset[str]:
         return frozenset(self.jobs)
@@ -143,31 +149,68 @@ def _write_all(fd: int, view: memoryview, at: int | None = None) -> None:
 WriteResult = tuple[int, list[tuple[int, StatKey | None, bytes]]]
 
 
-class Materializer:
-    """Creates the folders, symlinks and files of a plan below ``temp``."""
+class WriteQueue(Generic[_PieceT, _RowT]):
+    """Slices written on the pool in groups of ``GROUP``; at most ``2 × workers`` groups wait, taken back in order.
+
+    ``write(plain, group)`` runs on the pool and returns the bytes it wrote
+    and its result rows; ``take(written, rows)`` gets them back on the
+    caller's thread.
+    """
 
     def __init__(
         self,
-        temp: bytes,
-        objects: ObjectStore,
+        pool: ThreadPoolExecutor,
         workers: int,
-        progress: Callable[[int, int], None] | None,
-        want_index: bool,
-        modes: ModeFilter,
+        write: Callable[[bytes, list[_PieceT]], tuple[int, list[_RowT]]],
+        take: Callable[[int, list[_RowT]], None],
     ) -> None:
+        self._pool = pool
+        self._limit = 2 * workers
+        self._write = write
+        self._take = take
+        self._groups: deque[Future[tuple[int, list[_RowT]]]] = deque()
+
+    def put(self, plain: bytes, pieces: list[_PieceT]) -> None:
+        """Queue the slices of ``plain``, one group at a time, taking results back while too many wait."""
+        for start in range(0, len(pieces), GROUP):
+            self._groups.append(self._pool.submit(self._write, plain, pieces[start : start + GROUP]))
+            while len(self._groups) > self._limit:
+                self.take_one()
+
+    def take_one(self) -> None:
+        written, rows = self._groups.popleft().result()
+        self._take(written, rows)
+
+    def drain(self) -> None:
+        while self._groups:
+            self.take_one()
+
+
+class WriteOptions(NamedTuple):
+    """How a restore writes: where its objects come from, on how many threads, what it reports and keeps."""
+
+    objects: ObjectStore
+    workers: int
+    progress: Callable[[int, int], None] | None
+    want_index: bool  # gather the stats of an index of the restored folder
+    modes: ModeFilter
+
+
+class Materializer:
+    """Creates the folders, symlinks and files of a plan below ``temp``."""
+
+    def __init__(self, temp: bytes, options: WriteOptions) -> None:
         self.temp = temp
-        self.modes = modes
-        self.objects = objects
-        self.workers = workers
-        self.progress = progress
-        self.want_index = want_index
-        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="tenure-restore")
+        self.objects, self.workers, self.progress, self.want_index, self.modes = options
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="tenure-restore")
         self.corrupt: set[str] = set()
         self.vanished: set[str] = set()
         self.files = 0
         self.bytes_written = 0
         self._done = self._total = 0
-        self._writes: deque[Future[WriteResult]] = deque()
+        self._writes: WriteQueue[Piece[int], tuple[int, StatKey | None, bytes]] = WriteQueue(
+            self.pool, self.workers, self._write_group, self._take_finished
+        )
         self._finished: dict[int, tuple[StatKey | None, bytes]] = {}
         self._index: dict[bytes, tuple[object, ...]] = {}
         self._racy_from = time.time_ns() - RACY_MARGIN_NS
@@ -241,9 +284,8 @@ class Materializer:
         for i in plan.multi:
             if i not in skip:
                 self.at(plan.files[i][0], _create_empty)
-        for start in range(0, len(plan.empty), GROUP):
-            self._queue_write(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty[start : start + GROUP]])
-        fetches: deque[tuple[str, list[Piece], Future[tuple[bytes | None, bool]]]] = deque()
+        self._writes.put(b"", [Piece(i, 0, 0, 0, True) for i in plan.empty])
+        fetches: deque[tuple[str, list[Piece[int]], Future[tuple[bytes | None, bool]]]] = deque()
         for oid, pieces in plan.jobs.items():
             if oid in missing:
                 continue
@@ -253,36 +295,30 @@ class Materializer:
                 self._land(*fetches.popleft())
         while fetches:
             self._land(*fetches.popleft())
-        while self._writes:
-            self._collect()
+        self._writes.drain()
         self._report()
 
-    def _land(self, oid: str, pieces: list[Piece], future: Future[tuple[bytes | None, bool]]) -> None:
+    def _land(self, oid: str, pieces: list[Piece[int]], future: Future[tuple[bytes | None, bool]]) -> None:
         plain, gone = future.result()
         if plain is None or any(p.offset + p.length > len(plain) for p in pieces):
             (self.vanished if gone else self.corrupt).add(oid)
             return
-        for start in range(0, len(pieces), GROUP):
-            self._queue_write(plain, pieces[start : start + GROUP])
+        self._writes.put(plain, pieces)
 
-    def _queue_write(self, plain: bytes, pieces: list[Piece]) -> None:
-        self._writes.append(self.pool.submit(self._write_group, plain, pieces))
-        while len(self._writes) > 2 * self.workers:
-            self._collect()
-
-    def _collect(self) -> None:
-        written, finished = self._writes.popleft().result()
+    def _take_finished(self, written: int, finished: list[tuple[int, StatKey | None, bytes]]) -> None:
         for i, st, digest in finished:
             self._finished[i] = (st, digest)
+        self._wrote(written)
+
+    def _wrote(self, written: int) -> None:
         self._done += written
-        if self.progress is not None:
-            self.progress(self._done, self._total)
+        self._report()
 
     def _report(self) -> None:
         if self.progress is not None:
             self.progress(self._done, self._total)
 
-    def _write_group(self, plain: bytes, pieces: list[Piece]) -> WriteResult:
+    def _write_group(self, plain: bytes, pieces: list[Piece[int]]) -> WriteResult:
         assert self._plan is not None
         files = self._plan.files
         view = memoryview(plain)
@@ -303,7 +339,7 @@ class Materializer:
         return written, finished
 
     def _write_piece(
-        self, path: bytes, dir_fd: int | None, p: Piece, data: memoryview, item: FileItem
+        self, path: bytes, dir_fd: int | None, p: Piece[int], data: memoryview, item: FileItem
     ) -> list[tuple[int, StatKey | None, bytes]]:
         if p.whole:
             return [self._write_whole(p.file, path, dir_fd, data, item)]
@@ -321,8 +357,13 @@ class Materializer:
     def _write_whole(
         self, i: int, path: bytes, dir_fd: int | None, data: memoryview, item: FileItem
     ) -> tuple[int, StatKey | None, bytes]:
-        """Create, fill and finish a one-slice file (the hot path: one call per small file)."""
-        mode = item.mode & self.modes.file_bits
+        key = self._create_whole(path, dir_fd, item.mode & self.modes.file_bits, item.mtime_ns, data, self.want_index)
+        return i, key, self._racy_digest(item.size, item.mtime_ns, data) if self.want_index else b""
+
+    def _create_whole(
+        self, path: bytes, dir_fd: int | None, mode: int, mtime_ns: int, data: memoryview, want_key: bool
+    ) -> StatKey | None:
+        """Create, fill and finish a one-slice file (the hot path: one call per small file); its stat key if wanted."""
         direct = not mode & self._masked  # the mode survives creation as is: no fchmod needed
         fd = os.open(path, _CREATE, mode if direct else 0o600, dir_fd=dir_fd)
         try:
@@ -330,12 +371,15 @@ class Materializer:
                 _write_all(fd, data[os.write(fd, data) :])
             if not direct:
                 os.fchmod(fd, mode)
-            os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
-            key = stat_key(os.fstat(fd)) if self.want_index else None
+            os.utime(fd, ns=(mtime_ns, mtime_ns))
+            return stat_key(os.fstat(fd)) if want_key else None
         finally:
             os.close(fd)
-        racy = self.want_index and 0 < item.size < CHUNKED_FROM and item.mtime_ns >= self._racy_from
-        return i, key, blake3.blake3(data).digest() if racy else b""
+
+    def _racy_digest(self, size: int, mtime_ns: int, data: memoryview) -> bytes:
+        """The content hash an index row keeps for a small file whose mtime is too recent to vouch for it."""
+        racy = 0 < size < CHUNKED_FROM and mtime_ns >= self._racy_from
+        return blake3.blake3(data).digest() if racy else b""
 
     # ----------------------------------------------------------------- after the content
 

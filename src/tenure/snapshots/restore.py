@@ -49,15 +49,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from tenure.errors import InvalidInputError, TenureError
+from tenure.errors import TenureError
 from tenure.faults import crash_point, register
 from tenure.fsio import FULL_ERRNOS, READ_ONLY_ERRNOS, fsync_dir
 from tenure.objects import ObjectStore
-from tenure.snapshots.errors import RestoreTargetNotEmptyError
+from tenure.snapshots.errors import (
+    RestoreTargetFullError,
+    RestoreTargetNotAFolderError,
+    RestoreTargetNotEmptyError,
+    RestoreTargetReadOnlyError,
+)
 from tenure.snapshots.fsutil import force_rmtree, sync_filesystem
 from tenure.snapshots.heap import fix_mmap_threshold
 from tenure.snapshots.index import save_index
-from tenure.snapshots.materialize import Materializer, ModeFilter, Plan
+from tenure.snapshots.materialize import Materializer, ModeFilter, Plan, WriteOptions
 from tenure.snapshots.results import RestoreResult
 from tenure.snapshots.streaming import Damaged, StreamWriter
 from tenure.snapshots.walk import Listing, TreeChanged, check_tree, damaged_error, load_listing, stream_records
@@ -97,38 +102,25 @@ def restore_tree(
     setgid are dropped everywhere, sticky from files).
     """
     dest = os.path.abspath(dest)
+    options = WriteOptions(
+        objects, workers or os.cpu_count() or 1, progress, index_path is not None, ModeFilter(keep_special_bits)
+    )
     try:
-        return _restore_tree(root, objects, dest, partial, progress, index_path, workers, durable, keep_special_bits)
+        _check_target(dest)
+        fix_mmap_threshold()
+        result = _restore_streaming(root, dest, index_path, durable, options)
+        if result is None:  # damaged (or found damaged while writing): the listing path reports it file by file
+            result = _restore_listing(root, dest, partial, index_path, durable, options)
+        crash_point(AFTER_MATERIALIZE)
+        _rename_into_place(result.temp, dest)
+        if durable:
+            fsync_dir(os.path.dirname(dest))
+        crash_point(AFTER_RENAME)
     except OSError as exc:
         mapped = target_error(exc, dest)
         if mapped is None:
             raise
         raise mapped from exc
-
-
-def _restore_tree(
-    root: str,
-    objects: ObjectStore,
-    dest: str,
-    partial: bool,
-    progress: Progress | None,
-    index_path: str | None,
-    workers: int | None,
-    durable: bool,
-    keep_special_bits: bool,
-) -> RestoreResult:
-    _check_target(dest)
-    fix_mmap_threshold()
-    workers = workers or os.cpu_count() or 1
-    modes = ModeFilter(keep_special_bits)
-    result = _restore_streaming(root, objects, dest, progress, index_path, workers, durable, modes)
-    if result is None:  # damaged (or found damaged while writing): the listing path reports it file by file
-        result = _restore_listing(root, objects, dest, partial, progress, index_path, workers, durable, modes)
-    crash_point(AFTER_MATERIALIZE)
-    _rename_into_place(result.temp, dest)
-    if durable:
-        fsync_dir(os.path.dirname(dest))
-    crash_point(AFTER_RENAME)
     return result.result
 
 
@@ -138,27 +130,20 @@ class _Ready(NamedTuple):
 
 
 def _restore_streaming(
-    root: str,
-    objects: ObjectStore,
-    dest: str,
-    progress: Progress | None,
-    index_path: str | None,
-    workers: int,
-    durable: bool,
-    modes: ModeFilter,
+    root: str, dest: str, index_path: str | None, durable: bool, options: WriteOptions
 ) -> _Ready | None:
     """Restore an intact tree record by record (ADR 0029); ``None`` when it is damaged."""
     temp: str | None = None
     writer: StreamWriter | None = None
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="tenure-trees") as pool:
-            check = check_tree(root, objects, pool)
+        with ThreadPoolExecutor(options.workers, thread_name_prefix="tenure-trees") as pool:
+            check = check_tree(root, options.objects, pool)
         if check.parsed is None or not check.intact or check.missing:
             return None
         temp = _temp_folder(dest)
-        writer = StreamWriter(os.fsencode(temp), objects, workers, progress, index_path is not None, modes)
+        writer = StreamWriter(os.fsencode(temp), options)
         try:
-            writer.records(root, stream_records(root, objects, check.parsed.chunks, writer.pool))
+            writer.records(root, stream_records(root, options.objects, check.parsed.chunks, writer.pool))
             writer.finish()
         finally:
             writer.close()
@@ -174,32 +159,23 @@ def _restore_streaming(
         if temp is not None:
             force_rmtree(temp)
         raise
+    # an intact tree: nothing lost, missing or corrupt
     result = RestoreResult(
         root=root,
         dest=dest,
         files=writer.files,
         bytes_written=writer.bytes_written,
-        lost_paths=(),
-        missing=frozenset(),
-        corrupt=frozenset(),
         special_bits_dropped=tuple(writer.dropped_paths()),
     )
     return _Ready(temp, result)
 
 
 def _restore_listing(
-    root: str,
-    objects: ObjectStore,
-    dest: str,
-    partial: bool,
-    progress: Progress | None,
-    index_path: str | None,
-    workers: int,
-    durable: bool,
-    modes: ModeFilter,
+    root: str, dest: str, partial: bool, index_path: str | None, durable: bool, options: WriteOptions
 ) -> _Ready:
     """Restore from the whole listing: the path for damaged trees, which reports every lost file."""
-    listing = load_listing(root, objects, workers)
+    objects = options.objects
+    listing = load_listing(root, objects, options.workers)
     if not listing.dirs:
         raise damaged_error(listing)
     plan = Plan(listing)
@@ -208,9 +184,7 @@ def _restore_listing(
         raise damaged_error(listing, missing, lost_files=plan.paths_using(missing))
     temp = _temp_folder(dest)
     try:
-        done = _materialize(
-            temp, objects, listing, plan, missing, partial, progress, workers, index_path is not None, modes
-        )
+        done = _materialize(temp, listing, plan, missing, partial, options)
         if index_path is not None:
             save_index(index_path, done.entries)
         if durable:
@@ -226,7 +200,7 @@ def _restore_listing(
         lost_paths=tuple(sorted(listing.lost_folders() + done.lost)),
         missing=frozenset(done.missing | listing.tree_problems()[0]),
         corrupt=frozenset(done.corrupt | listing.tree_problems()[1]),
-        special_bits_dropped=tuple(sorted(_dropped(modes, listing, done.lost))),
+        special_bits_dropped=tuple(sorted(_dropped(options.modes, listing, done.lost))),
     )
     return _Ready(temp, result)
 
@@ -246,18 +220,9 @@ def _dropped(modes: ModeFilter, listing: Listing, lost: list[str]) -> set[str]:
 
 
 def _materialize(
-    temp: str,
-    objects: ObjectStore,
-    listing: Listing,
-    plan: Plan,
-    missing: frozenset[str],
-    partial: bool,
-    progress: Progress | None,
-    workers: int,
-    want_index: bool,
-    modes: ModeFilter,
+    temp: str, listing: Listing, plan: Plan, missing: frozenset[str], partial: bool, options: WriteOptions
 ) -> _Done:
-    m = Materializer(os.fsencode(temp), objects, workers, progress, want_index, modes)
+    m = Materializer(os.fsencode(temp), options)
     try:
         m.make_folders(listing.dirs)
         m.make_symlinks(listing.symlinks)
@@ -271,33 +236,6 @@ def _materialize(
     finally:
         m.close()
     return _Done(m.files, m.bytes_written, lost, gone, m.corrupt, m.index_entries())
-
-
-class RestoreTargetNotAFolderError(InvalidInputError):
-    """A folder on the target's path is a file (or another non-folder). ``context``: ``path``, ``blocked_by``."""
-
-    code = "restore-target-not-a-folder"
-    default_hint = "restore to a path whose every folder is a folder, or move the file out of the way"
-
-
-class RestoreTargetReadOnlyError(InvalidInputError):
-    """This user may not create the target: its folder refuses writes or entry, or it is on a read-only mount."""
-
-    code = "restore-target-read-only"
-    default_hint = "restore into a folder this user can write to, or give this user write access to it"
-
-
-class RestoreTargetFullError(TenureError):
-    """No room left for the restored folder: a full file system, a quota, or the process's file-size limit."""
-
-    code = "disk-full"
-    retryable = True
-    exit_code = 5  # as every disk-full (docs/operations.md, "Exit codes")
-    http_status = 503
-    default_hint = (
-        "free space on the file system that holds the target (or raise the quota or `ulimit -f` that stopped the"
-        " write), then restore again; the partly written folder was removed"
-    )
 
 
 def target_error(exc: OSError, dest: str) -> TenureError | None:

@@ -33,28 +33,25 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import NamedTuple
 
-import blake3
-
-from tenure.objects import ObjectStore
-from tenure.snapshots.chunking import CHUNKED_FROM
 from tenure.snapshots.errors import TreeFormatError
 from tenure.snapshots.index import Rows, StatKey, stat_key
 from tenure.snapshots.materialize import (
-    _CREATE,
     GROUP,
     Materializer,
-    ModeFilter,
+    Piece,
+    WriteOptions,
+    WriteQueue,
     _create_empty,
     _fetch,
     _finish,
     _lstat,
     _mkdir,
     _symlink,
-    _write_all,
+    add_pieces,
 )
 from tenure.snapshots.treeformat import DirItem, FileItem, SymlinkItem, Tree
 
@@ -74,14 +71,6 @@ class _File(NamedTuple):
     row: int  # index row, or -1
 
 
-class _Piece(NamedTuple):
-    file: _File
-    offset: int  # in the object
-    length: int
-    at: int  # in the file
-    whole: bool
-
-
 _Written = tuple[int, list[tuple[int, StatKey, bytes]]]
 _NO_STAT: StatKey = (0, 0, 0, 0, 0)  # a row's stat until its file is written
 
@@ -89,27 +78,21 @@ _NO_STAT: StatKey = (0, 0, 0, 0, 0)  # a row's stat until its file is written
 class StreamWriter(Materializer):
     """Writes an intact tree record by record (see the module docstring)."""
 
-    def __init__(
-        self,
-        temp: bytes,
-        objects: ObjectStore,
-        workers: int,
-        progress: Callable[[int, int], None] | None,
-        want_index: bool,
-        modes: ModeFilter,
-    ) -> None:
-        super().__init__(temp, objects, workers, progress, want_index, modes)
+    def __init__(self, temp: bytes, options: WriteOptions) -> None:
+        super().__init__(temp, options)
         self.rows = Rows()
         self.folders: list[tuple[bytes, int, int]] = []
         self.dropped: list[bytes] = []
-        self._window: dict[str, list[_Piece]] = {}
+        self._window: dict[str, list[Piece[_File]]] = {}
         self._window_files = self._window_bytes = 0
-        self._empties: list[_Piece] = []
+        self._empties: list[Piece[_File]] = []
         self._multi: list[_File] = []
         self._followers: list[tuple[bytes, FileItem]] = []
         self._own_links: set[bytes] = set()
         self._last: tuple[str, bytes] | None = None
-        self._stream_writes: deque[Future[_Written]] = deque()
+        self._stream_writes: WriteQueue[Piece[_File], tuple[int, StatKey, bytes]] = WriteQueue(
+            self.pool, self.workers, self._write_pieces, self._take_rows
+        )
         self._expected: set[bytes] = set()
         self._seen: set[bytes] = set()
         self._pending: dict[bytes, Tree] = {}
@@ -173,26 +156,15 @@ class StreamWriter(Materializer):
         self.files += 1
         self.bytes_written += item.size
         if not refs:
-            self._empties.append(_Piece(f, 0, 0, 0, True))
+            self._empties.append(Piece(f, 0, 0, 0, True))
             if len(self._empties) >= GROUP:
-                self._queue(b"", self._empties)
+                self._stream_writes.put(b"", self._empties)
                 self._empties = []
             return
-        window = self._window
-        if len(refs) == 1:
-            oid, offset, length = refs[0]
-            piece = _Piece(f, offset, length, 0, True)
-            if oid in window:
-                window[oid].append(piece)
-            else:
-                window[oid] = [piece]
-        else:
+        if len(refs) > 1:
             self.at(path, _create_empty)
             self._multi.append(f)
-            at = 0
-            for oid, offset, length in refs:
-                window.setdefault(oid, []).append(_Piece(f, offset, length, at, False))
-                at += length
+        add_pieces(self._window, f, refs)
         self._window_files += 1
         self._window_bytes += item.size
         if self._window_files >= WINDOW_FILES or self._window_bytes >= WINDOW_BYTES:
@@ -204,7 +176,7 @@ class StreamWriter(Materializer):
         """Fetch each object of the window once and queue its slices (at most ``workers`` fetches ahead)."""
         window, self._window = self._window, {}
         self._window_files = self._window_bytes = 0
-        fetches: deque[tuple[str, list[_Piece], Future[tuple[bytes | None, bool]] | bytes]] = deque()
+        fetches: deque[tuple[str, list[Piece[_File]], Future[tuple[bytes | None, bool]] | bytes]] = deque()
         for oid, pieces in window.items():
             last = self._last
             fetches.append(
@@ -219,36 +191,28 @@ class StreamWriter(Materializer):
         while fetches:
             self._land_object(*fetches.popleft())
         if self._empties:
-            self._queue(b"", self._empties)
+            self._stream_writes.put(b"", self._empties)
             self._empties = []
 
-    def _land_object(self, oid: str, pieces: list[_Piece], fetched: Future[tuple[bytes | None, bool]] | bytes) -> None:
+    def _land_object(
+        self, oid: str, pieces: list[Piece[_File]], fetched: Future[tuple[bytes | None, bool]] | bytes
+    ) -> None:
         plain = fetched if isinstance(fetched, bytes) else fetched.result()[0]
         if plain is None or any(p.offset + p.length > len(plain) for p in pieces):
             raise Damaged(oid)
         self._last = (oid, plain)
-        for start in range(0, len(pieces), GROUP):
-            self._queue(plain, pieces[start : start + GROUP])
+        self._stream_writes.put(plain, pieces)
 
-    def _queue(self, plain: bytes, pieces: list[_Piece]) -> None:
-        self._stream_writes.append(self.pool.submit(self._write_pieces, plain, pieces))
-        while len(self._stream_writes) > 2 * self.workers:
-            self._collect_one()
-
-    def _collect_one(self) -> None:
-        written, rows = self._stream_writes.popleft().result()
+    def _take_rows(self, written: int, rows: list[tuple[int, StatKey, bytes]]) -> None:
         for row, key, digest in rows:
             self.rows.put(row, key, digest)
-        self._done += written
-        if self.progress is not None:
-            self.progress(self._done, self._total)
+        self._wrote(written)
 
     def drain(self) -> None:
         self.flush()
-        while self._stream_writes:
-            self._collect_one()
+        self._stream_writes.drain()
 
-    def _write_pieces(self, plain: bytes, pieces: list[_Piece]) -> _Written:
+    def _write_pieces(self, plain: bytes, pieces: list[Piece[_File]]) -> _Written:
         view = memoryview(plain)
         written = 0
         rows: list[tuple[int, StatKey, bytes]] = []
@@ -259,28 +223,14 @@ class StreamWriter(Materializer):
                 if row is not None:
                     rows.append(row)
             else:
-                self.at(p.file.path, _pwrite, data, p.at)
+                self.at(p.file.path, self._write_slice, data, p.at)
             written += p.length
         return written, rows
 
     def _whole(self, path: bytes, dir_fd: int | None, f: _File, data: memoryview) -> tuple[int, StatKey, bytes] | None:
-        """Create, fill and finish a one-slice file (one call per small file)."""
-        mode = f.mode
-        direct = not mode & self._masked
-        fd = os.open(path, _CREATE, mode if direct else 0o600, dir_fd=dir_fd)
-        try:
-            if data:
-                _write_all(fd, data[os.write(fd, data) :])
-            if not direct:
-                os.fchmod(fd, mode)
-            os.utime(fd, ns=(f.mtime_ns, f.mtime_ns))
-            if f.row < 0:
-                return None
-            key = stat_key(os.fstat(fd))
-        finally:
-            os.close(fd)
-        racy = 0 < f.size < CHUNKED_FROM and f.mtime_ns >= self._racy_from
-        return f.row, key, blake3.blake3(data).digest() if racy else b""
+        """Create, fill and finish a one-slice file; its index row's stat and digest when it has a row."""
+        key = self._create_whole(path, dir_fd, f.mode, f.mtime_ns, data, f.row >= 0)
+        return None if key is None else (f.row, key, self._racy_digest(f.size, f.mtime_ns, data))
 
     # ----------------------------------------------------------------- after the content
 
@@ -329,11 +279,3 @@ class StreamWriter(Materializer):
 
     def dropped_paths(self) -> list[str]:
         return sorted(os.fsdecode(rel) for rel in self.dropped)
-
-
-def _pwrite(path: bytes, dir_fd: int | None, data: memoryview, at: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        _write_all(fd, data, at)
-    finally:
-        os.close(fd)

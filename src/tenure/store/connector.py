@@ -146,6 +146,20 @@ class Counts:
             self.statements += 1
 
 
+class Counted:
+    """The two counters of a connector's :class:`Counts` as :class:`Connector` names them (the drivers' base)."""
+
+    counts: Counts
+
+    @property
+    def transactions(self) -> int:
+        return self.counts.transactions
+
+    @property
+    def statements(self) -> int:
+        return self.counts.statements
+
+
 class Connector(Protocol):
     url: str
     dialect: str

@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from tenure.errors import ConfigurationError, InvalidInputError, StoreError, TenureError, VersionConflictError
-from tenure.store.connector import BaseTx, Counts, Row, Statements
+from tenure.store.connector import BaseTx, Counted, Counts, Row, Statements
 from tenure.store.queries import STORE, Queries, load
 
 
@@ -170,7 +170,7 @@ def _probe(url: str) -> None:
         raise _connect_error(exc, url) from exc
 
 
-class PostgresConnector:
+class PostgresConnector(Counted):
     """A psycopg 3 connection pool."""
 
     dialect = "postgres"
@@ -228,14 +228,6 @@ class PostgresConnector:
                 f"cannot connect to PostgreSQL at {_redact(url)}: {exc}", code="store-unreachable"
             ) from exc
         self.pool = pool
-
-    @property
-    def transactions(self) -> int:
-        return self.counts.transactions
-
-    @property
-    def statements(self) -> int:
-        return self.counts.statements
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[PostgresTx]:

@@ -1,16 +1,85 @@
-"""Frozen value objects built from store rows with explicit ``from_row``."""
+"""Frozen value objects built from store rows.
+
+A record's fields are named after its row's columns: :func:`record_from_row`
+reads each field from the column of its name (through the conversion the
+record names for it), :func:`record_dict` gives the fields back by name, an
+enum as its value. The records of the layers above (projects, mounts) are
+built the same way.
+"""
 
 from __future__ import annotations
 
+import enum
+import functools
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import MISSING, Field, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from tenure.states import LeaseState, SnapshotState, WorkspaceState
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound="DataclassInstance")
+
+
+@functools.cache
+def _fields_of(cls: type[DataclassInstance]) -> tuple[tuple[str, Any], ...]:
+    return tuple((f.name, f.default) for f in fields(cls))
+
+
+def record_from_row(cls: type[_R], row: Mapping[str, Any], **convert: Callable[[Any], Any]) -> _R:
+    """A ``cls`` whose every field is the column of its name, through ``convert[field]`` where one is given.
+
+    A field with a default takes it when the row has no such column.
+    """
+    values = {name: row[name] if default is MISSING or name in row else default for name, default in _fields_of(cls)}
+    for name, to in convert.items():
+        values[name] = to(values[name])
+    return cls(**values)
+
+
+def record_dict(record: DataclassInstance, without: Collection[str] = ()) -> dict[str, Any]:
+    """The fields of ``record`` by name, in their order, but those named in ``without``; an enum as its value."""
+    out: dict[str, Any] = {}
+    for name, _ in _fields_of(type(record)):
+        if name not in without:
+            value = getattr(record, name)
+            out[name] = value.value if isinstance(value, enum.Enum) else value
+    return out
+
+
+def optional(to: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``to`` for a column that may be NULL (which stays ``None``)."""
+    return lambda value: None if value is None else to(value)
+
+
+class Record:
+    """The base of a frozen dataclass record: read from its row, shown by field.
+
+    ``conversions`` names, per field, what turns its column's value into the
+    field's (an enum, ``int``, ``json.loads``…); every other field takes the
+    column's value as it is.
+    """
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    conversions: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Self:
+        return record_from_row(cls, row, **cls.conversions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return record_dict(self)
+
+
+#: What a workspace does not show (``to_dict``): its unfinished checkpoint, and when its expiry began.
+_WORKSPACE_HIDDEN = frozenset({"pending_snapshot_id", "pending_key", "pending_version", "expiring_since"})
+
 
 @dataclass(frozen=True)
-class Workspace:
+class Workspace(Record):
     id: str
     name: str
     state: WorkspaceState
@@ -25,40 +94,14 @@ class Workspace:
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Workspace:
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            state=WorkspaceState(row["state"]),
-            head_snapshot_id=row["head_snapshot_id"],
-            base_snapshot_id=row["base_snapshot_id"],
-            version=int(row["version"]),
-            writer_generation=int(row["writer_generation"]),
-            pending_snapshot_id=row["pending_snapshot_id"],
-            pending_key=row["pending_key"],
-            pending_version=None if row["pending_version"] is None else int(row["pending_version"]),
-            expiring_since=row["expiring_since"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+    conversions = {"state": WorkspaceState, "version": int, "writer_generation": int, "pending_version": optional(int)}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "state": self.state.value,
-            "head_snapshot_id": self.head_snapshot_id,
-            "base_snapshot_id": self.base_snapshot_id,
-            "version": self.version,
-            "writer_generation": self.writer_generation,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return record_dict(self, without=_WORKSPACE_HIDDEN)
 
 
 @dataclass(frozen=True)
-class WriterLease:
+class WriterLease(Record):
     id: str
     workspace_id: str
     generation: int
@@ -67,32 +110,11 @@ class WriterLease:
     issued_at: float
     expires_at: float
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> WriterLease:
-        return cls(
-            id=row["id"],
-            workspace_id=row["workspace_id"],
-            generation=int(row["generation"]),
-            state=LeaseState(row["state"]),
-            holder=row["holder"],
-            issued_at=row["issued_at"],
-            expires_at=row["expires_at"],
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "workspace_id": self.workspace_id,
-            "generation": self.generation,
-            "state": self.state.value,
-            "holder": self.holder,
-            "issued_at": self.issued_at,
-            "expires_at": self.expires_at,
-        }
+    conversions = {"generation": int, "state": LeaseState}
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Record):
     id: str
     workspace_id: str
     parent_id: str | None
@@ -108,42 +130,17 @@ class Snapshot:
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Snapshot:
-        return cls(
-            id=row["id"],
-            workspace_id=row["workspace_id"],
-            parent_id=row["parent_id"],
-            root_oid=row["root_oid"],
-            state=SnapshotState(row["state"]),
-            generation=int(row["generation"]),
-            idempotency_key=row["idempotency_key"],
-            files=int(row["files"]),
-            bytes_read=int(row["bytes_read"]),
-            bytes_new=int(row["bytes_new"]),
-            skipped=tuple(tuple(x) for x in json.loads(row["skipped"])),
-            error=row["error"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+    conversions = {
+        "state": SnapshotState,
+        "generation": int,
+        "files": int,
+        "bytes_read": int,
+        "bytes_new": int,
+        "skipped": lambda text: tuple(tuple(x) for x in json.loads(text)),
+    }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "workspace_id": self.workspace_id,
-            "parent_id": self.parent_id,
-            "root_oid": self.root_oid,
-            "state": self.state.value,
-            "generation": self.generation,
-            "idempotency_key": self.idempotency_key,
-            "files": self.files,
-            "bytes_read": self.bytes_read,
-            "bytes_new": self.bytes_new,
-            "skipped": [list(s) for s in self.skipped],
-            "error": self.error,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return {**record_dict(self), "skipped": [list(s) for s in self.skipped]}
 
 
 @dataclass(frozen=True)

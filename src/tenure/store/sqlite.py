@@ -21,6 +21,7 @@ from typing import Any
 from tenure.errors import ConfigurationError, StoreError, VersionConflictError
 from tenure.store.connector import (
     BaseTx,
+    Counted,
     Counts,
     Row,
     Statements,
@@ -162,7 +163,7 @@ def _why_unopenable(path: str) -> str:
     return ""
 
 
-class SqliteConnector:
+class SqliteConnector(Counted):
     """One connection per thread to a SQLite file (WAL, synchronous=FULL)."""
 
     dialect = "sqlite"
@@ -176,14 +177,6 @@ class SqliteConnector:
         self._local = threading.local()
         #: transactions and statements run so far (tests and benchmarks; tenure.store.connector.Counts)
         self.counts = Counts()
-
-    @property
-    def transactions(self) -> int:
-        return self.counts.transactions
-
-    @property
-    def statements(self) -> int:
-        return self.counts.statements
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

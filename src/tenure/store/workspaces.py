@@ -68,10 +68,20 @@ _LIVE_LEASE = state_params(_L.ACTIVE, _L.RELEASING)
 _OPEN_LEASE = state_params(_L.ISSUED, _L.ACTIVE, _L.RELEASING)
 #: Snapshot states before publication (``:uploading``, ``:validating``).
 _UNPUBLISHED = state_params(_S.UPLOADING, _S.VALIDATING)
+#: The states the guarded expiry writes name: IDLE → EXPIRING, and EXPIRING → DELETED, each only while no
+#: writer lease is live and the workspace's project, if any, is SUSPENDED.
+_EXPIRE_IDLE = {**state_params(_W.EXPIRING, _W.IDLE, ProjectStatus.SUSPENDED), **_LIVE_LEASE}
+_DELETE_EXPIRED = {**state_params(_W.DELETED, _W.EXPIRING, ProjectStatus.SUSPENDED), **_LIVE_LEASE}
 
 
 #: The key before every candidate of an expiry page (store times are seconds since the epoch).
 _BEFORE_ALL = -1.0
+
+
+def _page(before: float, after: tuple[float, str] | None, limit: int) -> dict[str, Any]:
+    """One page of expiry candidates: ``:before``, the key ``(:kt, :ki)`` it starts after, and ``:limit``."""
+    kt, ki = after if after is not None else (_BEFORE_ALL, "")
+    return {"before": before, "kt": kt, "ki": ki, "limit": limit}
 
 
 def _writes_as(row: Row) -> int | None:
@@ -144,6 +154,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:20]}"
 
 
+def _found(row: Row | None, ref: str) -> Workspace:
+    """The workspace of ``row``; ``workspace-not-found`` naming ``ref`` when there is no row."""
+    if row is None:
+        raise NotFoundError(
+            f"no workspace named {ref!r}",
+            code="workspace-not-found",
+            hint="list workspaces with `tenure workspace list`",
+            workspace=ref,
+        )
+    return Workspace.from_row(row)
+
+
 class WorkspaceStore:
     """Workspaces, writer leases and publication over one connector."""
 
@@ -163,26 +185,11 @@ class WorkspaceStore:
         else:
             with self.db.transaction(write=False) as rtx:
                 row = rtx.one("workspace_by_ref", {"r": ref})
-        if row is None:
-            raise NotFoundError(
-                f"no workspace named {ref!r}",
-                code="workspace-not-found",
-                hint="list workspaces with `tenure workspace list`",
-                workspace=ref,
-            )
-        return Workspace.from_row(row)
+        return _found(row, ref)
 
     def _locked(self, tx: Tx, ref: str) -> Workspace:
         """The workspace row, held until ``tx`` ends: a decision read that cannot go stale (ADR 0012)."""
-        row = tx.one("workspace_for_update", {"r": ref})
-        if row is None:
-            raise NotFoundError(
-                f"no workspace named {ref!r}",
-                code="workspace-not-found",
-                hint="list workspaces with `tenure workspace list`",
-                workspace=ref,
-            )
-        return Workspace.from_row(row)
+        return _found(tx.one("workspace_for_update", {"r": ref}), ref)
 
     def workspaces(self) -> list[Workspace]:
         with self.db.transaction(write=False) as tx:
@@ -339,10 +346,7 @@ class WorkspaceStore:
             ws = self._locked(tx, ws.id)
             live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
             WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": bool(live)})
-            rows = tx.execute(
-                "workspace_delete_expired",
-                {"id": ws.id, **state_params(_W.DELETED, _W.EXPIRING, ProjectStatus.SUSPENDED), **_LIVE_LEASE},
-            )
+            rows = tx.execute("workspace_delete_expired", {"id": ws.id, "before": None, **_DELETE_EXPIRED})
             if not rows:
                 if project is not None and project["status"] != ProjectStatus.SUSPENDED.value:
                     raise ConflictError(
@@ -366,23 +370,17 @@ class WorkspaceStore:
         One page of at most ``limit``, after the key ``after`` (the last
         candidate's ``(key, id)`` of the previous page).
         """
-        kt, ki = after if after is not None else (_BEFORE_ALL, "")
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute(
-                "workspaces_idle_before",
-                {"before": before, "kt": kt, "ki": ki, "limit": limit, **state_params(_W.IDLE)},
-            )
+            rows = tx.execute("workspaces_idle_before", {**_page(before, after, limit), **state_params(_W.IDLE)})
         return [Candidate(r["id"], r["name"], float(r["k"])) for r in rows]
 
     def expiring_before(
         self, before: float, after: tuple[float, str] | None = None, limit: int = 500
     ) -> list[Candidate]:
         """EXPIRING workspaces whose expiry began before store time ``before``, oldest first (one page)."""
-        kt, ki = after if after is not None else (_BEFORE_ALL, "")
         with self.db.transaction(write=False) as tx:
             rows = tx.execute(
-                "workspaces_expiring_before",
-                {"before": before, "kt": kt, "ki": ki, "limit": limit, **state_params(_W.EXPIRING)},
+                "workspaces_expiring_before", {**_page(before, after, limit), **state_params(_W.EXPIRING)}
             )
         return [Candidate(r["id"], r["name"], float(r["k"])) for r in rows]
 
@@ -401,15 +399,7 @@ class WorkspaceStore:
             crash_point("expiry.expire_after_lock")
             if ws.state is WorkspaceState.IDLE:
                 WORKSPACE.check(ws.state, WorkspaceState.EXPIRING)
-            rows = tx.execute(
-                "workspace_expire_idle",
-                {
-                    "id": ws.id,
-                    "before": before,
-                    **state_params(_W.EXPIRING, _W.IDLE, ProjectStatus.SUSPENDED),
-                    **_LIVE_LEASE,
-                },
-            )
+            rows = tx.execute("workspace_expire_idle", {"id": ws.id, "before": before, **_EXPIRE_IDLE})
             if rows:
                 return ExpiryStep(self.workspace(ws.id, tx), True)
             return self._why_kept(tx, ws, project, WorkspaceState.IDLE, before)
@@ -431,15 +421,7 @@ class WorkspaceStore:
             live = tx.one("writer_lease_live_exists", {"w": ws.id, **_LIVE_LEASE})
             if ws.state is WorkspaceState.EXPIRING and not live:
                 WORKSPACE.check(ws.state, WorkspaceState.DELETED, {"live_writer": False})
-                rows = tx.execute(
-                    "workspace_delete_after_grace",
-                    {
-                        "id": ws.id,
-                        "before": before,
-                        **state_params(_W.DELETED, _W.EXPIRING, ProjectStatus.SUSPENDED),
-                        **_LIVE_LEASE,
-                    },
-                )
+                rows = tx.execute("workspace_delete_expired", {"id": ws.id, "before": before, **_DELETE_EXPIRED})
                 if rows:
                     retired = self._retire_snapshots(tx, ws.id)
                     return ExpiryStep(self.workspace(ws.id, tx), True, snapshots=retired)

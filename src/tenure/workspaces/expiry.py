@@ -19,7 +19,7 @@ unreferenced.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tenure.errors import InvalidInputError
@@ -46,7 +46,7 @@ class ExpirySkip:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workspace": self.workspace, "action": self.action, "reason": self.reason, "detail": self.detail}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import shutil
 import threading
 import time
 import uuid
+from typing import Any
 
 from tenure.fsio import atomic_write, fsync_dir, make_dirs_durable
 
@@ -89,22 +90,25 @@ class LocalFolders:
     def base_file(folder: str) -> str:
         return folder + ".base.json"
 
-    def read_base(self, folder: str) -> str | None:
-        """The snapshot ``folder`` was restored from; :data:`UNKNOWN_BASE` when not recorded."""
+    def _read_base_file(self, folder: str) -> dict[str, Any] | None:
+        """The base file of ``folder`` (:meth:`write_base`); ``None`` when missing, unreadable or not an object."""
         try:
             with open(self.base_file(folder), encoding="utf-8") as fh:
-                value = json.load(fh).get("snapshot")
-        except (OSError, ValueError, AttributeError):
-            return UNKNOWN_BASE
+                record = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def read_base(self, folder: str) -> str | None:
+        """The snapshot ``folder`` was restored from; :data:`UNKNOWN_BASE` when not recorded."""
+        record = self._read_base_file(folder)
+        value = UNKNOWN_BASE if record is None else record.get("snapshot")
         return value if value is None or isinstance(value, str) else UNKNOWN_BASE
 
     def read_vouched_index(self, folder: str) -> str | None:
         """The identity of the local index that describes the base snapshot (see :meth:`write_base`), if any."""
-        try:
-            with open(self.base_file(folder), encoding="utf-8") as fh:
-                value = json.load(fh).get("index")
-        except (OSError, ValueError, AttributeError):
-            return None
+        record = self._read_base_file(folder)
+        value = None if record is None else record.get("index")
         return value if isinstance(value, str) else None
 
     def write_base(self, folder: str, snapshot_id: str | None, *, index: str | None = None) -> None:
