@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -54,6 +54,26 @@ PREFIX = "/api/v1"
 T = TypeVar("T")
 _principal = Depends(principal_of)
 _OPTIONAL_BODY = Body(default=None)
+#: a mutating request made under a lineage the client holds (412 lineage-changed when the project's differs)
+_IF_LINEAGE = Header(
+    None,
+    alias="Tenure-If-Lineage",
+    description="the project's lineage the client holds; refused with 412 lineage-changed when it differs",
+)
+#: a write answered only once it is inside a published checkpoint
+_DURABLE = Query(False, description="answer only once the write is inside a published checkpoint (named)")
+LINEAGE = "Tenure-Lineage"
+
+
+class _Change:
+    """How a file write or deletion is asked for: ``?durable=true``, ``Tenure-If-Lineage``."""
+
+    def __init__(self, durable: bool = _DURABLE, if_lineage: int | None = _IF_LINEAGE) -> None:
+        self.durable = durable
+        self.if_lineage = if_lineage
+
+
+_CHANGE = Depends(_Change)
 _P = PREFIX + "/projects/{tenant}/{name}"
 
 
@@ -109,7 +129,14 @@ def answer(request: Request, result: T | Elsewhere | Later) -> T:
     return result
 
 
-def _stream(fd: int, size: int) -> StreamingResponse:
+def lineage(response: Response, doc: T) -> T:
+    """``doc`` (a project's document, or an answer about one), its lineage also as the Tenure-Lineage header."""
+    if isinstance(doc, dict) and isinstance(doc.get("lineage"), int):
+        response.headers[LINEAGE] = str(doc["lineage"])
+    return doc
+
+
+def _stream(fd: int, size: int, headers: dict[str, str] | None = None) -> StreamingResponse:
     def chunks() -> Iterator[bytes]:
         try:
             while chunk := os.read(fd, CHUNK):
@@ -117,7 +144,9 @@ def _stream(fd: int, size: int) -> StreamingResponse:
         finally:
             os.close(fd)
 
-    return StreamingResponse(chunks(), media_type="application/octet-stream", headers={"Content-Length": str(size)})
+    return StreamingResponse(
+        chunks(), media_type="application/octet-stream", headers={"Content-Length": str(size), **(headers or {})}
+    )
 
 
 # ---------------------------------------------------------------------- the app
@@ -147,8 +176,10 @@ def create_app(node: PodRuntime, *, tokens: TokenStore | None = None) -> FastAPI
     ops = ProjectOps(node)
     _probes(app, node)
     _project_routes(app, ops)
+    _checkpoint_routes(app, ops)
     _session_routes(app, ops)
     _file_routes(app, ops)
+    _file_write_routes(app, ops)
     _snapshot_routes(app, ops)
     _pod_routes(app, ops)
     _mount_routes(app, ops)
@@ -212,10 +243,10 @@ def _probes(app: FastAPI, node: PodRuntime) -> None:
 
 def _project_routes(app: FastAPI, ops: ProjectOps) -> None:
     @app.post(PREFIX + "/projects", status_code=201, tags=["projects"])
-    def create_project(body: ProjectCreate, principal: Principal = _principal) -> dict[str, Any]:
+    def create_project(body: ProjectCreate, response: Response, principal: Principal = _principal) -> dict[str, Any]:
         """Create an INIT project."""
         spec = ProjectSpec(body.tenant, body.name, body.lifecycle_type, body.group, body.selector, body.score)
-        return ops.create(principal, spec)
+        return lineage(response, ops.create(principal, spec))
 
     @app.get(PREFIX + "/projects", tags=["projects"])
     def list_projects(
@@ -225,46 +256,73 @@ def _project_routes(app: FastAPI, ops: ProjectOps) -> None:
         return {"projects": ops.projects(principal, tenant, status)}
 
     @app.get(_P, tags=["projects"])
-    def show_project(tenant: str, name: str, principal: Principal = _principal) -> dict[str, Any]:
-        """A project with its owner (pod, live, seconds until its lease runs out) and generation."""
-        return ops.get(principal, tenant, name)
+    def show_project(tenant: str, name: str, response: Response, principal: Principal = _principal) -> dict[str, Any]:
+        """A project with its owner (pod, live, seconds until its lease runs out), generation and lineage."""
+        return lineage(response, ops.get(principal, tenant, name))
 
     @app.post(_P + "/bring", tags=["projects"])
     def bring(
         request: Request,
         tenant: str,
         name: str,
+        response: Response,
         body: BringBody | None = _OPTIONAL_BODY,
         principal: Principal = _principal,
     ) -> dict[str, Any]:
         """Bring the project to RUNNING on this pod, or redirect to the pod that runs it."""
         snapshot = body.from_snapshot if body is not None else None
-        return answer(request, ops.bring(principal, tenant, name, from_snapshot=snapshot))
+        return lineage(response, answer(request, ops.bring(principal, tenant, name, from_snapshot=snapshot)))
 
     @app.post(_P + "/suspend", tags=["projects"])
-    def suspend(request: Request, tenant: str, name: str, principal: Principal = _principal) -> dict[str, Any]:
+    def suspend(
+        request: Request,
+        tenant: str,
+        name: str,
+        response: Response,
+        if_lineage: int | None = _IF_LINEAGE,
+        principal: Principal = _principal,
+    ) -> dict[str, Any]:
         """Suspend: engines stopped, checkpoint published, folder removed, lease released."""
-        return answer(request, ops.suspend(principal, tenant, name))
+        return lineage(response, answer(request, ops.suspend(principal, tenant, name, if_lineage=if_lineage)))
 
     @app.post(_P + "/close", tags=["projects"])
-    def close(request: Request, tenant: str, name: str, principal: Principal = _principal) -> dict[str, Any]:
+    def close(
+        request: Request, tenant: str, name: str, response: Response, principal: Principal = _principal
+    ) -> dict[str, Any]:
         """Close (terminal): workspace and snapshots disposed. Sent to the live owner when there is one."""
-        return answer(request, ops.close(principal, tenant, name))
+        return lineage(response, answer(request, ops.close(principal, tenant, name)))
 
     @app.put(_P + "/type", tags=["projects"])
-    def set_type(tenant: str, name: str, body: TypeBody, principal: Principal = _principal) -> dict[str, Any]:
+    def set_type(
+        tenant: str, name: str, body: TypeBody, response: Response, principal: Principal = _principal
+    ) -> dict[str, Any]:
         """Switch between AUTO, EPHEMERAL and PERMANENT."""
-        return ops.set_type(principal, tenant, name, body.lifecycle_type)
+        return lineage(response, ops.set_type(principal, tenant, name, body.lifecycle_type))
 
     @app.put(_P + "/placement", tags=["projects"])
-    def set_placement(tenant: str, name: str, body: PlacementBody, principal: Principal = _principal) -> dict[str, Any]:
+    def set_placement(
+        tenant: str, name: str, body: PlacementBody, response: Response, principal: Principal = _principal
+    ) -> dict[str, Any]:
         """Set the placement selector (label = value) and score."""
-        return ops.set_placement(principal, tenant, name, body.selector, body.score)
+        return lineage(response, ops.set_placement(principal, tenant, name, body.selector, body.score))
 
+
+def _checkpoint_routes(app: FastAPI, ops: ProjectOps) -> None:
     @app.post(_P + "/checkpoint", tags=["projects"])
-    def checkpoint(request: Request, tenant: str, name: str, principal: Principal = _principal) -> dict[str, Any]:
-        """Checkpoint the project's folder now (it runs here, or is brought here first)."""
-        return answer(request, ops.checkpoint(principal, tenant, name))
+    def checkpoint(
+        request: Request,
+        tenant: str,
+        name: str,
+        response: Response,
+        if_lineage: int | None = _IF_LINEAGE,
+        principal: Principal = _principal,
+    ) -> dict[str, Any]:
+        """Checkpoint the project's folder now (it runs here, or is brought here first).
+
+        With ``Tenure-If-Lineage``: refused (412 ``lineage-changed``) when the project has started another
+        lineage since, so a checkpoint acknowledged under a lineage holds every write made under it.
+        """
+        return lineage(response, answer(request, ops.checkpoint(principal, tenant, name, if_lineage=if_lineage)))
 
     @app.get(_P + "/history", tags=["projects"])
     def project_history(
@@ -293,10 +351,14 @@ def _session_routes(app: FastAPI, ops: ProjectOps) -> None:
 
     @app.post(PREFIX + "/sessions/{session_id}/bind", tags=["sessions"])
     def bind_session(
-        request: Request, session_id: str, body: BindBody, principal: Principal = _principal
+        request: Request,
+        session_id: str,
+        body: BindBody,
+        if_lineage: int | None = _IF_LINEAGE,
+        principal: Principal = _principal,
     ) -> dict[str, Any]:
         """Bind the session to a client connection on the pod that runs its project (409 already-bound)."""
-        return answer(request, ops.bind_session(principal, session_id, body.connection_id))
+        return answer(request, ops.bind_session(principal, session_id, body.connection_id, if_lineage=if_lineage))
 
     @app.post(PREFIX + "/sessions/{session_id}/unbind", tags=["sessions"])
     def unbind_session(
@@ -313,40 +375,67 @@ def _session_routes(app: FastAPI, ops: ProjectOps) -> None:
 def _file_routes(app: FastAPI, ops: ProjectOps) -> None:
     @app.get(_P + "/files", tags=["files"])
     def list_files(
-        request: Request, tenant: str, name: str, path: str = "", principal: Principal = _principal
+        request: Request, tenant: str, name: str, response: Response, path: str = "", principal: Principal = _principal
     ) -> dict[str, Any]:
         """The entries of a folder of the project's workspace folder (symlinks listed, never followed)."""
-        return answer(request, ops.list_files(principal, tenant, name, path))
+        return lineage(response, answer(request, ops.list_files(principal, tenant, name, path)))
 
     @app.get(_P + "/files/{path:path}", tags=["files"], response_class=StreamingResponse)
     def read_file(request: Request, tenant: str, name: str, path: str, principal: Principal = _principal) -> Response:
         """A file's bytes."""
-        fd, size = answer(request, ops.open_file(principal, tenant, name, path))
-        return _stream(fd, size)
+        fd, size, at = answer(request, ops.open_file(principal, tenant, name, path))
+        return _stream(fd, size, {LINEAGE: str(at)})
 
+
+def _file_write_routes(app: FastAPI, ops: ProjectOps) -> None:
     @app.put(_P + "/files/{path:path}", tags=["files"], responses={413: {"description": "larger than 64 MiB"}})
-    async def write(request: Request, tenant: str, name: str, path: str, principal: Principal = _principal) -> Any:
-        """Write a file from the request body (at most 64 MiB); parents are created, the file replaced whole."""
+    async def write(
+        request: Request, tenant: str, name: str, path: str, how: _Change = _CHANGE, principal: Principal = _principal
+    ) -> Any:
+        """Write a file from the request body (at most 64 MiB); parents are created, the file replaced whole.
+
+        ``durable=true``: answered only once the write is inside a published checkpoint, which ``snapshot``
+        names (durable writes of a project share checkpoints); never 2xx when it could not be made durable.
+        """
         ops.check_write(principal, tenant, name, path)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
             raise PayloadTooLargeError(f"the body holds {declared} bytes", limit=MAX_FILE_BYTES)
-        answer(request, await run_in_threadpool(ops.where, principal, tenant, name))  # redirected before the body
+        # redirected, or refused for another lineage, before the body is read
+        answer(request, await run_in_threadpool(ops.ready_to_write, principal, tenant, name, how.if_lineage))
         data = bytearray()
         async for chunk in request.stream():
             data += chunk
             if len(data) > MAX_FILE_BYTES:
                 raise PayloadTooLargeError("the body is larger than the limit", limit=MAX_FILE_BYTES)
-        created = answer(request, await run_in_threadpool(ops.write_file, principal, tenant, name, path, bytes(data)))
+        write = ops.write_file
+        done = answer(
+            request,
+            await run_in_threadpool(
+                lambda: write(
+                    principal, tenant, name, path, bytes(data), durable=how.durable, if_lineage=how.if_lineage
+                )
+            ),
+        )
+        doc = dict(done, path=path, size=len(data))
         return SafeJSONResponse(
-            {"path": path, "size": len(data), "created": created}, status_code=201 if created else 200
+            doc, status_code=201 if done["created"] else 200, headers={LINEAGE: str(done["lineage"])}
         )
 
     @app.delete(_P + "/files/{path:path}", status_code=204, tags=["files"])
-    def delete_file(request: Request, tenant: str, name: str, path: str, principal: Principal = _principal) -> Response:
-        """Delete a file or symlink (the link, not its target), or an empty folder."""
-        answer(request, ops.delete_file(principal, tenant, name, path))
-        return Response(status_code=204)
+    def delete_file(
+        request: Request, tenant: str, name: str, path: str, how: _Change = _CHANGE, principal: Principal = _principal
+    ) -> Response:
+        """Delete a file or symlink (the link, not its target), or an empty folder.
+
+        204; with ``durable=true`` 200 and the snapshot the deletion is in, once it is published.
+        """
+        deleted = ops.delete_file(principal, tenant, name, path, durable=how.durable, if_lineage=how.if_lineage)
+        done = answer(request, deleted)
+        headers = {LINEAGE: str(done["lineage"])}
+        if how.durable:
+            return SafeJSONResponse(dict(done, path=path), headers=headers)
+        return Response(status_code=204, headers=headers)
 
 
 def _snapshot_routes(app: FastAPI, ops: ProjectOps) -> None:

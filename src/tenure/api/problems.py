@@ -169,6 +169,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
             (403, "the token may not do this"),
             (404, "not found (also another tenant's project)"),
             (409, "conflict: a status, a lease or a bound session"),
+            (412, "Tenure-If-Lineage names another lineage than the project's (lineage-changed)"),
             (413, "body too large"),
             (422, "the request does not match the schema (invalid-request)"),
             (500, "internal error (never a traceback)"),

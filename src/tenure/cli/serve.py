@@ -68,6 +68,14 @@ def _labels(value: str | None) -> dict[str, str]:
     metavar="N",
     help="Every N-th checkpoint of a project walks its whole folder all the same.",
 )
+@click.option(
+    "--autosave",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Checkpoint each running project whose folder changed at most this often (0: off).",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -90,6 +98,7 @@ def serve(
     history_days: float,
     no_change_journal: bool,
     journal_walk_every: int,
+    autosave: float,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -122,6 +131,7 @@ def serve(
         master=not no_master,
         change_journal=not no_change_journal,
         journal_walk_every=journal_walk_every,
+        autosave=autosave,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     configure_logging(log_format)

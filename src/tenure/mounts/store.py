@@ -22,12 +22,12 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from tenure.errors import ConflictError, NotFoundError
 from tenure.states import MOUNT, MountState
 from tenure.store.migrate import migrate
 from tenure.store.queries import load, state_params
+from tenure.store.records import Record
 from tenure.store.sqlite import SqliteConnector
 
 __all__ = ["Mount", "MountStore", "MOUNTS_FILE"]
@@ -38,7 +38,7 @@ SCHEMA = "tenure.mounts"
 
 
 @dataclass(frozen=True)
-class Mount:
+class Mount(Record):
     """One mount record."""
 
     id: str
@@ -59,37 +59,12 @@ class Mount:
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Mount:
-        return cls(
-            id=row["id"],
-            workspace_id=row["workspace_id"],
-            project_id=row["project_id"],
-            project_ref=row["project_ref"],
-            generation=int(row["generation"]),
-            folder=row["folder"],
-            base_snapshot=row["base_snapshot"],
-            state=MountState(row["state"]),
-            checkpoint_key=row["checkpoint_key"],
-            pending_snapshot=row["pending_snapshot"],
-            pending_cleanup=row["pending_cleanup"],
-            verdict=row["verdict"],
-            forced_reason=row["forced_reason"],
-            preserved_folder=row["preserved_folder"],
-            preserved_at=row["preserved_at"],
-            created_at=float(row["created_at"]),
-            updated_at=float(row["updated_at"]),
-        )
+    conversions = {"generation": int, "state": MountState, "created_at": float, "updated_at": float}
 
     @property
     def live(self) -> bool:
         """Not torn down: MOUNTING, MOUNTED or CHECKPOINTING."""
         return self.state in (MountState.MOUNTING, MountState.MOUNTED, MountState.CHECKPOINTING)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["state"] = self.state.value
-        return data
 
 
 class MountStore:

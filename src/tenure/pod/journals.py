@@ -62,6 +62,13 @@ class FolderJournals:
             return Interval(interval.since, interval.mark, None)  # the periodic walk
         return interval
 
+    def changed(self, project_id: str) -> bool:
+        """Whether the project's folder may have changed since its last checkpoint here (True when unknown:
+        no journal yet, journals off, or one in doubt)."""
+        with self._lock:
+            entry = self._entries.get(project_id)
+        return entry is None or entry.journal.changed()
+
     def keep(self, project_ids: Iterable[str]) -> None:
         """Close the journals of projects that no longer run here."""
         keep = set(project_ids)

@@ -26,6 +26,9 @@ class Metrics:
         self.suspends = Counter("tenure_suspends", "Suspends by result (ok or the error code)", ["result"], registry=r)
         self.checkpoint_seconds = Histogram("tenure_checkpoint_seconds", "Seconds a checkpoint took", registry=r)
         self.checkpoint_bytes = Counter("tenure_checkpoint_bytes", "Bytes uploaded by checkpoints", registry=r)
+        self.autosave_seconds = Histogram(
+            "tenure_autosave_seconds", "Seconds an autosave checkpoint took (tenure serve --autosave)", registry=r
+        )
         self.engine_failures = Counter(
             "tenure_engine_failures", "Engine start or stop failures", ["engine", "event"], registry=r
         )

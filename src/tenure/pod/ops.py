@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
@@ -27,7 +28,7 @@ from tenure.mounts.store import Mount
 from tenure.pod.documents import ProjectSpec, project_document, session_dict
 from tenure.pod.runtime import Intent, PodRuntime, Route
 from tenure.pod.tokens import Principal
-from tenure.projects.records import LifecycleType, Project
+from tenure.projects.records import LifecycleType, Project, project_not_found
 from tenure.states import ProjectStatus
 from tenure.workspaces import files
 
@@ -51,6 +52,18 @@ class ForbiddenError(TenureError):
     default_hint = "this token may not do that; use an admin token or one scoped to that tenant"
 
 
+class LineageChangedError(ConflictError):
+    """A request made under one lineage reached a project that has started another (``Tenure-If-Lineage``)."""
+
+    code = "lineage-changed"
+    http_status = 412
+    default_hint = (
+        "writes acknowledged since your last checkpoint may be missing; the preserved deltas listed hold what"
+        " the former owner had not checkpointed (GET /api/v1/mounts/ID/files) — read the project again and"
+        " send its new lineage"
+    )
+
+
 @dataclass(frozen=True)
 class Elsewhere:
     """The project runs on another live pod: ask ``endpoint`` (same path and query)."""
@@ -71,15 +84,6 @@ class Later:
 Routed: TypeAlias = T | Elsewhere | Later
 
 
-def _not_found(tenant: str, name: str) -> NotFoundError:
-    return NotFoundError(
-        f"no project {tenant}/{name}",
-        code="project-not-found",
-        project=f"{tenant}/{name}",
-        hint="list projects with `tenure project list`",
-    )
-
-
 class ProjectOps:
     """Every operation a client may ask of this pod (see the module docstring)."""
 
@@ -92,18 +96,35 @@ class ProjectOps:
     def project(self, principal: Principal, tenant: str, name: str) -> Project:
         """The project, if ``principal`` may see it (another tenant's: ``project-not-found``)."""
         if not principal.sees(tenant):
-            raise _not_found(tenant, name)
+            raise project_not_found(tenant, name)
         return self.pod.projects.get(tenant, name)
 
     def visible(self, principal: Principal, tenant: str, name: str) -> None:
         """Refuse another tenant's project exactly like a missing one, without reading it."""
         if not principal.sees(tenant):
-            raise _not_found(tenant, name)
+            raise project_not_found(tenant, name)
 
     def where(self, principal: Principal, tenant: str, name: str, intent: Intent = Intent.SERVE) -> Routed[Project]:
         """The project running here (brought here if nobody holds it), or where / when to ask instead."""
         self.visible(principal, tenant, name)
         return _routed(self.pod.route(tenant, name, intent=intent))
+
+    def expect_lineage(self, project: Project, if_lineage: int | None) -> None:
+        """Refuse with ``lineage-changed`` (412) when the client holds another lineage than the project's."""
+        if if_lineage is None or if_lineage == project.lineage:
+            return
+        preserved = [
+            {"mount": m.id, "generation": m.generation, "preserved_folder": m.preserved_folder}
+            for m in self.pod.lifecycle.mounts.store.list()
+            if m.project_id == project.id and m.preserved_folder
+        ]
+        raise LineageChangedError(
+            f"project {project.ref} is at lineage {project.lineage}, not {if_lineage}",
+            project=project.ref,
+            lineage=project.lineage,
+            expected=if_lineage,
+            preserved=preserved,
+        )
 
     def show(self, project: Project) -> dict[str, Any]:
         """A project with its owner (pod, live, seconds left) and whether it runs on this pod."""
@@ -159,13 +180,16 @@ class ProjectOps:
             return Later(self.pod.config.beat_interval, "this pod is not ready", f"{tenant}/{name}")
         return self.show(self.pod.bring(tenant, name, from_snapshot=from_snapshot))
 
-    def suspend(self, principal: Principal, tenant: str, name: str) -> Routed[dict[str, Any]]:
+    def suspend(
+        self, principal: Principal, tenant: str, name: str, *, if_lineage: int | None = None
+    ) -> Routed[dict[str, Any]]:
         """Suspend on the owner: engines stopped, checkpoint, folder removed, lease released."""
         project = self.project(principal, tenant, name)
         if project.status not in (ProjectStatus.SUSPENDED, ProjectStatus.INIT, ProjectStatus.CLOSED):
             located = _routed(self.pod.route(tenant, name, intent=Intent.LOCATE, project=project))
             if not isinstance(located, Project):
                 return located
+        self.expect_lineage(project, if_lineage)
         return self.show(self.pod.suspend(tenant, name))
 
     def close(self, principal: Principal, tenant: str, name: str) -> Routed[dict[str, Any]]:
@@ -187,13 +211,21 @@ class ProjectOps:
         self.visible(principal, tenant, name)
         return self.show(self.pod.projects.set_placement(tenant, name, selector, score))
 
-    def checkpoint(self, principal: Principal, tenant: str, name: str) -> Routed[dict[str, Any]]:
-        """Checkpoint the project's folder now (it runs here, or is brought here first)."""
+    def checkpoint(
+        self, principal: Principal, tenant: str, name: str, *, if_lineage: int | None = None
+    ) -> Routed[dict[str, Any]]:
+        """Checkpoint the project's folder now (it runs here, or is brought here first).
+
+        With ``if_lineage`` it is refused (``lineage-changed``) when the project has started another lineage
+        since — a takeover from an owner that had not checkpointed — instead of acknowledging a checkpoint
+        that may lack writes the client made under its lineage.
+        """
         routed = self.where(principal, tenant, name)
         if not isinstance(routed, Project):
             return routed
+        self.expect_lineage(routed, if_lineage)
         result = self.pod.checkpoint(tenant, name)
-        return dict(result.to_dict()) if hasattr(result, "to_dict") else {}
+        return dict(result.to_dict(), lineage=routed.lineage)
 
     def history(
         self, principal: Principal, tenant: str, name: str, *, limit: int = 100, before: float | None = None
@@ -219,12 +251,15 @@ class ProjectOps:
             raise NotFoundError(f"no session {session_id}", code="session-not-found")
         return project
 
-    def bind_session(self, principal: Principal, session_id: str, connection_id: str) -> Routed[dict[str, Any]]:
+    def bind_session(
+        self, principal: Principal, session_id: str, connection_id: str, *, if_lineage: int | None = None
+    ) -> Routed[dict[str, Any]]:
         """Bind the session to a client connection on the pod that runs its project (409 already-bound)."""
         project = self._session_project(principal, session_id)
         running = _routed(self.pod.route(project.tenant, project.name, intent=Intent.SERVE))
         if not isinstance(running, Project):
             return running
+        self.expect_lineage(running, if_lineage)
         bound = self.pod.projects.bind_session(session_id, connection_id, self.pod.pod_id, running.generation)
         return session_dict(bound)
 
@@ -248,47 +283,93 @@ class ProjectOps:
         routed = self.where(principal, tenant, name)
         if not isinstance(routed, Project):
             return routed
-        return {"path": path, "entries": files.list_folder(self._folder(routed), path)}
+        return {"path": path, "entries": files.list_folder(self._folder(routed), path), "lineage": routed.lineage}
 
-    def open_file(self, principal: Principal, tenant: str, name: str, path: str) -> Routed[tuple[int, int]]:
-        """An open descriptor of a file of the project's folder and its size (the caller closes it)."""
+    def open_file(self, principal: Principal, tenant: str, name: str, path: str) -> Routed[tuple[int, int, int]]:
+        """An open descriptor of a file of the project's folder, its size and the project's lineage (the
+        caller closes the descriptor)."""
         self.visible(principal, tenant, name)
         files.check_path(path)
         routed = self.where(principal, tenant, name)
         if not isinstance(routed, Project):
             return routed
-        return files.open_file(self._folder(routed), path)
+        return (*files.open_file(self._folder(routed), path), routed.lineage)
+
+    def ready_to_write(
+        self, principal: Principal, tenant: str, name: str, if_lineage: int | None = None
+    ) -> Routed[Project]:
+        """Before a write's body is read: served here (or where to ask), and at the lineage the client holds."""
+        routed = self.where(principal, tenant, name)
+        if isinstance(routed, Project):
+            self.expect_lineage(routed, if_lineage)
+        return routed
 
     def check_write(self, principal: Principal, tenant: str, name: str, path: str) -> None:
         """Before a write's body is read: the project visible and the path well formed (``bad-path``)."""
         self.visible(principal, tenant, name)
         files.check_path(path)
 
-    def write_file(self, principal: Principal, tenant: str, name: str, path: str, data: bytes) -> Routed[bool]:
+    def write_file(
+        self,
+        principal: Principal,
+        tenant: str,
+        name: str,
+        path: str,
+        data: bytes,
+        *,
+        durable: bool = False,
+        if_lineage: int | None = None,
+    ) -> Routed[dict[str, Any]]:
         """Write a file whole (parents created) while the project runs here and nothing is ending it.
 
-        True when the file is new. The write holds the project's write gate: a suspend, hand-over or close
-        under way refuses it (``project-quiescing``); after one, the route says where the project went.
+        The write holds the project's write gate: a suspend, hand-over or close under way refuses it
+        (``project-quiescing``); after one, the route says where the project went. ``durable``: answered only
+        once the write is inside a published checkpoint (group-committed with the project's other durable
+        writes, :mod:`tenure.pod.durable`), whose snapshot the answer names.
         """
-        self.visible(principal, tenant, name)
-        project = self.pod.projects.get(tenant, name)
-        with self.pod.gate.writing(project.id, project.ref):
-            routed = self.where(principal, tenant, name)
-            if not isinstance(routed, Project):
-                return routed
-            return files.write_file(self._folder(routed), path, data)
+        done = self._change(principal, tenant, name, lambda root: files.write_file(root, path, data), if_lineage)
+        if not isinstance(done, tuple):
+            return done
+        created, lineage = done
+        return dict(self._made_durable(tenant, name, durable), created=created, lineage=lineage)
 
-    def delete_file(self, principal: Principal, tenant: str, name: str, path: str) -> Routed[None]:
+    def delete_file(
+        self,
+        principal: Principal,
+        tenant: str,
+        name: str,
+        path: str,
+        *,
+        durable: bool = False,
+        if_lineage: int | None = None,
+    ) -> Routed[dict[str, Any]]:
         """Delete a file or symlink (the link, not its target), or an empty folder, under the write gate."""
-        self.visible(principal, tenant, name)
         files.check_path(path)
+        done = self._change(principal, tenant, name, lambda root: files.delete_path(root, path), if_lineage)
+        if not isinstance(done, tuple):
+            return done
+        return dict(self._made_durable(tenant, name, durable), lineage=done[1])
+
+    def _change(
+        self, principal: Principal, tenant: str, name: str, change: Callable[[str], T], if_lineage: int | None
+    ) -> Routed[tuple[T, int]]:
+        """``change`` of the project's folder under its write gate, served here and at the client's lineage;
+        what it returned and the lineage it was made under."""
+        self.visible(principal, tenant, name)
         project = self.pod.projects.get(tenant, name)
         with self.pod.gate.writing(project.id, project.ref):
             routed = self.where(principal, tenant, name)
             if not isinstance(routed, Project):
                 return routed
-            files.delete_path(self._folder(routed), path)
-        return None
+            self.expect_lineage(routed, if_lineage)
+            return change(self._folder(routed)), routed.lineage
+
+    def _made_durable(self, tenant: str, name: str, durable: bool) -> dict[str, Any]:
+        """For a durable write: wait for a checkpoint that started after it, and name its snapshot."""
+        if not durable:
+            return {"durable": False, "snapshot": None}
+        result, batch = self.pod.commits.of(tenant, name).wait()
+        return {"durable": True, "snapshot": result.snapshot.id, "batch": batch}
 
     # ------------------------------------------------------------------ snapshots
 

@@ -46,6 +46,7 @@ from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
 from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.objects import ObjectStore
+from tenure.pod.durable import GroupCommits
 from tenure.pod.gate import WriteGate
 from tenure.pod.journals import FolderJournals
 from tenure.pod.metrics import Metrics
@@ -119,6 +120,8 @@ class ServeConfig:
     journal_walk_every: int = 16
     #: brings of pulls and placements run on at most this many threads at once
     bring_workers: int = 4
+    #: checkpoint a running project whose folder changed at most this often, in seconds (0: off; ADR 0042)
+    autosave: float = 0.0
 
     @property
     def endpoint(self) -> str:
@@ -214,9 +217,13 @@ class PodRuntime:
         self._beats = 0
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
+        #: when each running project was last checkpointed here (monotonic; autosave's clock)
+        self._saved_at: dict[str, float] = {}
         self.reconcile_report: Any = None
         #: the files API's writes against suspend, hand-over and close (tenure.pod.gate)
         self.gate = WriteGate()
+        #: durable writes share checkpoints, one running per project (tenure.pod.durable)
+        self.commits = GroupCommits(self.checkpoint)
         #: the master role: election in the beat, the distributor tick (ADR 0023)
         self.master = Master(self, store)
         #: the newest master epoch a placement request came with (older ones are refused)
@@ -261,6 +268,9 @@ class PodRuntime:
 
     def _start_up(self) -> None:
         self._lock_data_folder()
+        # a pod binds its object store (or checks it) before anything: one started with another object
+        # folder than the cluster's is refused here (object-store-mismatch), before it restores or marks a thing
+        self.workspaces.bind()
         self.pods.heartbeat(self.pod.pod_id)
         first = self.ownership.renew_leases(self.pod.pod_id)  # the pod lease exists before the first claim
         self._last_renewal = time.monotonic()
@@ -450,8 +460,10 @@ class PodRuntime:
             self._after_beat()
 
     def _after_beat(self) -> None:
-        """Reverse drift retried, then the periodic pull when due: the part of a beat that brings projects."""
+        """Reverse drift retried, autosave, then the periodic pull when due: the part of a beat that brings
+        projects and writes checkpoints."""
         self._retry_dark()
+        self._autosave()
         every = self.config.pull_every
         if every and self.ready and time.monotonic() - self._last_pull >= every:
             self.pull()
@@ -492,6 +504,35 @@ class PodRuntime:
         self._expire_deltas()
         self._prune_history()
         return True
+
+    def _autosave(self) -> None:
+        """Checkpoint each project running here whose folder changed, at most every ``autosave`` seconds.
+
+        A project is due ``autosave`` seconds after it was brought or last checkpointed here; a due project
+        whose change journal saw nothing costs one drain of its journal and no store work.
+        """
+        every = self.config.autosave
+        if every <= 0:
+            return
+        now = time.monotonic()
+        running = self.registry.ids()
+        for gone in set(self._saved_at) - running:
+            self._saved_at.pop(gone, None)
+        for project_id in sorted(running):
+            since = self._saved_at.setdefault(project_id, now)
+            if now - since < every or self._stop.is_set():
+                continue
+            if not self.journals.changed(project_id):
+                self._saved_at[project_id] = now
+                continue
+            started = time.perf_counter()
+            try:
+                project = self.projects.by_id(project_id)
+                self.checkpoint(project.tenant, project.name)
+            except Exception as exc:  # noqa: BLE001 - retried at the next beat; the folder keeps the writes
+                self.log("autosave failed", level=logging.WARNING, project=project_id, error=str(exc))
+                continue
+            self.metrics.autosave_seconds.observe(time.perf_counter() - started)
 
     def _expire_deltas(self) -> None:
         """Preserved deltas past the recovery window go, checked hourly (or 4 times a window, if shorter)."""
@@ -771,6 +812,7 @@ class PodRuntime:
             self.journals.keep(self.registry.ids())
             interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
             result = self.lifecycle.checkpoint_running(project, interval=interval)
+        self._saved_at[project.id] = time.monotonic()
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result

@@ -213,6 +213,8 @@ class LifecycleService:
             tenant, name, lease_ttl=self.config.lease_ttl, expiry_grace=self.config.expiry_grace
         )
         project = claimed.project
+        if from_snapshot is not None and from_snapshot != claimed.workspace.head_snapshot_id:
+            project = self.projects.new_lineage(project)  # not the head: writes since it may be missing
         crash_point("bring.after_claim")
         crash_point("bring.after_unbind")  # step 1a ran in the claim's transaction
         if project.status is not S.RECOVERING:
@@ -362,7 +364,7 @@ class LifecycleService:
         self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
         self.mounts.unmounted(mount)
         self.registry.remove(project.id)
-        self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id)
+        self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id, checkpointed_at=project.generation)
 
     def _start_engines(self, project: Project, folder: str) -> None:
         event = EnginesStartRequested(project.tenant, project.name)
@@ -415,7 +417,7 @@ class LifecycleService:
         crash_point("suspend.after_workspace")
         project = self.projects.transition_status(tenant, name, S.SUSPENDING, S.SUSPENDED, project.generation)
         self.registry.remove(project.id)
-        self.ownership.release_lease(tenant, name, self.pod.pod_id)
+        self.ownership.release_lease(tenant, name, self.pod.pod_id, checkpointed_at=project.generation)
         self._event(project, EventKind.SUSPEND)
         crash_point("suspend.after_suspended")
         return self.projects.get(tenant, name)

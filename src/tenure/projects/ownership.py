@@ -24,11 +24,11 @@ fails if any other source file mentions those columns or runs a named query
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
-from tenure.projects.records import LifecycleType, Project
+from tenure.projects.records import LifecycleType, Project, project_not_found
 from tenure.projects.timeline import Timeline
 from tenure.states import PodState, ProjectStatus, WorkspaceState
 from tenure.store import Store, Workspace
@@ -64,7 +64,7 @@ class Owner:
     expires_in: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pod_id": self.pod_id, "node": self.node, "live": self.live, "expires_in": self.expires_in}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -290,10 +290,18 @@ class Ownership:
         with self.db.transaction() as tx:
             return tx.count("projects_release_leases", {"pod": pod_id})
 
-    def release_lease(self, tenant: str, name: str, pod_id: str) -> bool:
-        """Release one lease, only if it is still ours (the drain primitive)."""
+    def release_lease(self, tenant: str, name: str, pod_id: str, *, checkpointed_at: int | None = None) -> bool:
+        """Release one lease, only if it is still ours (the drain primitive).
+
+        ``checkpointed_at``: the generation a final checkpoint was just published under (a suspend, a drain's
+        hand-over); the release then vouches that every acknowledged write is in the head, so the next
+        holder keeps the lineage (ADR 0042). Without it the next holder starts a new lineage.
+        """
         with self.db.transaction() as tx:
-            return tx.count("project_release_lease", {"t": tenant, "n": name, "pod": pod_id}) == 1
+            if checkpointed_at is None:
+                return tx.count("project_release_lease", {"t": tenant, "n": name, "pod": pod_id}) == 1
+            done = {"t": tenant, "n": name, "pod": pod_id, "g": checkpointed_at}
+            return tx.count("project_release_lease_vouched", done) == 1
 
     def release_closed(self, project_id: str) -> None:
         """A CLOSED project has no owner: clear its lease columns."""
@@ -321,12 +329,7 @@ class Ownership:
         with self.db.transaction(write=False) as tx:
             row = tx.one("project_with_owner_by_name", {"t": tenant, "n": name, "ttl": lease_ttl})
         if row is None:
-            raise NotFoundError(
-                f"no project {tenant}/{name}",
-                code="project-not-found",
-                project=f"{tenant}/{name}",
-                hint="list projects with `tenure project list`",
-            )
+            raise project_not_found(tenant, name)
         return Project.from_row(row), _owner(row)
 
     def holds(self, project_id: str, pod_id: str, lease_ttl: float) -> bool:

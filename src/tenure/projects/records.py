@@ -9,9 +9,10 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any
 
+from tenure.errors import NotFoundError
 from tenure.states import ProjectStatus
+from tenure.store.records import Record
 
 
 class Kind(str, enum.Enum):
@@ -26,8 +27,18 @@ class LifecycleType(str, enum.Enum):
     PERMANENT = "PERMANENT"
 
 
+def project_not_found(tenant: str, name: str) -> NotFoundError:
+    """``project-not-found`` for project ``tenant/name``, with the hint to list them."""
+    return NotFoundError(
+        f"no project {tenant}/{name}",
+        code="project-not-found",
+        project=f"{tenant}/{name}",
+        hint="list projects with `tenure project list`",
+    )
+
+
 @dataclass(frozen=True)
-class Project:
+class Project(Record):
     id: str
     tenant: str
     name: str
@@ -45,57 +56,27 @@ class Project:
     error: str | None
     created_at: float
     updated_at: float
+    #: changes only when a bring cannot vouch for every write acknowledged under the previous lineage (ADR 0042)
+    lineage: int = 1
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Project:
-        return cls(
-            id=row["id"],
-            tenant=row["tenant"],
-            name=row["name"],
-            project_group=row["project_group"],
-            status=ProjectStatus(row["status"]),
-            kind=Kind(row["kind"]),
-            lifecycle_type=LifecycleType(row["lifecycle_type"]),
-            owner_required=bool(row["owner_required"]),
-            home_node=row["home_node"],
-            generation=int(row["generation"]),
-            placement_selector=json.loads(row["placement_selector"]),
-            placement_score=float(row["placement_score"]),
-            pending_since=row["pending_since"],
-            workspace_id=row["workspace_id"],
-            error=row["error"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+    conversions = {
+        "status": ProjectStatus,
+        "kind": Kind,
+        "lifecycle_type": LifecycleType,
+        "owner_required": bool,
+        "generation": int,
+        "placement_selector": json.loads,
+        "placement_score": float,
+        "lineage": int,
+    }
 
     @property
     def ref(self) -> str:
         return f"{self.tenant}/{self.name}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tenant": self.tenant,
-            "name": self.name,
-            "project_group": self.project_group,
-            "status": self.status.value,
-            "kind": self.kind.value,
-            "lifecycle_type": self.lifecycle_type.value,
-            "owner_required": self.owner_required,
-            "home_node": self.home_node,
-            "generation": self.generation,
-            "placement_selector": self.placement_selector,
-            "placement_score": self.placement_score,
-            "pending_since": self.pending_since,
-            "workspace_id": self.workspace_id,
-            "error": self.error,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-
 
 @dataclass(frozen=True)
-class Pod:
+class Pod(Record):
     id: str
     node_name: str
     endpoint: str | None
@@ -108,37 +89,18 @@ class Pod:
     score: float = 0.0
     running: int = 0
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Pod:
-        return cls(
-            id=row["id"],
-            node_name=row["node_name"],
-            endpoint=row["endpoint"],
-            labels=json.loads(row["labels"]),
-            capacity=float(row["capacity"]),
-            status=row["status"],
-            started_at=row["started_at"],
-            heartbeat_at=row["heartbeat_at"],
-            score=float(row.get("score") or 0.0),
-            running=int(row.get("running") or 0),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    #: ``score`` and ``running`` are 0 when the row has them NULL or not at all
+    conversions = {
+        "labels": json.loads,
+        "capacity": float,
+        "score": lambda value: float(value or 0.0),
+        "running": lambda value: int(value or 0),
+    }
 
 
 @dataclass(frozen=True)
-class Session:
+class Session(Record):
     id: str
     project_id: str
     bound_connection_id: str | None
     bound_pod_id: str | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Session:
-        return cls(
-            id=row["id"],
-            project_id=row["project_id"],
-            bound_connection_id=row["bound_connection_id"],
-            bound_pod_id=row["bound_pod_id"],
-        )

@@ -17,7 +17,7 @@ from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError, StaleGenerationError, TenureError
 from tenure.projects.ownership import ProjectClosedError
-from tenure.projects.records import Kind, LifecycleType, Project, Session
+from tenure.projects.records import Kind, LifecycleType, Project, Session, project_not_found
 from tenure.states import PROJECT, ProjectStatus
 from tenure.store import Store, validate_name
 from tenure.store.connector import Tx
@@ -123,12 +123,7 @@ class ProjectStore:
     def _get(tx: Tx, tenant: str, name: str) -> Project:
         row = tx.one("project_by_name", {"t": tenant, "n": name})
         if row is None:
-            raise NotFoundError(
-                f"no project {tenant}/{name}",
-                code="project-not-found",
-                project=f"{tenant}/{name}",
-                hint="list projects with `tenure project list`",
-            )
+            raise project_not_found(tenant, name)
         return Project.from_row(row)
 
     def get(self, tenant: str, name: str) -> Project:
@@ -142,6 +137,20 @@ class ProjectStore:
         if row is None:
             raise NotFoundError(f"no project with id {project_id}", code="project-not-found", project=project_id)
         return Project.from_row(row)
+
+    def new_lineage(self, project: Project) -> Project:
+        """A new lineage for ``project`` under its generation (ADR 0042); ``stale-generation`` if fenced."""
+        with self.db.transaction() as tx:
+            rows = tx.execute("project_new_lineage", {"id": project.id, "g": project.generation})
+            if rows:
+                return Project.from_row(rows[0])
+            current = self._get(tx, project.tenant, project.name)
+        raise StaleGenerationError(
+            f"project {project.ref}: generation {project.generation} is fenced, {current.generation} is current",
+            generation=project.generation,
+            current_generation=current.generation,
+            project=project.ref,
+        )
 
     def tenant_of_workspace(self, workspace_id: str) -> str | None:
         """The tenant of the project whose workspace is ``workspace_id`` (None: no project's)."""

@@ -179,6 +179,18 @@ class ChangeJournal:
         self._identity = (s.st_dev, s.st_ino)
         self._begin()
 
+    def changed(self) -> bool:
+        """Whether anything changed (or the journal is in doubt) since the previous take; the interval goes on."""
+        with self._lock:
+            session = self._session
+            if session is None or self._closed or self._lost:
+                return True
+            try:
+                self._drain(session)
+            except Exception:  # noqa: BLE001 - a take will say why; until then, in doubt
+                return True
+            return bool(self._folders or self._trees or self._doubt or self._resync)
+
     def take(self) -> Changes | None:
         """What changed since ``start()`` or the previous take; ``None``: in doubt. Starts a new interval."""
         with self._lock:

@@ -103,10 +103,7 @@ class VerifyReport:
             "snapshot": self.snapshot.to_dict(),
             "ok": self.ok,
             "checked": self.checked,
-            "missing": list(self.missing),
-            "corrupt": list(self.corrupt),
-            "lost_paths": list(self.lost_paths),
-            "set_aside": list(self.set_aside),
+            **_damage(self),
         }
 
 
@@ -140,12 +137,19 @@ class RepairReport:
             "nothing_to_repair": self.nothing_to_repair,
             "repaired": list(self.repaired),
             "unrepairable": [u.to_dict() for u in self.unrepairable],
-            "missing": list(self.missing),
-            "corrupt": list(self.corrupt),
-            "lost_paths": list(self.lost_paths),
-            "set_aside": list(self.set_aside),
+            **_damage(self),
             "bytes_read": self.bytes_read,
         }
+
+
+def _damage(report: VerifyReport | RepairReport) -> dict[str, Any]:
+    """The damage a verify found (missing and corrupt objects, the paths they make unreadable, what was set aside)."""
+    return {
+        "missing": list(report.missing),
+        "corrupt": list(report.corrupt),
+        "lost_paths": list(report.lost_paths),
+        "set_aside": list(report.set_aside),
+    }
 
 
 def default_holder() -> str:
@@ -224,6 +228,23 @@ class WorkspaceService:
     def __post_init__(self) -> None:
         # The store and the object store belong together: a mismatch is refused before anything is done.
         self.object_store_id = bind_object_store(self.store, self.objects, create=False)
+
+    def bind(self) -> str:
+        """Bind the object store to the store now, or check the binding (a pod does so at start)."""
+        bound = bind_object_store(self.store, self.objects)
+        assert bound is not None  # create=True binds or raises
+        self.object_store_id = bound
+        return bound
+
+    def _checked_before_reading(self) -> None:
+        """Before a restore or a verify reads an object: the object store is the one the store is bound to.
+
+        A service made before the store had a binding (an empty object store) asks again, so one made with
+        another, empty object folder is refused with ``object-store-mismatch`` instead of finding the head's
+        objects missing and marking it DEGRADED. Once bound the binding never changes: no read.
+        """
+        if self.object_store_id is None:
+            self.object_store_id = bind_object_store(self.store, self.objects, create=False)
 
     # ------------------------------------------------------------------ records
 
@@ -501,6 +522,7 @@ class WorkspaceService:
         """
         ws = workspace if workspace is not None else self.store.workspaces.workspace(name)
         ref = snapshot or ws.head_snapshot_id
+        self._checked_before_reading()
         if ref is None:
             raise NotFoundError(
                 f"workspace {ws.name!r} has no snapshot yet",
@@ -600,6 +622,7 @@ class WorkspaceService:
         "Repairing a DEGRADED snapshot"). A folder that refuses the move (read
         only) keeps them; the report then lists none as set aside.
         """
+        self._checked_before_reading()
         with self.store.snapshots.pinned(ref, process_holder(self.holder), PIN_TTL_S) as snap:
             if snap.root_oid is None:
                 raise ConflictError(

@@ -86,17 +86,6 @@ UPDATE workspaces SET state = :idle, expiring_since = NULL, updated_at = {now}
 WHERE id = :id AND state = :expiring AND expiring_since + :g >= {now}
 RETURNING id;
 
--- name: workspace_delete_expired
--- EXPIRING → DELETED, only while no writer lease on the workspace is live and its project, if it has
--- one, is SUSPENDED.
-UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
-    updated_at = {now}
-WHERE id = :id AND state = :expiring
-  AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
-                  AND expires_at > {now})
-  AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
-RETURNING id;
-
 -- name: workspace_dispose
 -- Any state → DELETED for a closing project, fenced by writer generation :g.
 UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
@@ -151,12 +140,13 @@ WHERE id = :id AND state = :idle AND updated_at <= :before
   AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
 RETURNING id;
 
--- name: workspace_delete_after_grace
--- EXPIRING → DELETED for a workspace whose expiry began before :before (its grace has run out), only
--- while no writer lease on it is live and its project, if it has one, is SUSPENDED.
+-- name: workspace_delete_expired
+-- EXPIRING → DELETED, only while no writer lease on the workspace is live and its project, if it has
+-- one, is SUSPENDED; with a :before, only when its expiry began before it (its grace has run out).
+-- A NULL :before leaves the grace to the caller (delete_expired); the CAST tells PostgreSQL its type.
 UPDATE workspaces SET state = :deleted, pending_snapshot_id = NULL, pending_key = NULL, pending_version = NULL,
     updated_at = {now}
-WHERE id = :id AND state = :expiring AND expiring_since < :before
+WHERE id = :id AND state = :expiring AND (CAST(:before AS DOUBLE PRECISION) IS NULL OR expiring_since < :before)
   AND NOT EXISTS (SELECT 1 FROM writer_leases WHERE workspace_id = :id AND state IN (:active, :releasing)
                   AND expires_at > {now})
   AND NOT EXISTS (SELECT 1 FROM projects WHERE workspace_id = :id AND status <> :suspended)
@@ -470,7 +460,7 @@ WHERE p.expires_at IS NULL OR p.expires_at > {now};
 -- Readers outside tenure/projects/ownership.py select this column list, never
 -- home_pod_id or claimed_at: id, tenant, name, project_group, status, kind,
 -- lifecycle_type, owner_required, home_node, generation, placement_selector,
--- placement_score, pending_since, workspace_id, error, created_at, updated_at.
+-- placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage.
 
 -- name: project_id_by_name
 -- The id of project :t/:n.
@@ -485,25 +475,25 @@ VALUES (:id, :t, :n, :g, :init, :k, :lt, :w, {now}, {now});
 -- name: project_by_id
 -- Project :id.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE id = :id;
 
 -- name: project_by_name
 -- Project :t/:n.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE tenant = :t AND name = :n;
 
 -- name: projects_all
 -- Every project, by tenant and name.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects ORDER BY tenant, name;
 
 -- name: projects_with_status
 -- Every project with status :s, by tenant and name.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE status = :s ORDER BY tenant, name;
 
 -- name: project_transition
@@ -511,7 +501,7 @@ FROM projects WHERE status = :s ORDER BY tenant, name;
 UPDATE projects SET status = :t, error = :err, updated_at = {now}
 WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
 
 -- name: project_record_error
 -- Record error :e, fenced by generation :g.
@@ -534,7 +524,7 @@ WHERE id = :id AND status <> :closed;
 UPDATE projects SET status = :closed, project_group = :grp, updated_at = {now}
 WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
 
 -- name: project_set_lifecycle_type
 -- Lifecycle type :v; never for a HOMELESS or SYSTEM project.
@@ -557,7 +547,7 @@ WHERE tenant = :t AND name = :n AND owner_required <> :v;
 -- name: projects_owner_required
 -- Every project whose owner_required flag is set.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE owner_required = 1 ORDER BY tenant, name;
 
 -- name: project_demand_insert
@@ -595,10 +585,13 @@ SELECT home_pod_id, workspace_id FROM projects WHERE tenant = :t AND name = :n;
 
 -- name: project_claim
 -- CAS on the lease: free, ours, or expired by the store clock (its own claimed_at + TTL and, when
--- pod-bound, its holder's pod lease + TTL); a new holder raises the generation. The lease is
+-- pod-bound, its holder's pod lease + TTL); a new holder raises the generation, and the lineage too
+-- unless the last holder let go after a final checkpoint (vouched, ADR 0042). The lease is
 -- pod-bound when the claimant is a pod that beats (it has a pod lease).
 UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, pending_since = NULL,
     generation = CASE WHEN home_pod_id = :pod THEN generation ELSE generation + 1 END, updated_at = {now},
+    lineage = CASE WHEN home_pod_id = :pod OR vouched = 1 THEN lineage ELSE lineage + 1 END,
+    vouched = CASE WHEN home_pod_id = :pod THEN vouched ELSE 0 END,
     pod_bound = (CASE WHEN EXISTS (SELECT 1 FROM pods c WHERE c.id = :pod AND c.lease_renewed_at IS NOT NULL)
                       THEN 1 ELSE 0 END)
 WHERE tenant = :t AND name = :n AND status <> :closed AND lifecycle_type <> :homeless
@@ -607,7 +600,7 @@ WHERE tenant = :t AND name = :n AND status <> :closed AND lifecycle_type <> :hom
            AND NOT (pod_bound = 1 AND EXISTS (SELECT 1 FROM pods q WHERE q.id = projects.home_pod_id
                                                                    AND q.lease_renewed_at >= {now} - :ttl))))
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
 
 -- name: project_adopt
@@ -619,14 +612,14 @@ UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, p
                       THEN 1 ELSE 0 END)
 WHERE tenant = :t AND name = :n AND home_pod_id = :prev AND status <> :closed
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
 
 -- name: project_set_generation
 -- Set the generation to :g (the new writer lease's).
 UPDATE projects SET generation = :g WHERE id = :id
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
 
 -- name: project_status_and_type
 -- Status and lifecycle type of :t/:n (why a claim matched nothing).
@@ -666,6 +659,19 @@ WHERE home_pod_id = :pod;
 UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0, updated_at = {now}
 WHERE tenant = :t AND name = :n AND home_pod_id = :pod;
 
+-- name: project_release_lease_vouched
+-- Release the lease on :t/:n only while pod :pod holds it at generation :g, after a final checkpoint
+-- under :g (a suspend, a drain's hand-over): every write acknowledged so far is in the head.
+UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0, vouched = 1,
+    updated_at = {now}
+WHERE tenant = :t AND name = :n AND home_pod_id = :pod AND generation = :g;
+
+-- name: project_new_lineage
+-- A new lineage for project :id at generation :g (a bring from a snapshot other than the head).
+UPDATE projects SET lineage = lineage + 1, updated_at = {now} WHERE id = :id AND generation = :g
+RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
+
 -- name: project_release_closed
 -- Clear the lease columns of a CLOSED project.
 UPDATE projects SET home_pod_id = NULL, home_node = NULL, claimed_at = NULL, pod_bound = 0
@@ -684,7 +690,7 @@ FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.id = :id;
 -- what a pod routes a request by, in one statement.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.home_pod_id,
+    p.updated_at, p.lineage, p.home_pod_id,
     (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
         + :ttl - {now} AS expires_in
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND p.name = :n;
@@ -692,13 +698,13 @@ FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND
 -- name: projects_held_by_pod
 -- Every project pod :pod holds, except CLOSED ones.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE home_pod_id = :pod AND status <> :closed ORDER BY tenant, name;
 
 -- name: projects_running_on_pod
 -- Every RUNNING project pod :pod holds.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects WHERE home_pod_id = :pod AND status = :running ORDER BY tenant, name;
 
 -- name: projects_score_on_pod
@@ -710,7 +716,7 @@ SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = 
 -- first (a range scan of the projects_needing_owner index: its predicate is spelled the same way,
 -- see migrations 0003 and 0007).
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects
 WHERE pod_bound = 0
   AND (status = :init OR status = :recovering OR status = :running)
@@ -723,7 +729,7 @@ ORDER BY COALESCE(claimed_at, 0), id LIMIT :limit OFFSET :skip;
 -- projects_by_holder for each such pod), the longest-silent pod first.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at
+    p.updated_at, p.lineage
 FROM pods q JOIN projects p ON p.home_pod_id = q.id
 WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
   AND (p.status = :init OR p.status = :recovering OR p.status = :running)
@@ -743,7 +749,7 @@ WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
 -- name: projects_pending_placement
 -- Unowned projects waiting for a placement for at most :pending seconds.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
 FROM projects
 WHERE pending_since IS NOT NULL AND pending_since >= {now} - :pending
   AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)

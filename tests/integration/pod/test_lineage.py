@@ -1,0 +1,251 @@
+"""Acknowledged means saved (ADR 0042): a project's lineage, ``Tenure-If-Lineage``, durable writes with group
+commit, and a pod that binds its object store at start.
+
+Pods run in this process on SQLite and PostgreSQL, with sub-second lease TTLs; a "dead" pod is one that
+stops beating (its lease runs out by the store clock), as after kill -9.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tenure.api.app import create_app
+from tenure.objects.local import LocalObjectStore
+from tenure.pod.durable import GroupCommit
+from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.projects import ProjectStore
+from tenure.projects.ownership import Ownership
+from tenure.states import SnapshotState
+from tenure.store import Store
+from tenure.workspaces import ObjectStoreMismatchError, WorkspaceService
+from tests.support.pods import wait_for
+from tests.support.runtime import stop_all
+
+T = "acme"
+P = f"/api/v1/projects/{T}/web"
+TTL = 0.6
+
+
+@pytest.fixture
+def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., PodRuntime]]:
+    made: list[PodRuntime] = []
+
+    def build(name: str, *, objects: str = "objects", **options: object) -> PodRuntime:
+        settings: dict[str, object] = {"self_pull": False, "lease_ttl": TTL, "liveness_ttl": TTL / 2}
+        settings.update(options)
+        config = ServeConfig(data_dir=str(tmp_path / name), **settings)  # type: ignore[arg-type]
+        pod = PodRuntime(config, store, LocalObjectStore(str(tmp_path / objects)))
+        made.append(pod)
+        return pod
+
+    yield build
+    stop_all(made)
+
+
+def started(pod: PodRuntime) -> PodRuntime:
+    pod.start()
+    return pod
+
+
+def lease_ran_out(store: Store, project_id: str) -> bool:
+    return not Ownership(store).owner(project_id, TTL).live
+
+
+def test_a_takeover_from_a_dead_owner_starts_a_new_lineage_and_a_checkpoint_under_the_old_one_is_refused(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a, b = started(make("a")), started(make("b"))
+    ProjectStore(store).create(T, "web")
+    with TestClient(create_app(a), follow_redirects=False) as ca, TestClient(create_app(b)) as cb:
+        brought = ca.post(P + "/bring")
+        assert brought.status_code == 200 and brought.json()["lineage"] == 1
+        assert brought.headers["Tenure-Lineage"] == "1"
+        put = ca.put(P + "/files/notes.txt", content=b"unsaved")  # a plain write: acknowledged, not saved
+        assert put.status_code == 201 and put.headers["Tenure-Lineage"] == "1"
+        project_id = ProjectStore(store).get(T, "web").id
+        wait_for(lambda: lease_ran_out(store, project_id), what="a's lease to run out")  # a beats no more
+        refused = cb.post(P + "/checkpoint", headers={"Tenure-If-Lineage": "1"})
+        assert refused.status_code == 412, refused.text
+        body = refused.json()
+        assert body["code"] == "lineage-changed"
+        assert body["context"]["lineage"] == 2 and body["context"]["expected"] == 1
+        # the new owner answers under the new lineage, and a checkpoint under it is acknowledged
+        shown = cb.get(P)
+        assert shown.json()["lineage"] == 2 and shown.json()["running_here"] is True
+        assert cb.post(P + "/checkpoint", headers={"Tenure-If-Lineage": "2"}).status_code == 200
+
+
+def test_a_drains_hand_over_and_a_suspend_keep_the_lineage(store: Store, make: Callable[..., PodRuntime]) -> None:
+    a, b = started(make("a")), started(make("b"))
+    ProjectStore(store).create(T, "web")
+    with TestClient(create_app(a), follow_redirects=False) as ca, TestClient(create_app(b)) as cb:
+        assert ca.post(P + "/bring").status_code == 200
+        assert ca.put(P + "/files/notes.txt", content=b"handed over").status_code == 201
+        assert a.drain() == [f"{T}/web"]  # checkpoint, then the lease released: every write is in the head
+        done = cb.post(P + "/checkpoint", headers={"Tenure-If-Lineage": "1"})
+        assert done.status_code == 200, done.text
+        assert done.json()["lineage"] == 1
+        assert cb.get(P + "/files/notes.txt").content == b"handed over"
+        assert cb.post(P + "/suspend", headers={"Tenure-If-Lineage": "1"}).status_code == 200
+        again = cb.post(P + "/bring")
+        assert again.json()["lineage"] == 1 and again.json()["generation"] > 1
+
+
+def test_a_pod_that_lets_go_without_a_final_checkpoint_leaves_a_new_lineage(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    """A stop without a drain releases the leases with the folder unsaved: the next holder cannot vouch."""
+    a, b = started(make("a")), started(make("b"))
+    ProjectStore(store).create(T, "web")
+    a.bring(T, "web")
+    a.stop()
+    assert b.bring(T, "web").lineage == 2
+
+
+def test_a_bring_from_a_snapshot_other_than_the_head_starts_a_new_lineage(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    with TestClient(create_app(a)) as c:
+        assert c.post(P + "/bring").status_code == 200
+        first = c.post(P + "/checkpoint").json()["snapshot"]["id"]
+        c.put(P + "/files/later.txt", content=b"later")
+        c.post(P + "/checkpoint")
+        assert c.post(P + "/suspend").json()["lineage"] == 1
+        back = c.post(P + "/bring", json={"from_snapshot": first})
+        assert back.status_code == 200 and back.json()["lineage"] == 2
+        stale = c.put(P + "/files/x.txt", content=b"x", headers={"Tenure-If-Lineage": "1"})
+        assert stale.status_code == 412 and stale.json()["code"] == "lineage-changed"
+        assert c.get(P + "/files/x.txt").status_code == 404  # refused before anything was written
+
+
+def test_a_durable_write_is_answered_with_the_snapshot_that_holds_its_bytes(
+    store: Store, make: Callable[..., PodRuntime], tmp_path: Path
+) -> None:
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    with TestClient(create_app(a)) as c:
+        assert c.post(P + "/bring").status_code == 200
+        put = c.put(P + "/files/deep/notes.txt?durable=true", content=b"saved for good")
+        assert put.status_code == 201, put.text
+        doc = put.json()
+        assert doc["durable"] is True and doc["lineage"] == 1 and doc["snapshot"]
+        gone = c.request("DELETE", P + "/files/deep/notes.txt", params={"durable": "true"})
+        assert gone.status_code == 200 and gone.json()["snapshot"] not in (None, doc["snapshot"])
+    # the snapshot the write was answered with holds it, byte for byte (restored elsewhere)
+    workspaces = WorkspaceService(store, LocalObjectStore(str(tmp_path / "objects")), str(tmp_path / "reader"))
+    snap = store.snapshots.get(doc["snapshot"])
+    assert snap.state is SnapshotState.READY
+    workspaces.restore(snap.workspace_id, str(tmp_path / "copy"), snapshot=snap.id)
+    assert (tmp_path / "copy" / "deep" / "notes.txt").read_bytes() == b"saved for good"
+
+
+def test_concurrent_durable_writers_share_checkpoints(store: Store, make: Callable[..., PodRuntime]) -> None:
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    writers = 16
+    with TestClient(create_app(a)) as c:
+        assert c.post(P + "/bring").status_code == 200
+        answers: list[dict[str, object]] = []
+        start = threading.Barrier(writers)
+
+        def write(i: int) -> None:
+            start.wait()
+            r = c.put(f"{P}/files/w{i}.txt?durable=true", content=f"writer {i}".encode())
+            assert r.status_code == 201, r.text
+            answers.append(r.json())
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    commit = a.commits.of(T, "web")
+    assert len(answers) == writers and commit.writers == writers
+    assert commit.checkpoints < writers  # group commit: one checkpoint covered several writes
+    # a checkpoint that found nothing new names the head it left (the writes before it are all in it)
+    assert 1 <= len({str(x["snapshot"]) for x in answers}) <= commit.checkpoints
+
+
+def test_a_checkpoint_that_fails_fails_every_writer_of_its_batch() -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def checkpoint() -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(5)
+            raise OSError("disk full")
+        return "snapshot"
+
+    commit = GroupCommit(checkpoint)
+    results: list[object] = []
+
+    def wait() -> None:
+        try:
+            results.append(commit.wait()[0])
+        except OSError as exc:
+            results.append(exc)
+
+    first = threading.Thread(target=wait)
+    first.start()
+    wait_for(lambda: calls, what="the first checkpoint to start")
+    joined = [threading.Thread(target=wait) for _ in range(3)]
+    for t in joined:
+        t.start()
+    wait_for(lambda: commit._pending is not None and commit._pending.writers == 3, what="the next batch")
+    release.set()
+    for t in (first, *joined):
+        t.join()
+    assert isinstance(results[0], OSError)  # the failed checkpoint's one writer: never acknowledged
+    assert results[1:] == ["snapshot"] * 3 and len(calls) == 2  # the next batch: one checkpoint for three
+
+
+def test_a_pod_with_another_object_folder_is_refused_at_start_and_damages_nothing(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    """The first pod binds the cluster's object store at start; one given its own, empty object folder is
+    refused before it restores (or marks DEGRADED) anything."""
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    a.bring(T, "web")
+    head = a.checkpoint(T, "web").snapshot.id
+    a.suspend(T, "web")
+    with pytest.raises(ObjectStoreMismatchError):
+        started(make("b", objects="elsewhere"))
+    assert store.snapshots.get(head).state is SnapshotState.READY
+
+
+def test_pods_started_with_their_own_object_folders_before_the_first_write_are_refused_but_the_first(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    started(make("a", objects="objects-a"))
+    with pytest.raises(ObjectStoreMismatchError):
+        started(make("b", objects="objects-b"))
+
+
+def test_autosave_checkpoints_a_changed_folder_and_leaves_an_unchanged_one(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a = started(make("a", autosave=0.05))
+    ProjectStore(store).create(T, "web")
+    project = a.bring(T, "web")
+    head = a.checkpoint(T, "web").snapshot.id  # the journal starts with the first checkpoint
+    folder = Path(a.workspaces.folder_for(project.id))
+    a._saved_at[project.id] -= 1.0  # due (the clock of autosave is the pod's monotonic one)
+    a._autosave()
+    assert store.workspaces.workspace(project.workspace_id).head_snapshot_id == head  # nothing changed
+    (folder / "notes.txt").write_bytes(b"autosaved")
+    a._saved_at[project.id] -= 1.0
+    a._autosave()
+    after = store.workspaces.workspace(project.workspace_id).head_snapshot_id
+    assert after != head
+    b = WorkspaceService(store, a.objects, str(folder.parent.parent / "reader"))
+    b.restore(project.workspace_id, str(folder.parent.parent / "copy"))
+    assert (folder.parent.parent / "copy" / "notes.txt").read_bytes() == b"autosaved"
