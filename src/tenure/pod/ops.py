@@ -172,8 +172,8 @@ class ProjectOps:
         if from_snapshot is None:
             routed = self.where(principal, tenant, name, Intent.BRING)
             return routed if not isinstance(routed, Project) else self.show(routed)
-        self.project(principal, tenant, name)
-        located = _routed(self.pod.route(tenant, name, intent=Intent.LOCATE))
+        project = self.project(principal, tenant, name)
+        located = _routed(self.pod.route(tenant, name, intent=Intent.LOCATE, project=project))
         if not isinstance(located, Project):
             return located
         if not self.pod.ready:
