@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-serve bench-cluster bench-reconcile bench-journal fuzz-api verify-cluster docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-durable bench-serve bench-cluster bench-reconcile bench-journal fuzz-api verify-cluster docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -64,6 +64,11 @@ bench-beat: setup
 # request rate against a uvicorn hello world, the store work of a bring before and after c5fd6de (about 5 minutes).
 bench-serve: setup
 	$(BIN)/python -m benchmarks.serve_bench
+
+# Durable writes: a 4 KiB durable PUT against a plain one and a plain one plus fsync; 50 concurrent durable
+# writers' group commit (about 30 s).
+bench-durable: setup
+	$(BIN)/python -m benchmarks.durable_bench
 
 # Cluster master: tick time at 10k-1M projects, placement evenness, takeover after kill -9, with baselines (~6 min).
 bench-cluster: setup
