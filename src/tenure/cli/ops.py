@@ -189,8 +189,14 @@ class LocalOps:
         return self._document(created)
 
     def projects(self, status: str | None) -> list[dict[str, Any]]:
-        listed = self._store().list(ProjectStatus(status) if status else None)
-        return [self._document(p, folder=False) for p in listed]
+        from tenure.pod.documents import project_document
+        from tenure.projects import Ownership
+
+        host = self._host_pod()
+        listed = Ownership(self._svc().store).projects_with_owners(
+            lease_ttl(self.ctx), ProjectStatus(status) if status else None
+        )
+        return [project_document(p, o, o.live and o.pod_id is not None and o.pod_id == host) for p, o in listed]
 
     def project(self, tenant: str, name: str) -> dict[str, Any]:
         return self._document(self._store().get(tenant, name))

@@ -151,12 +151,11 @@ class ProjectOps:
         self, principal: Principal, tenant: str | None = None, status: ProjectStatus | None = None
     ) -> list[dict[str, Any]]:
         """Every project ``principal`` may see (optionally of one tenant and one status), each with its owner."""
-        found = [
-            pr
-            for pr in self.pod.projects.list(status)
+        return [
+            project_document(pr, owner, pr.id in self.pod.registry)
+            for pr, owner in self.pod.ownership.projects_with_owners(self.pod.config.lease_ttl, status)
             if principal.sees(pr.tenant) and (tenant is None or pr.tenant == tenant)
         ]
-        return [self.show(pr) for pr in found]
 
     def get(self, principal: Principal, tenant: str, name: str) -> dict[str, Any]:
         return self.show(self.project(principal, tenant, name))

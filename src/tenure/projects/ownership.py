@@ -332,6 +332,16 @@ class Ownership:
             raise project_not_found(tenant, name)
         return Project.from_row(row), _owner(row)
 
+    def projects_with_owners(
+        self, lease_ttl: float, status: ProjectStatus | None = None
+    ) -> list[tuple[Project, Owner]]:
+        """Every project (of ``status``, or all), by tenant and name, each with who holds its lease: one
+        statement for a listing that shows owners (``GET /projects``, the dashboard's refresh)."""
+        params = {"ttl": lease_ttl, "s": None if status is None else status.value}
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("projects_with_owners", params)
+        return [(Project.from_row(r), _owner(r)) for r in rows]
+
     def holds(self, project_id: str, pod_id: str, lease_ttl: float) -> bool:
         owner = self.owner(project_id, lease_ttl)
         return owner.live and owner.pod_id == pod_id

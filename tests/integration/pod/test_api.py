@@ -392,7 +392,7 @@ def test_error_documents_are_problem_json(
     def broken(*_: object) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(node.projects, "list", broken)
+    monkeypatch.setattr(node.ownership, "projects_with_owners", broken)  # what GET /projects reads
     crashed = is_problem(client.get("/api/v1/projects"), 500, "internal")
     assert "secret internals" not in crashed["detail"] and "Traceback" not in json.dumps(crashed)
 
@@ -407,7 +407,7 @@ def test_an_unexpected_error_is_logged_with_its_traceback_in_both_log_formats(
     def broken(*_: object) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(node.projects, "list", broken)
+    monkeypatch.setattr(node.ownership, "projects_with_owners", broken)  # what GET /projects reads
     streams = {"text": io.StringIO(), "json": io.StringIO()}
     handlers = []
     for fmt, stream in streams.items():

@@ -695,6 +695,18 @@ SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_ty
         + :ttl - {now} AS expires_in
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND p.name = :n;
 
+-- name: projects_with_owners
+-- Every project (of status :s, or all when :s is NULL), by tenant and name, with its holder and the seconds
+-- until its lease expires under TTL :ttl (as project_owner): a listing with owners in one statement.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at, p.lineage, p.home_pod_id,
+    (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
+        + :ttl - {now} AS expires_in
+FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id
+WHERE CAST(:s AS TEXT) IS NULL OR p.status = :s
+ORDER BY p.tenant, p.name;
+
 -- name: projects_held_by_pod
 -- Every project pod :pod holds, except CLOSED ones.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
