@@ -92,6 +92,11 @@ def lease_ttl(ctx: click.Context) -> float:
     return float(value)
 
 
+def _runs_on(owner: Any, pod_id: str | None) -> bool:
+    """Whether ``owner`` is a live lease of pod ``pod_id`` (this data folder's pod, in-process)."""
+    return bool(owner.live and owner.pod_id is not None and owner.pod_id == pod_id)
+
+
 def _session_dict(session: Any) -> dict[str, Any]:
     from tenure.pod.documents import session_dict
 
@@ -161,9 +166,7 @@ class LocalOps:
 
         svc = self._svc()
         owner = Ownership(svc.store).owner(project.id, lease_ttl(self.ctx))
-        host = self._host_pod()
-        here = owner.live and owner.pod_id is not None and owner.pod_id == host
-        doc = project_document(project, owner, here)
+        doc = project_document(project, owner, _runs_on(owner, self._host_pod()))
         if folder:
             path = project_folder(svc.config.data_dir, project)
             doc["workspace_folder"] = path if project.status is ProjectStatus.RUNNING and os.path.isdir(path) else None
@@ -196,7 +199,7 @@ class LocalOps:
         listed = Ownership(self._svc().store).projects_with_owners(
             lease_ttl(self.ctx), ProjectStatus(status) if status else None
         )
-        return [project_document(p, o, o.live and o.pod_id is not None and o.pod_id == host) for p, o in listed]
+        return [project_document(p, o, _runs_on(o, host)) for p, o in listed]
 
     def project(self, tenant: str, name: str) -> dict[str, Any]:
         return self._document(self._store().get(tenant, name))
