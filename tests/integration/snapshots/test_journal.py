@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -81,6 +82,37 @@ def uncovered(before: State, after: State, changes: Changes | None) -> set[bytes
             continue
         missed.add(path)
     return missed
+
+
+def misplaced_watches(journal: ChangeJournal, root: str) -> list[tuple[object, ...]]:
+    """Where the journal's watch map disagrees with the kernel's own list of watches.
+
+    ``/proc/self/fdinfo`` of the inotify descriptor names each watch's inode: the folder at the path the
+    journal holds for a watch must be that inode, and every folder below the root must be watched.
+    """
+    session = journal._session
+    if session is None or session.closed:
+        return []
+    kernel = {}
+    with open(f"/proc/self/fdinfo/{session.inotify.fileno()}") as fh:
+        for line in fh:
+            found = re.match(r"inotify wd:([0-9a-f]+) ino:([0-9a-f]+)", line)
+            if found:
+                kernel[int(found.group(1), 16)] = int(found.group(2), 16)
+    out: list[tuple[object, ...]] = []
+    for wd, rel in sorted(session.paths.items()):
+        if wd in kernel:  # else removed, its IGNORED not read yet
+            try:
+                inode = os.lstat(os.path.join(root, os.fsdecode(rel))).st_ino
+            except FileNotFoundError:
+                continue  # a deleted folder whose watch the kernel has not ended yet
+            if inode != kernel[wd]:
+                out.append(("wrong path", wd, rel))
+    watched = set(kernel.values())
+    for folder, _, _ in os.walk(root):
+        if os.lstat(folder).st_ino not in watched:
+            out.append(("not watched", os.path.relpath(folder, root)))
+    return out
 
 
 NAMES = st.sampled_from(["a", "b", "c", "d"])
@@ -253,8 +285,9 @@ class JournalMachine(RuleBasedStateMachine):
         changes = self.journal.take()
         after = walk(self.root)
         missed = uncovered(self.before, after, changes)
-        assert not missed, (missed, changes, self.journal.reason)
+        assert not missed, (missed, changes, self.journal.reason, misplaced_watches(self.journal, self.root))
         assert self.journal.running
+        assert not misplaced_watches(self.journal, self.root)
         self.before = after
 
     def teardown(self) -> None:
