@@ -29,10 +29,16 @@ class ProjectSpec:
     score: float | None = None
 
 
-def project_document(project: Project, owner: Owner, running_here: bool) -> dict[str, Any]:
-    """A project as every face answers it: its record, its owner (pod, node, live, seconds left) and whether
-    it runs on the pod that answers."""
-    return dict(project.to_dict(), owner=owner.to_dict(), running_here=running_here)
+NOT_KNOWN_HERE: dict[str, float | None] = {"last_checkpoint_at": None, "unsaved_since": None}
+
+
+def project_document(
+    project: Project, owner: Owner, running_here: bool, saving: dict[str, float | None] | None = None
+) -> dict[str, Any]:
+    """A project as every face answers it: its record, its owner (pod, node, live, seconds left), whether it
+    runs on the pod that answers, and how saved it is there (``last_checkpoint_at``, ``unsaved_since``: Unix
+    times the owner knows; ``None`` on any other pod)."""
+    return dict(project.to_dict(), owner=owner.to_dict(), running_here=running_here, **(saving or NOT_KNOWN_HERE))
 
 
 def session_dict(session: Session) -> dict[str, Any]:

@@ -29,6 +29,11 @@ class Metrics:
         self.autosave_seconds = Histogram(
             "tenure_autosave_seconds", "Seconds an autosave checkpoint took (tenure serve --autosave)", registry=r
         )
+        self.oldest_unsaved = Gauge(
+            "tenure_oldest_unsaved_seconds",
+            "Age of the oldest change not yet in a checkpoint among the projects running here (0: none)",
+            registry=r,
+        )
         self.engine_failures = Counter(
             "tenure_engine_failures", "Engine start or stop failures", ["engine", "event"], registry=r
         )

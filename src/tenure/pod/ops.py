@@ -129,7 +129,7 @@ class ProjectOps:
     def show(self, project: Project) -> dict[str, Any]:
         """A project with its owner (pod, live, seconds left) and whether it runs on this pod."""
         owner = self.pod.ownership.owner(project.id, self.pod.config.lease_ttl)
-        return project_document(project, owner, project.id in self.pod.registry)
+        return project_document(project, owner, project.id in self.pod.registry, self.pod.saving(project.id))
 
     # ------------------------------------------------------------------ projects
 
@@ -152,7 +152,7 @@ class ProjectOps:
     ) -> list[dict[str, Any]]:
         """Every project ``principal`` may see (optionally of one tenant and one status), each with its owner."""
         return [
-            project_document(pr, owner, pr.id in self.pod.registry)
+            project_document(pr, owner, pr.id in self.pod.registry, self.pod.saving(pr.id))
             for pr, owner in self.pod.ownership.projects_with_owners(self.pod.config.lease_ttl, status)
             if principal.sees(pr.tenant) and (tenant is None or pr.tenant == tenant)
         ]

@@ -219,6 +219,10 @@ class PodRuntime:
         self._scores: dict[str, float] = {}
         #: when each running project was last checkpointed here (monotonic; autosave's clock)
         self._saved_at: dict[str, float] = {}
+        #: wall-clock times per running project: its last checkpoint here, and the first moment since then
+        #: at which its folder may hold a change no checkpoint has (``saving``)
+        self._checkpointed_at: dict[str, float] = {}
+        self._unsaved_since: dict[str, float] = {}
         self.reconcile_report: Any = None
         #: the files API's writes against suspend, hand-over and close (tenure.pod.gate)
         self.gate = WriteGate()
@@ -463,6 +467,7 @@ class PodRuntime:
         """Reverse drift retried, autosave, then the periodic pull when due: the part of a beat that brings
         projects and writes checkpoints."""
         self._retry_dark()
+        self._track_unsaved()
         self._autosave()
         every = self.config.pull_every
         if every and self.ready and time.monotonic() - self._last_pull >= every:
@@ -504,6 +509,32 @@ class PodRuntime:
         self._expire_deltas()
         self._prune_history()
         return True
+
+    def saving(self, project_id: str) -> dict[str, float | None]:
+        """How saved a project running here is: ``last_checkpoint_at`` (its last checkpoint on this pod) and
+        ``unsaved_since`` (the first moment since then at which its folder may have changed; ``None`` while
+        its change journal has seen nothing), both Unix times. Both ``None`` for a project not running here."""
+        if project_id not in self.registry:
+            return {"last_checkpoint_at": None, "unsaved_since": None}
+        return {
+            "last_checkpoint_at": self._checkpointed_at.get(project_id),
+            "unsaved_since": self._unsaved_since.get(project_id),
+        }
+
+    def _track_unsaved(self) -> None:
+        """Note when each running project's folder first changed since its last checkpoint here, and set the
+        gauge of the oldest such change. A project already known unsaved costs nothing; one without a
+        journal yet (no checkpoint here since it was brought) counts as unsaved from the moment it is seen."""
+        running = self.registry.ids()
+        for table in (self._unsaved_since, self._checkpointed_at):
+            for gone in set(table) - running:
+                table.pop(gone, None)
+        now = time.time()
+        for project_id in running:
+            if project_id not in self._unsaved_since and self.journals.changed(project_id):
+                self._unsaved_since[project_id] = now
+        oldest = min(self._unsaved_since.values(), default=None)
+        self.metrics.oldest_unsaved.set(0.0 if oldest is None else max(0.0, now - oldest))
 
     def _autosave(self) -> None:
         """Checkpoint each project running here whose folder changed, at most every ``autosave`` seconds.
@@ -813,6 +844,8 @@ class PodRuntime:
             interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
             result = self.lifecycle.checkpoint_running(project, interval=interval)
         self._saved_at[project.id] = time.monotonic()
+        self._checkpointed_at[project.id] = time.time()
+        self._unsaved_since.pop(project.id, None)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         self.metrics.checkpoint_bytes.inc(getattr(result, "bytes_uploaded", 0) or 0)
         return result

@@ -249,3 +249,58 @@ def test_autosave_checkpoints_a_changed_folder_and_leaves_an_unchanged_one(
     b = WorkspaceService(store, a.objects, str(folder.parent.parent / "reader"))
     b.restore(project.workspace_id, str(folder.parent.parent / "copy"))
     assert (folder.parent.parent / "copy" / "notes.txt").read_bytes() == b"autosaved"
+
+
+def test_unsaved_since_and_the_oldest_unsaved_gauge_follow_the_folder_and_clear_at_a_checkpoint(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    project = a.bring(T, "web")
+    app = TestClient(create_app(a))
+
+    def doc() -> dict[str, object]:
+        answer = app.get(P)
+        assert answer.status_code == 200
+        return answer.json()
+
+    def gauge() -> float:
+        return a.metrics.oldest_unsaved._value.get()  # type: ignore[attr-defined, no-any-return]
+
+    a._track_unsaved()
+    brought = doc()
+    assert brought["last_checkpoint_at"] is None  # never checkpointed here
+    assert isinstance(brought["unsaved_since"], float)  # no journal yet: the folder may hold anything
+    a.checkpoint(T, "web")
+    a._track_unsaved()
+    clean = doc()
+    assert clean["unsaved_since"] is None and isinstance(clean["last_checkpoint_at"], float)
+    assert gauge() == 0.0
+    (Path(a.workspaces.folder_for(project.id)) / "notes.txt").write_bytes(b"not saved yet")
+    a._track_unsaved()
+    dirty = doc()
+    assert isinstance(dirty["unsaved_since"], float) and dirty["unsaved_since"] >= clean["last_checkpoint_at"]
+    first = dirty["unsaved_since"]
+    (Path(a.workspaces.folder_for(project.id)) / "more.txt").write_bytes(b"still not saved")
+    a._track_unsaved()
+    assert doc()["unsaved_since"] == first  # the oldest change counts, not the newest
+    assert gauge() >= 0.0
+    a.checkpoint(T, "web")
+    a._track_unsaved()
+    assert doc()["unsaved_since"] is None and gauge() == 0.0
+    listed = app.get("/api/v1/projects").json()
+    assert [p["unsaved_since"] for p in listed["projects"] if p["name"] == "web"] == [None]
+
+
+def test_a_project_not_running_on_the_answering_pod_has_no_saving_times(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a = started(make("a"))
+    b = started(make("b"))
+    ProjectStore(store).create(T, "web")
+    a.bring(T, "web")
+    a.checkpoint(T, "web")
+    answer = TestClient(create_app(b)).get(P, follow_redirects=False)
+    if answer.status_code == 200:
+        assert answer.json()["last_checkpoint_at"] is None and answer.json()["unsaved_since"] is None
+    assert b.saving(a.registry.ids().pop()) == {"last_checkpoint_at": None, "unsaved_since": None}
