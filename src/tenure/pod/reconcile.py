@@ -330,7 +330,7 @@ class Reconciler:
     def _publish_interrupted(self, mount: Mount) -> None:
         key = mount.checkpoint_key or f"suspend:{mount.generation}"
         if key.startswith("suspend:"):
-            self.workspaces.suspend_folder(mount.workspace_id, mount.folder, mount.generation)
+            self.workspaces.suspend_folder(mount.workspace_id, mount.folder, mount.generation, "reconcile")
             self.mounts.checkpoint_end(mount.id)
             self.mounts.force(mount.id, M.CLOSED, "interrupted suspend finished by reconciliation")
             self.mounts.delete(mount.id)
@@ -339,7 +339,7 @@ class Reconciler:
         if lease is None:
             self._fence(mount, self.folder(mount), "no writer lease to finish the checkpoint under")
             return
-        result = self.workspaces.checkpoint(mount.workspace_id, mount.folder, key=key, lease=lease)
+        result = self.workspaces.checkpoint(mount.workspace_id, mount.folder, key=key, lease=lease, reason="reconcile")
         self.workspaces.vouch(mount.workspace_id, mount.folder, result.snapshot.id)
         self.mounts.set_base(mount.id, result.snapshot.id)
         self.mounts.checkpoint_end(mount.id)

@@ -227,7 +227,7 @@ class PodRuntime:
         #: the files API's writes against suspend, hand-over and close (tenure.pod.gate)
         self.gate = WriteGate()
         #: durable writes share checkpoints, one running per project (tenure.pod.durable)
-        self.commits = GroupCommits(self.checkpoint)
+        self.commits = GroupCommits(lambda tenant, name: self.checkpoint(tenant, name, reason="durable"))
         #: the master role: election in the beat, the distributor tick (ADR 0023)
         self.master = Master(self, store)
         #: the newest master epoch a placement request came with (older ones are refused)
@@ -559,7 +559,7 @@ class PodRuntime:
             started = time.perf_counter()
             try:
                 project = self.projects.by_id(project_id)
-                self.checkpoint(project.tenant, project.name)
+                self.checkpoint(project.tenant, project.name, reason="autosave")
             except Exception as exc:  # noqa: BLE001 - retried at the next beat; the folder keeps the writes
                 self.log("autosave failed", level=logging.WARNING, project=project_id, error=str(exc))
                 continue
@@ -826,7 +826,7 @@ class PodRuntime:
         self.log("closed", project=project.ref, generation=project.generation)
         return project
 
-    def checkpoint(self, tenant: str, name: str) -> Any:
+    def checkpoint(self, tenant: str, name: str, reason: str = "manual") -> Any:
         """Checkpoint a project running here under its writer lease now.
 
         It holds the project's write gate like a file write: a suspend,
@@ -842,7 +842,7 @@ class PodRuntime:
             project = self._as_running_here(project)
             self.journals.keep(self.registry.ids())
             interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
-            result = self.lifecycle.checkpoint_running(project, interval=interval)
+            result = self.lifecycle.checkpoint_running(project, interval=interval, reason=reason)
         self._saved_at[project.id] = time.monotonic()
         self._checkpointed_at[project.id] = time.time()
         self._unsaved_since.pop(project.id, None)

@@ -327,8 +327,11 @@ class LifecycleService:
         """
         self._preserve(project, reason)
 
-    def checkpoint_running(self, project: Project, *, interval: Interval | None = None) -> CheckpointResult:
-        """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation).
+    def checkpoint_running(
+        self, project: Project, *, interval: Interval | None = None, reason: str = "manual"
+    ) -> CheckpointResult:
+        """Checkpoint the folder of a project running here, under its writer lease (fenced by the generation);
+        ``reason`` is recorded with the snapshot.
 
         ``interval``: what the folder's change journal saw change since the last checkpoint (ADR 0030).
         """
@@ -344,7 +347,7 @@ class LifecycleService:
         crash_point("checkpoint_running.after_recorded")
         try:
             result = self.workspaces.checkpoint(
-                project.workspace_id, self.folder(project), key=key, lease=lease, interval=interval
+                project.workspace_id, self.folder(project), key=key, lease=lease, interval=interval, reason=reason
             )
         except BaseException:
             self.mounts.checkpoint_abandoned(mount)
@@ -361,7 +364,7 @@ class LifecycleService:
         """
         self._stop_engines(project, stays="RUNNING on this pod, with its lease")
         mount = self.mounts.unmounting(project)
-        self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation)
+        self.workspaces.suspend_folder(project.workspace_id, self.folder(project), project.generation, "drain")
         self.mounts.unmounted(mount)
         self.registry.remove(project.id)
         self.ownership.release_lease(project.tenant, project.name, self.pod.pod_id, checkpointed_at=project.generation)

@@ -129,6 +129,8 @@ class Snapshot(Record):
     error: str | None
     created_at: float
     updated_at: float
+    #: why it was taken (``CHECKPOINT_REASONS``); ``None`` for snapshots written before reasons were kept
+    reason: str | None = None
 
     conversions = {
         "state": SnapshotState,
@@ -141,6 +143,11 @@ class Snapshot(Record):
 
     def to_dict(self) -> dict[str, Any]:
         return {**record_dict(self), "skipped": [list(s) for s in self.skipped]}
+
+
+#: Why a checkpoint is taken: asked for (API, CLI), autosave, a durable write's group commit, a suspend, a
+#: drain's hand-over, restart reconciliation settling a folder.
+CHECKPOINT_REASONS = ("manual", "autosave", "durable", "suspend", "drain", "reconcile")
 
 
 @dataclass(frozen=True)

@@ -664,8 +664,9 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ checkpoint publication
 
-    def begin_checkpoint(self, lease: WriterLease, key: str) -> CheckpointTicket:
-        """MOUNTED → CHECKPOINTING and a new UPLOADING snapshot record, fenced.
+    def begin_checkpoint(self, lease: WriterLease, key: str, reason: str = "manual") -> CheckpointTicket:
+        """MOUNTED → CHECKPOINTING and a new UPLOADING snapshot record, fenced; ``reason`` is recorded with it
+        (``CHECKPOINT_REASONS``).
 
         A key already published returns its snapshot (no write). A workspace
         already CHECKPOINTING under the same key resumes that checkpoint
@@ -744,7 +745,15 @@ class WorkspaceStore:
             )
             tx.execute(
                 "snapshot_insert",
-                {"s": sid, "w": ws.id, "p": head, "g": lease.generation, "k": key, **state_params(_S.UPLOADING)},
+                {
+                    "s": sid,
+                    "w": ws.id,
+                    "p": head,
+                    "g": lease.generation,
+                    "k": key,
+                    "r": reason,
+                    **state_params(_S.UPLOADING),
+                },
             )
         crash_point("checkpoint.after_begin")
         return CheckpointTicket(ws.id, sid, key, version, head, lease.generation, resumed=False)

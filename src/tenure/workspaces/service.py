@@ -283,8 +283,9 @@ class WorkspaceService:
         wait: bool = False,
         on_wait: Callable[[str], None] | None = None,
         interval: Interval | None = None,
+        reason: str = "manual",
     ) -> CheckpointResult:
-        """Checkpoint ``folder`` as the workspace's new head.
+        """Checkpoint ``folder`` as the workspace's new head; ``reason`` is recorded with the snapshot.
 
         Without ``lease`` this call is a short-lived writer: it acquires a
         writer lease and releases it at the end. While another writer holds
@@ -310,7 +311,9 @@ class WorkspaceService:
         progress = progress if progress is not None else self.progress
         leave_out = _tenure_paths(self.data_dir, self.store.url, self.objects.url)
         if lease is not None:
-            return self._checkpoint(lease, folder, key or uuid.uuid4().hex, progress, exclude, leave_out, interval)
+            return self._checkpoint(
+                lease, folder, key or uuid.uuid4().hex, progress, exclude, leave_out, interval, reason=reason
+            )
         ws_store = self.store.workspaces
         delay, told = 0.05, False
         while True:
@@ -348,7 +351,14 @@ class WorkspaceService:
         kept: list[CheckpointTicket] = []
         try:
             result = self._checkpoint(
-                own, folder, key or uuid.uuid4().hex, progress, exclude, leave_out, keep=kept if key else None
+                own,
+                folder,
+                key or uuid.uuid4().hex,
+                progress,
+                exclude,
+                leave_out,
+                keep=kept if key else None,
+                reason=reason,
             )
         except BaseException:
             if kept:
@@ -395,6 +405,7 @@ class WorkspaceService:
         leave_out: Sequence[str] = (),
         interval: Interval | None = None,
         keep: MutableSequence[CheckpointTicket] | None = None,
+        reason: str = "manual",
     ) -> CheckpointResult:
         """The checkpoint under ``lease``. A failure abandons it (FAILED) unless ``keep`` is given and the
         error is retryable: then the snapshot stays pending under its key, the ticket is appended to
@@ -402,7 +413,7 @@ class WorkspaceService:
         ws_store = self.store.workspaces
         if self.object_store_id is None:  # nothing may be stored before the object store is bound
             self.object_store_id = bind_object_store(self.store, self.objects)
-        ticket = ws_store.begin_checkpoint(lease, key)
+        ticket = ws_store.begin_checkpoint(lease, key, reason)
         if ticket.already_published is not None:
             return CheckpointResult(ticket.already_published, unchanged=False)
         pins: list[str] = []
@@ -810,7 +821,7 @@ class WorkspaceService:
         ready = [s for s in self.store.snapshots.list(workspace_id) if s.state is SnapshotState.READY]
         return max(ready, key=lambda s: s.created_at) if ready else None
 
-    def suspend_folder(self, workspace_id: str, folder: str, generation: int) -> None:
+    def suspend_folder(self, workspace_id: str, folder: str, generation: int, reason: str = "suspend") -> None:
         """Checkpoint ``folder`` under the writer lease at ``generation``, trash it, release the lease.
 
         A checkpoint a crash interrupted is resumed under its own key, so a
@@ -831,7 +842,7 @@ class WorkspaceService:
                     lease_state=None if lease is None else lease.state.value,
                 )
             key = ws.pending_key if ws.state is WorkspaceState.CHECKPOINTING and ws.pending_key else None
-            self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease)
+            self.checkpoint(workspace_id, folder, key=key or f"suspend:{generation}", lease=lease, reason=reason)
             self.folders.discard(folder)
         self.folders.forget_base(folder)
         self.release_writer(workspace_id, generation)

@@ -304,3 +304,31 @@ def test_a_project_not_running_on_the_answering_pod_has_no_saving_times(
     if answer.status_code == 200:
         assert answer.json()["last_checkpoint_at"] is None and answer.json()["unsaved_since"] is None
     assert b.saving(a.registry.ids().pop()) == {"last_checkpoint_at": None, "unsaved_since": None}
+
+
+def test_every_checkpoint_records_why_it_was_taken(store: Store, make: Callable[..., PodRuntime]) -> None:
+    """manual, durable, autosave, suspend and drain, each on the snapshot it published (newest first)."""
+    a, b = started(make("a", autosave=0.05)), started(make("b"))
+    ProjectStore(store).create(T, "web")
+    with TestClient(create_app(a), follow_redirects=False) as c:
+        assert c.post(P + "/bring").status_code == 200
+        assert c.post(P + "/checkpoint").status_code == 200
+        assert c.put(P + "/files/d.txt?durable=true", content=b"durable").status_code == 201
+        project = ProjectStore(store).get(T, "web")
+        (Path(a.workspaces.folder_for(project.id)) / "auto.txt").write_bytes(b"autosaved")
+        a._saved_at[project.id] -= 1.0  # due
+        a._autosave()
+        c.put(P + "/files/s.txt", content=b"suspended")  # an unchanged folder publishes no snapshot
+        assert c.post(P + "/suspend").status_code == 200
+        assert c.post(P + "/bring").status_code == 200
+        c.put(P + "/files/h.txt", content=b"handed over")
+        assert a.drain() == [f"{T}/web"]
+
+    def reasons() -> list[str | None]:
+        snaps = store.snapshots.list(project.workspace_id)
+        return [s.reason for s in sorted(snaps, key=lambda s: s.created_at)]
+
+    assert reasons() == ["manual", "durable", "autosave", "suspend", "drain"]
+    with TestClient(create_app(b)) as cb:
+        listed = cb.get(P + "/snapshots").json()
+        assert {s["reason"] for s in listed["snapshots"]} == {"manual", "durable", "autosave", "suspend", "drain"}

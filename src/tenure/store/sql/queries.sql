@@ -258,8 +258,8 @@ SELECT * FROM snapshots WHERE workspace_id = :w AND idempotency_key = :k;
 
 -- name: snapshot_insert
 -- A new UPLOADING snapshot record.
-INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempotency_key, created_at, updated_at)
-VALUES (:s, :w, :p, :uploading, :g, :k, {now}, {now});
+INSERT INTO snapshots (id, workspace_id, parent_id, state, generation, idempotency_key, reason, created_at, updated_at)
+VALUES (:s, :w, :p, :uploading, :g, :k, :r, {now}, {now});
 
 -- name: snapshot_with_writer_generation
 -- A snapshot's state, root and generation with its workspace's current writer generation.
