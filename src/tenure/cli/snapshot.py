@@ -146,10 +146,18 @@ def delete(ctx: click.Context, snapshot_id: str) -> None:
 @snapshot.command("prune")
 @click.argument("workspace")
 @click.option("--keep-last", type=click.IntRange(min=0), default=10, show_default=True)
+@click.option(
+    "--keep-autosaves",
+    type=click.IntRange(min=0),
+    default=24,
+    show_default=True,
+    help="autosave snapshots kept, counted apart from --keep-last",
+)
 @json_option
 @click.pass_context
-def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
-    """Delete all but the newest KEEP_LAST snapshots (the head and pinned ones are always kept).
+def prune(ctx: click.Context, workspace: str, keep_last: int, keep_autosaves: int) -> None:
+    """Delete all but the newest KEEP_LAST snapshots and the newest KEEP_AUTOSAVES autosaves (the head and
+    pinned ones are always kept); autosaves never count toward KEEP_LAST.
 
     Deleted snapshots become DELETING; `tenure gc` reclaims their objects
     once those are older than its grace period (--grace, 1 hour by default).
@@ -158,9 +166,9 @@ def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
 
     svc = services(ctx, create=False)
     ws = svc.store.workspaces.workspace(workspace)
-    doomed = svc.store.snapshots.prune(ws.id, keep_last)
+    newest = svc.store.snapshots.newest(ws.id, keep_last, keep_autosaves)
+    doomed = svc.store.snapshots.prune(ws.id, keep_last, keep_autosaves)
     published = [s for s in svc.store.snapshots.list(ws.id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
-    newest = {s.id for s in published[-keep_last:]} if keep_last > 0 else set()
     pinned = svc.store.snapshots.pinned_ids()
     fork_heads = {w.head_snapshot_id for w in svc.store.workspaces.workspaces() if w.id != ws.id}
     kept = []
@@ -168,12 +176,12 @@ def prune(ctx: click.Context, workspace: str, keep_last: int) -> None:
         why = (
             ("head", snap.id == ws.head_snapshot_id),
             ("pinned", snap.id in pinned),
-            ("newest", snap.id in newest),
+            (newest.get(snap.id, "newest"), snap.id in newest),
             ("fork-head", snap.id in fork_heads),
         )
         reasons = [reason for reason, applies in why if applies]
         kept.append({"id": snap.id, "reasons": reasons})
-    data = {"deleted": [s.id for s in doomed], "kept": kept, "keep_last": keep_last}
+    data = {"deleted": [s.id for s in doomed], "kept": kept, "keep_last": keep_last, "keep_autosaves": keep_autosaves}
 
     def human() -> None:
         console.print(

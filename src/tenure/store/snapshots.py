@@ -128,15 +128,29 @@ class SnapshotStore:
                 snapshot=snap.id,
             )
 
-    def prune(self, workspace_id: str, keep_last: int) -> builtins.list[Snapshot]:
-        """Retention: logically delete all but the newest ``keep_last`` READY snapshots.
+    def newest(self, workspace_id: str, keep_last: int, keep_autosaves: int) -> dict[str, str]:
+        """The published snapshots retention keeps for being recent, each with why: the newest ``keep_last``
+        that are not autosaves (``"newest"``) and, counted apart, the newest ``keep_autosaves`` autosaves
+        (``"newest-autosave"``), so frequent autosaves never push a checkpoint someone asked for out."""
+        ready = [s for s in self.list(workspace_id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
+        kept: dict[str, str] = {}
+        for why, count, line in (
+            ("newest", keep_last, [s for s in ready if s.reason != "autosave"]),
+            ("newest-autosave", keep_autosaves, [s for s in ready if s.reason == "autosave"]),
+        ):
+            kept.update({s.id: why for s in (line[-count:] if count > 0 else [])})
+        return kept
+
+    def prune(self, workspace_id: str, keep_last: int, keep_autosaves: int = 0) -> builtins.list[Snapshot]:
+        """Retention: logically delete every READY snapshot but the newest ``keep_last`` and, counted apart,
+        the newest ``keep_autosaves`` autosaves (:meth:`newest`).
 
         FAILED snapshots are always collected; heads (of any workspace) and
         pinned snapshots are always kept.
         """
         doomed = []
         ready = [s for s in self.list(workspace_id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
-        keep = {s.id for s in ready[-keep_last:]} if keep_last > 0 else set()
+        keep = self.newest(workspace_id, keep_last, keep_autosaves)
         failed = [s for s in self.list(workspace_id) if s.state is SnapshotState.FAILED]
         for snap in [s for s in ready if s.id not in keep] + failed:
             try:

@@ -332,3 +332,27 @@ def test_every_checkpoint_records_why_it_was_taken(store: Store, make: Callable[
     with TestClient(create_app(b)) as cb:
         listed = cb.get(P + "/snapshots").json()
         assert {s["reason"] for s in listed["snapshots"]} == {"manual", "durable", "autosave", "suspend", "drain"}
+
+
+def test_autosaves_never_count_toward_keep_last_and_have_their_own_retention(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    project = a.bring(T, "web")
+    folder = Path(a.workspaces.folder_for(project.id))
+    made = {}
+    for step, reason in enumerate(["manual", "autosave", "autosave", "manual", "autosave"]):
+        (folder / f"f{step}.txt").write_bytes(reason.encode())
+        made[f"{reason}{step}"] = a.checkpoint(T, "web", reason=reason).snapshot.id
+    (folder / "last.txt").write_bytes(b"head")
+    head = a.checkpoint(T, "web").snapshot.id
+    assert store.snapshots.newest(project.workspace_id, 2, 1) == {
+        made["manual3"]: "newest",
+        head: "newest",
+        made["autosave4"]: "newest-autosave",
+    }
+    doomed = {s.id for s in store.snapshots.prune(project.workspace_id, keep_last=2, keep_autosaves=1)}
+    assert doomed == {made["manual0"], made["autosave1"], made["autosave2"]}
+    left = {s.id for s in store.snapshots.list(project.workspace_id) if s.state is SnapshotState.READY}
+    assert left == {made["manual3"], made["autosave4"], head}
