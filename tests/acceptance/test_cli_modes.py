@@ -96,3 +96,29 @@ def test_url_mode_never_reads_a_local_store(tmp_path: Path, command: list[str]) 
     assert result.returncode == 5, result.stderr
     assert json.loads(result.stderr)["error"]["code"] == "pod-unreachable"
     assert not (tmp_path / ".tenure").exists()
+
+
+def test_suspend_if_lineage_is_refused_with_lineage_changed_in_both_modes_and_kept_otherwise(tmp_path: Path) -> None:
+    """``project suspend --if-lineage N``: sent as ``Tenure-If-Lineage`` over ``--url``, checked in-process."""
+    data = tmp_path / "pod"
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    cluster = Cluster(tmp_path, f"sqlite:///{data}/tenure.db", f"file://{data}/objects")
+    try:
+        pod = cluster.start("pod", pull=False)
+        modes = {"local": ["--data", str(data)], "url": ["--url", pod.url]}
+        for mode, flags in modes.items():
+            ref = f"acme/{mode}"
+            cwd = elsewhere if mode == "url" else tmp_path
+            run(flags, "project", "create", ref, cwd=cwd)
+            lineage = run(flags, "project", "bring", ref, cwd=cwd)["lineage"]
+            refused = cli(*flags, "--json", "project", "suspend", ref, "--if-lineage", str(lineage + 1), cwd=cwd)
+            assert refused.returncode != 0, (mode, refused.stdout)
+            assert json.loads(refused.stderr)["error"]["code"] == "lineage-changed", (mode, refused.stderr)
+            assert run(flags, "project", "show", ref, cwd=cwd)["status"] == "RUNNING"  # refused before anything
+            done = run(flags, "project", "suspend", ref, "--if-lineage", str(lineage), cwd=cwd)
+            assert done["status"] == "SUSPENDED", mode
+            if mode == "url":  # a pod that runs on: its own suspend vouches for the folder (in-process, the
+                assert done["lineage"] == lineage  # bring's short-lived pod let go without a checkpoint)
+    finally:
+        cluster.stop_all()

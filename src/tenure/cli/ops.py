@@ -29,6 +29,7 @@ from tenure.cli.context import services
 from tenure.cli.output import err_console, progress_bar
 from tenure.cli.remote import Remote, project_path, remote
 from tenure.errors import ConflictError, InvalidInputError, StoreError
+from tenure.pod.lineage import IF_LINEAGE
 from tenure.states import PodState, ProjectStatus
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class CliOps(Protocol):
     def project(self, tenant: str, name: str) -> dict[str, Any]: ...
     def history(self, tenant: str, name: str, limit: int) -> dict[str, Any]: ...
     def bring(self, tenant: str, name: str, from_snapshot: str | None) -> dict[str, Any]: ...
-    def suspend(self, tenant: str, name: str) -> dict[str, Any]: ...
+    def suspend(self, tenant: str, name: str, if_lineage: int | None = None) -> dict[str, Any]: ...
     def close(self, tenant: str, name: str, group: str) -> dict[str, Any]: ...
     def set_type(self, tenant: str, name: str, lifecycle_type: str) -> dict[str, Any]: ...
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> dict[str, Any]: ...
@@ -219,8 +220,11 @@ class LocalOps:
             folder = lifecycle.folder(brought)
         return dict(self._document(brought), workspace_folder=folder)
 
-    def suspend(self, tenant: str, name: str) -> dict[str, Any]:
+    def suspend(self, tenant: str, name: str, if_lineage: int | None = None) -> dict[str, Any]:
+        from tenure.pod.lineage import expect_lineage
+
         self._svc()
+        expect_lineage(self._store().get(tenant, name), if_lineage, lambda: self._mount_store().list())
         with self._short_lived_pod() as lifecycle, progress_bar(self.ctx, "checkpoint") as progress:
             lifecycle.workspaces.progress = progress
             suspended = lifecycle.suspend(tenant, name)
@@ -339,8 +343,10 @@ class RemoteOps:
     def __init__(self, api: Remote) -> None:
         self.api = api
 
-    def _project(self, method: str, tenant: str, name: str, *rest: str, json: Any = None) -> dict[str, Any]:
-        doc = dict(self.api.call(method, project_path(tenant, name, *rest), json=json))
+    def _project(
+        self, method: str, tenant: str, name: str, *rest: str, json: Any = None, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        doc = dict(self.api.call(method, project_path(tenant, name, *rest), json=json, headers=headers))
         doc.setdefault("workspace_folder", None)  # a path on the pod's host: not known here
         return doc
 
@@ -373,8 +379,9 @@ class RemoteOps:
         body = {"from_snapshot": from_snapshot} if from_snapshot else None
         return self._project("POST", tenant, name, "bring", json=body)
 
-    def suspend(self, tenant: str, name: str) -> dict[str, Any]:
-        return self._project("POST", tenant, name, "suspend")
+    def suspend(self, tenant: str, name: str, if_lineage: int | None = None) -> dict[str, Any]:
+        lineage = {} if if_lineage is None else {IF_LINEAGE: str(if_lineage)}
+        return self._project("POST", tenant, name, "suspend", headers=lineage)
 
     def close(self, tenant: str, name: str, group: str) -> dict[str, Any]:
         return self._project("POST", tenant, name, "close")

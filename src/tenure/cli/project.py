@@ -197,12 +197,18 @@ def bring(ctx: click.Context, ref: str, from_snapshot: str | None) -> None:
 
 @project.command("suspend")
 @click.argument("ref")
+@click.option(
+    "--if-lineage",
+    type=click.IntRange(min=1),
+    default=None,
+    help="refuse (lineage-changed) unless the project is still at this lineage: writes made under it are kept",
+)
 @json_option
 @click.pass_context
-def suspend(ctx: click.Context, ref: str) -> None:
+def suspend(ctx: click.Context, ref: str, if_lineage: int | None) -> None:
     """Suspend TENANT/NAME: engines stopped, checkpoint published, folder removed."""
     tenant, name = _ref(ref)
-    _show_dict(ctx, ops(ctx).suspend(tenant, name))
+    _show_dict(ctx, ops(ctx).suspend(tenant, name, if_lineage))
 
 
 @project.command("close")

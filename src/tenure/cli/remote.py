@@ -35,12 +35,20 @@ class Remote:
     def close(self) -> None:
         self._client.close()
 
-    def call(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """One API call; redirects followed with the token; errors raised as tenure errors."""
         import httpx
 
         url = urljoin(self.base, path.lstrip("/"))
-        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        headers = dict(headers or {}, **({"authorization": f"Bearer {self.token}"} if self.token else {}))
         for _ in range(_MAX_REDIRECTS + 1):
             try:
                 response = self._client.request(method, url, json=json, params=params, headers=headers)

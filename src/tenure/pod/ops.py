@@ -26,6 +26,7 @@ from typing import Any, TypeAlias, TypeVar
 from tenure.errors import ConflictError, NotFoundError, TenureError
 from tenure.mounts.store import Mount
 from tenure.pod.documents import ProjectSpec, project_document, session_dict
+from tenure.pod.lineage import expect_lineage
 from tenure.pod.runtime import Intent, PodRuntime, Route
 from tenure.pod.tokens import Principal
 from tenure.projects.records import LifecycleType, Project, project_not_found
@@ -50,18 +51,6 @@ class ForbiddenError(TenureError):
     code = "forbidden"
     http_status = 403
     default_hint = "this token may not do that; use an admin token or one scoped to that tenant"
-
-
-class LineageChangedError(ConflictError):
-    """A request made under one lineage reached a project that has started another (``Tenure-If-Lineage``)."""
-
-    code = "lineage-changed"
-    http_status = 412
-    default_hint = (
-        "writes acknowledged since your last checkpoint may be missing; the preserved deltas listed hold what"
-        " the former owner had not checkpointed (GET /api/v1/mounts/ID/files) — read the project again and"
-        " send its new lineage"
-    )
 
 
 @dataclass(frozen=True)
@@ -111,20 +100,7 @@ class ProjectOps:
 
     def expect_lineage(self, project: Project, if_lineage: int | None) -> None:
         """Refuse with ``lineage-changed`` (412) when the client holds another lineage than the project's."""
-        if if_lineage is None or if_lineage == project.lineage:
-            return
-        preserved = [
-            {"mount": m.id, "generation": m.generation, "preserved_folder": m.preserved_folder}
-            for m in self.pod.lifecycle.mounts.store.list()
-            if m.project_id == project.id and m.preserved_folder
-        ]
-        raise LineageChangedError(
-            f"project {project.ref} is at lineage {project.lineage}, not {if_lineage}",
-            project=project.ref,
-            lineage=project.lineage,
-            expected=if_lineage,
-            preserved=preserved,
-        )
+        expect_lineage(project, if_lineage, lambda: self.pod.lifecycle.mounts.store.list())
 
     def show(self, project: Project) -> dict[str, Any]:
         """A project with its owner (pod, live, seconds left) and whether it runs on this pod."""
