@@ -46,6 +46,7 @@ from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
 from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.objects import ObjectStore
+from tenure.pod.documents import NOT_KNOWN_HERE
 from tenure.pod.durable import GroupCommits
 from tenure.pod.gate import WriteGate
 from tenure.pod.journals import FolderJournals
@@ -515,7 +516,7 @@ class PodRuntime:
         ``unsaved_since`` (the first moment since then at which its folder may have changed; ``None`` while
         its change journal has seen nothing), both Unix times. Both ``None`` for a project not running here."""
         if project_id not in self.registry:
-            return {"last_checkpoint_at": None, "unsaved_since": None}
+            return dict(NOT_KNOWN_HERE)
         return {
             "last_checkpoint_at": self._checkpointed_at.get(project_id),
             "unsaved_since": self._unsaved_since.get(project_id),

@@ -132,14 +132,7 @@ class SnapshotStore:
         """The published snapshots retention keeps for being recent, each with why: the newest ``keep_last``
         that are not autosaves (``"newest"``) and, counted apart, the newest ``keep_autosaves`` autosaves
         (``"newest-autosave"``), so frequent autosaves never push a checkpoint someone asked for out."""
-        ready = [s for s in self.list(workspace_id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
-        kept: dict[str, str] = {}
-        for why, count, line in (
-            ("newest", keep_last, [s for s in ready if s.reason != "autosave"]),
-            ("newest-autosave", keep_autosaves, [s for s in ready if s.reason == "autosave"]),
-        ):
-            kept.update({s.id: why for s in (line[-count:] if count > 0 else [])})
-        return kept
+        return _newest(self.list(workspace_id), keep_last, keep_autosaves)
 
     def prune(self, workspace_id: str, keep_last: int, keep_autosaves: int = 0) -> builtins.list[Snapshot]:
         """Retention: logically delete every READY snapshot but the newest ``keep_last`` and, counted apart,
@@ -149,9 +142,10 @@ class SnapshotStore:
         pinned snapshots are always kept.
         """
         doomed = []
-        ready = [s for s in self.list(workspace_id) if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
-        keep = self.newest(workspace_id, keep_last, keep_autosaves)
-        failed = [s for s in self.list(workspace_id) if s.state is SnapshotState.FAILED]
+        listed = self.list(workspace_id)
+        ready = [s for s in listed if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
+        keep = _newest(listed, keep_last, keep_autosaves)
+        failed = [s for s in listed if s.state is SnapshotState.FAILED]
         for snap in [s for s in ready if s.id not in keep] + failed:
             try:
                 doomed.append(self.delete(snap.id))
@@ -275,3 +269,15 @@ class SnapshotStore:
         with self.db.transaction(write=False) as tx:
             rows = tx.execute("snapshots_count_by_state")
         return {r["state"]: int(r["n"]) for r in rows}
+
+
+def _newest(snapshots: Iterable[Snapshot], keep_last: int, keep_autosaves: int) -> dict[str, str]:
+    """:meth:`SnapshotStore.newest` over a workspace's snapshots as listed (oldest first)."""
+    ready = [s for s in snapshots if s.state in (SnapshotState.READY, SnapshotState.DEGRADED)]
+    kept: dict[str, str] = {}
+    for why, count, line in (
+        ("newest", keep_last, [s for s in ready if s.reason != "autosave"]),
+        ("newest-autosave", keep_autosaves, [s for s in ready if s.reason == "autosave"]),
+    ):
+        kept.update({s.id: why for s in (line[-count:] if count > 0 else [])})
+    return kept

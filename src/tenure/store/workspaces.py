@@ -45,7 +45,7 @@ from tenure.states import (
 )
 from tenure.store.connector import Connector, Row, Tx
 from tenure.store.queries import state_params
-from tenure.store.records import CheckpointTicket, Snapshot, Workspace, WriterLease
+from tenure.store.records import CHECKPOINT_REASONS, CheckpointTicket, Snapshot, Workspace, WriterLease
 
 register("dispose.after_read", "dispose read the workspace row; nothing written yet")
 register("dispose.after_lock", "dispose holds the workspace's published snapshots; none moved to DELETING yet")
@@ -666,12 +666,14 @@ class WorkspaceStore:
 
     def begin_checkpoint(self, lease: WriterLease, key: str, reason: str = "manual") -> CheckpointTicket:
         """MOUNTED → CHECKPOINTING and a new UPLOADING snapshot record, fenced; ``reason`` is recorded with it
-        (``CHECKPOINT_REASONS``).
+        (one of ``CHECKPOINT_REASONS``, else ``ValueError`` before anything is written).
 
         A key already published returns its snapshot (no write). A workspace
         already CHECKPOINTING under the same key resumes that checkpoint
         (same snapshot record, same expected version).
         """
+        if reason not in CHECKPOINT_REASONS:
+            raise ValueError(f"not a checkpoint reason: {reason!r} (one of {', '.join(CHECKPOINT_REASONS)})")
         with self.db.transaction() as tx:
             ws = self._locked(tx, lease.workspace_id)
             crash_point("begin_checkpoint.after_read")
