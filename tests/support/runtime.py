@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from tenure.errors import TenureError
@@ -18,6 +18,26 @@ def stop_all(nodes: Iterable[PodRuntime]) -> None:
             node.stop()
         except TenureError:
             pass
+
+
+def pod_maker(
+    store: Store, tmp_path: Path, made: list[PodRuntime], *, ttl: float, start: bool = False
+) -> Callable[..., PodRuntime]:
+    """Makes pods on one store, each with its own data folder ``tmp_path/NAME`` and a shared object folder
+    (``objects`` unless told), no self pull, a lease TTL of ``ttl`` (the liveness TTL half of it); started
+    when ``start``. Every pod made is appended to ``made`` (for :func:`stop_all`)."""
+
+    def build(name: str, *, objects: str = "objects", **options: object) -> PodRuntime:
+        settings: dict[str, object] = {"self_pull": False, "lease_ttl": ttl, "liveness_ttl": ttl / 2}
+        settings.update(options)
+        config = ServeConfig(data_dir=str(tmp_path / name), **settings)  # type: ignore[arg-type]
+        pod = PodRuntime(config, store, LocalObjectStore(str(tmp_path / objects)))
+        made.append(pod)
+        if start:
+            pod.start()
+        return pod
+
+    return build
 
 
 def running_node(store: Store, tmp_path: Path, **options: object) -> Iterator[PodRuntime]:

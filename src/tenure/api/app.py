@@ -93,6 +93,16 @@ class BringBody(BaseModel):
     from_snapshot: str | None = Field(default=None, description="restore this READY snapshot instead of the head")
 
 
+class RecoverBody(BaseModel):
+    to: str | None = Field(
+        default=None,
+        description="an absolute, new or empty folder of this pod's host, outside its data folder (admin token)",
+    )
+    into_project: bool = Field(
+        default=False, description="write the delta's changed files back into the running project instead"
+    )
+
+
 class TypeBody(BaseModel):
     lifecycle_type: LifecycleType
 
@@ -498,6 +508,20 @@ def _mount_routes(app: FastAPI, ops: ProjectOps) -> None:
     def read_mount_file(mount_id: str, path: str, principal: Principal = _principal) -> Response:
         """A file's bytes from the mount's preserved delta."""
         return _stream(*ops.open_mount_file(principal, mount_id, path))
+
+    @app.post(PREFIX + "/mounts/{mount_id}/recover", tags=["mounts"])
+    def recover_mount(
+        request: Request,
+        mount_id: str,
+        body: RecoverBody,
+        response: Response,
+        if_lineage: int | None = _IF_LINEAGE,
+        principal: Principal = _principal,
+    ) -> dict[str, Any]:
+        """Recover a preserved delta recorded in the store, from any pod: restored into a folder (``to``), or
+        its changed files merged into the running project (``into_project``; sent to the pod that runs it)."""
+        done = ops.recover_mount(principal, mount_id, to=body.to, into_project=body.into_project, if_lineage=if_lineage)
+        return lineage(response, answer(request, done))
 
     @app.post(PREFIX + "/mounts/{mount_id}/discard", tags=["mounts"])
     def discard_mount(mount_id: str, principal: Principal = _principal) -> dict[str, Any]:

@@ -4,7 +4,10 @@
 (only the data folder: whatever store ``--db`` names is never opened), or,
 with ``--url``, the pod's own (``discard`` too);
 ``recover ID --to DIR`` copies a preserved delta out to a new or empty folder
-outside the data folder (the preserved folder is left as it is);
+outside the data folder (the preserved folder is left as it is); with ``--url``
+any pod restores a delta recorded in the store from the object store
+(``--to``, a folder of the pod's host) or merges it into its running project
+(``--into-project``);
 ``discard ID`` deletes a preserved delta before its recovery window ends.
 """
 
@@ -12,7 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import click
 
@@ -20,6 +24,7 @@ from tenure.cli.ops import ops
 from tenure.cli.output import console, emit, json_option, table
 from tenure.cli.remote import remote
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
+from tenure.pod.lineage import IF_LINEAGE
 
 if TYPE_CHECKING:
     from tenure.mounts.store import MountStore
@@ -145,20 +150,39 @@ def _outside_data_folder(data_dir: str, dest: str) -> None:
 @click.option(
     "--to",
     "dest",
-    required=True,
-    help="An empty or new folder, outside the data folder, to copy the preserved delta into.",
+    default=None,
+    help="An empty or new folder, outside the data folder, to copy the preserved delta into (with --url: a"
+    " folder of the pod's host, restored from the object store).",
 )
+@click.option(
+    "--into-project",
+    is_flag=True,
+    help="With --url: write the delta's changed files back into its running project, on the pod that runs it.",
+)
+@click.option("--if-lineage", type=int, default=None, help="With --into-project: the project's lineage you hold.")
 @json_option
 @click.pass_context
-def recover(ctx: click.Context, mount_id: str, dest: str) -> None:
-    """Copy MOUNT_ID's preserved delta to DIR (links copied as links; the preserved folder stays)."""
-    if remote(ctx) is not None:
+def recover(ctx: click.Context, mount_id: str, dest: str | None, into_project: bool, if_lineage: int | None) -> None:
+    """Recover MOUNT_ID's preserved delta: copy it to DIR (links copied as links; the preserved folder stays),
+    or, with --url, restore it from the object store or merge it into its project from any pod."""
+    if (dest is None) == (not into_project):
+        raise InvalidInputError("pass exactly one of --to DIR and --into-project", code="invalid-input")
+    api = remote(ctx)
+    if api is not None:
+        body: dict[str, Any] = {"to": os.path.abspath(dest)} if dest is not None else {"into_project": True}
+        headers = {IF_LINEAGE: str(if_lineage)} if if_lineage is not None else None
+        path = f"/api/v1/mounts/{quote(mount_id, safe='')}/recover"
+        done = dict(api.call("POST", path, json=body, headers=headers))
+        where = done.get("to") or f"project {done.get('project')} ({len(done.get('merged', []))} files)"
+        emit(ctx, done, lambda: console.print(f"recovered mount {mount_id} into {where}"))
+        return
+    if into_project:
         raise InvalidInputError(
-            "recovering a preserved delta into a folder reads this host's data folder",
-            code="needs-local-data",
-            hint="run it without --url on the host that holds the delta (GET /api/v1/mounts/ID/files reads it"
-            " over the API)",
+            "merging a preserved delta into its project is done by the pod that runs it",
+            code="needs-a-pod",
+            hint="pass --url of any pod",
         )
+    assert dest is not None
     _, source = preserved_folder(ctx, mount_id)
     dest = os.path.abspath(dest)
     _outside_data_folder(data_folder(ctx), dest)

@@ -164,10 +164,12 @@ class LocalOps:
         from tenure.pod.documents import project_document
         from tenure.projects import Ownership
         from tenure.projects.lifecycle import project_folder
+        from tenure.projects.preserved import PreservedDeltas
 
         svc = self._svc()
         owner = Ownership(svc.store).owner(project.id, lease_ttl(self.ctx))
-        doc = project_document(project, owner, _runs_on(owner, self._host_pod()))
+        preserved = [d.to_dict() for d in PreservedDeltas(svc.store).of_project(project.id)]
+        doc = project_document(project, owner, _runs_on(owner, self._host_pod()), preserved=preserved)
         if folder:
             path = project_folder(svc.config.data_dir, project)
             doc["workspace_folder"] = path if project.status is ProjectStatus.RUNNING and os.path.isdir(path) else None
@@ -193,14 +195,14 @@ class LocalOps:
         return self._document(created)
 
     def projects(self, status: str | None) -> list[dict[str, Any]]:
-        from tenure.pod.documents import project_document
+        from tenure.pod.documents import preserved_by_project, project_document
         from tenure.projects import Ownership
 
         host = self._host_pod()
-        listed = Ownership(self._svc().store).projects_with_owners(
-            lease_ttl(self.ctx), ProjectStatus(status) if status else None
-        )
-        return [project_document(p, o, _runs_on(o, host)) for p, o in listed]
+        store = self._svc().store
+        listed = Ownership(store).projects_with_owners(lease_ttl(self.ctx), ProjectStatus(status) if status else None)
+        lost = preserved_by_project(store)
+        return [project_document(p, o, _runs_on(o, host), preserved=lost.get(p.id)) for p, o in listed]
 
     def project(self, tenant: str, name: str) -> dict[str, Any]:
         return self._document(self._store().get(tenant, name))
@@ -222,9 +224,11 @@ class LocalOps:
 
     def suspend(self, tenant: str, name: str, if_lineage: int | None = None) -> dict[str, Any]:
         from tenure.pod.lineage import expect_lineage
+        from tenure.projects.preserved import PreservedDeltas
 
-        self._svc()
-        expect_lineage(self._store().get(tenant, name), if_lineage, lambda: self._mount_store().list())
+        project = self._store().get(tenant, name)
+        deltas = PreservedDeltas(self._svc().store)
+        expect_lineage(project, if_lineage, lambda: [d.to_dict() for d in deltas.of_project(project.id)])
         with self._short_lived_pod() as lifecycle, progress_bar(self.ctx, "checkpoint") as progress:
             lifecycle.workspaces.progress = progress
             suspended = lifecycle.suspend(tenant, name)

@@ -58,6 +58,8 @@ class Mount(Record):
     preserved_at: float | None
     created_at: float
     updated_at: float
+    #: the project's lineage when the mount was opened (``None`` for mounts recorded before it was kept)
+    lineage: int | None = None
 
     conversions = {"generation": int, "state": MountState, "created_at": float, "updated_at": float}
 
@@ -109,6 +111,7 @@ class MountStore:
         project_id: str | None = None,
         project_ref: str | None = None,
         base_snapshot: str | None = None,
+        lineage: int | None = None,
     ) -> Mount:
         """A new mount in the machine's initial status (MOUNTING)."""
         mount_id = "m-" + uuid.uuid4().hex[:20]
@@ -124,6 +127,7 @@ class MountStore:
                     "f": folder,
                     "b": base_snapshot,
                     "s": MOUNT.initial.value,
+                    "lin": lineage,
                 },
             )
         return Mount.from_row(row)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tenure.projects.ownership import Owner
     from tenure.projects.records import Project, Session
 
-__all__ = ["ProjectSpec", "project_document", "session_dict"]
+__all__ = ["ProjectSpec", "project_document", "preserved_by_project", "session_dict"]
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,33 @@ NOT_KNOWN_HERE: dict[str, float | None] = {"last_checkpoint_at": None, "unsaved_
 
 
 def project_document(
-    project: Project, owner: Owner, running_here: bool, saving: dict[str, float | None] | None = None
+    project: Project,
+    owner: Owner,
+    running_here: bool,
+    saving: dict[str, float | None] | None = None,
+    preserved: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A project as every face answers it: its record, its owner (pod, node, live, seconds left), whether it
-    runs on the pod that answers, and how saved it is there (``last_checkpoint_at``, ``unsaved_since``: Unix
-    times the owner knows; ``None`` on any other pod)."""
-    return dict(project.to_dict(), owner=owner.to_dict(), running_here=running_here, **(saving or NOT_KNOWN_HERE))
+    runs on the pod that answers, how saved it is there (``last_checkpoint_at``, ``unsaved_since``: Unix
+    times the owner knows; ``None`` on any other pod), and ``preserved``: the lost work of it that hosts
+    recorded in the store (ADR 0044), newest first."""
+    return dict(
+        project.to_dict(),
+        owner=owner.to_dict(),
+        running_here=running_here,
+        **(saving or NOT_KNOWN_HERE),
+        preserved=list(preserved or ()),
+    )
+
+
+def preserved_by_project(store: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every preserved delta in its recovery window, by project id (one read, for listings)."""
+    from tenure.projects.preserved import PreservedDeltas
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for delta in PreservedDeltas(store).in_window():
+        out.setdefault(delta.project_id, []).append(delta.to_dict())
+    return out
 
 
 def session_dict(session: Session) -> dict[str, Any]:

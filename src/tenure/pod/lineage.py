@@ -25,25 +25,21 @@ class LineageChangedError(ConflictError):
     http_status = 412
     default_hint = (
         "writes acknowledged since your last checkpoint may be missing; the preserved deltas listed hold what"
-        " the former owner had not checkpointed (GET /api/v1/mounts/ID/files) — read the project again and"
+        " the former owner had not checkpointed (POST /api/v1/mounts/ID/recover) — read the project again and"
         " send its new lineage"
     )
 
 
-def expect_lineage(project: Project, if_lineage: int | None, mounts: Callable[[], Iterable[Any]]) -> None:
+def expect_lineage(project: Project, if_lineage: int | None, preserved: Callable[[], Iterable[Any]]) -> None:
     """Refuse with ``lineage-changed`` (412) when ``if_lineage`` is given and is not the project's lineage; the
-    refusal lists the project's preserved deltas among ``mounts()`` (read only then)."""
+    refusal lists the project's preserved deltas, ``preserved()`` (read only then: the store's records, ADR
+    0044, as :meth:`tenure.projects.preserved.PreservedDelta.to_dict` gives them)."""
     if if_lineage is None or if_lineage == project.lineage:
         return
-    preserved = [
-        {"mount": m.id, "generation": m.generation, "preserved_folder": m.preserved_folder}
-        for m in mounts()
-        if m.project_id == project.id and m.preserved_folder
-    ]
     raise LineageChangedError(
         f"project {project.ref} is at lineage {project.lineage}, not {if_lineage}",
         project=project.ref,
         lineage=project.lineage,
         expected=if_lineage,
-        preserved=preserved,
+        preserved=list(preserved()),
     )

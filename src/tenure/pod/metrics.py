@@ -34,6 +34,16 @@ class Metrics:
             "Age of the oldest change not yet in a checkpoint among the projects running here (0: none)",
             registry=r,
         )
+        self.preserved = Gauge(
+            "tenure_preserved_deltas",
+            "Preserved deltas (lost work) recorded in the store, in their recovery window and not recovered",
+            registry=r,
+        )
+        self.preserved_unrecorded = Gauge(
+            "tenure_preserved_deltas_unrecorded",
+            "Preserved deltas this host keeps that are not recorded in the store yet (retried every beat)",
+            registry=r,
+        )
         self.engine_failures = Counter(
             "tenure_engine_failures", "Engine start or stop failures", ["engine", "event"], registry=r
         )

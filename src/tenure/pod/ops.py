@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from tenure.errors import ConflictError, NotFoundError, TenureError
+from tenure.errors import ConflictError, InvalidInputError, NotFoundError, TenureError
 from tenure.mounts.store import Mount
-from tenure.pod.documents import ProjectSpec, project_document, session_dict
+from tenure.pod.documents import ProjectSpec, preserved_by_project, project_document, session_dict
 from tenure.pod.lineage import expect_lineage
 from tenure.pod.runtime import Intent, PodRuntime, Route
 from tenure.pod.tokens import Principal
@@ -100,12 +100,17 @@ class ProjectOps:
 
     def expect_lineage(self, project: Project, if_lineage: int | None) -> None:
         """Refuse with ``lineage-changed`` (412) when the client holds another lineage than the project's."""
-        expect_lineage(project, if_lineage, lambda: self.pod.lifecycle.mounts.store.list())
+        expect_lineage(project, if_lineage, lambda: self.preserved(project))
+
+    def preserved(self, project: Project) -> list[dict[str, Any]]:
+        """The project's preserved deltas recorded in the store (ADR 0044), newest first."""
+        return [d.to_dict() for d in self.pod.keeper.deltas.of_project(project.id)]
 
     def show(self, project: Project) -> dict[str, Any]:
-        """A project with its owner (pod, live, seconds left) and whether it runs on this pod."""
+        """A project with its owner (pod, live, seconds left), whether it runs on this pod, and its lost work."""
         owner = self.pod.ownership.owner(project.id, self.pod.config.lease_ttl)
-        return project_document(project, owner, project.id in self.pod.registry, self.pod.saving(project.id))
+        running = project.id in self.pod.registry
+        return project_document(project, owner, running, self.pod.saving(project.id), self.preserved(project))
 
     # ------------------------------------------------------------------ projects
 
@@ -127,9 +132,11 @@ class ProjectOps:
         self, principal: Principal, tenant: str | None = None, status: ProjectStatus | None = None
     ) -> list[dict[str, Any]]:
         """Every project ``principal`` may see (optionally of one tenant and one status), each with its owner."""
+        listed = self.pod.ownership.projects_with_owners(self.pod.config.lease_ttl, status)
+        lost = preserved_by_project(self.pod.store)
         return [
-            project_document(pr, owner, pr.id in self.pod.registry, self.pod.saving(pr.id))
-            for pr, owner in self.pod.ownership.projects_with_owners(self.pod.config.lease_ttl, status)
+            project_document(pr, owner, pr.id in self.pod.registry, self.pod.saving(pr.id), lost.get(pr.id))
+            for pr, owner in listed
             if principal.sees(pr.tenant) and (tenant is None or pr.tenant == tenant)
         ]
 
@@ -436,12 +443,62 @@ class ProjectOps:
         return files.open_file(self._preserved(self._mount(principal, mount_id)), path)
 
     def discard_mount(self, principal: Principal, mount_id: str) -> dict[str, Any]:
-        """Delete the mount's preserved delta now, and its record (it cannot be recovered afterwards)."""
+        """Delete the mount's preserved delta now, its record here and in the store, and the delta's own
+        snapshot (it cannot be recovered afterwards)."""
         with self._discarding:
             folder = self._preserved(self._mount(principal, mount_id))
+            self.pod.keeper.discard(mount_id)
             shutil.rmtree(folder)
             self.pod.lifecycle.mounts.store.delete(mount_id)
         return {"mount": mount_id, "discarded": folder}
+
+    def recover_mount(
+        self,
+        principal: Principal,
+        mount_id: str,
+        *,
+        to: str | None = None,
+        into_project: bool = False,
+        if_lineage: int | None = None,
+    ) -> Routed[dict[str, Any]]:
+        """Recover a preserved delta recorded in the store, from any pod (ADR 0044).
+
+        ``to``: restored from the object store into a new or empty folder of this pod's host, outside its
+        data folder (an admin token only: it writes where the pod's user may). ``into_project``: its changed
+        files written back into the running project, on the pod that runs it (redirected there), under the
+        project's write gate and at the lineage the client holds — the files the new owner changed since are
+        overwritten; files the delta removed stay.
+        """
+        delta = self.pod.keeper.deltas.find(mount_id)
+        project = None if delta is None else self.pod.projects.by_id(delta.project_id)
+        if delta is None or project is None or not principal.sees(project.tenant):
+            raise NotFoundError(
+                f"no preserved delta {mount_id} recorded in the store",
+                code="mount-not-found",
+                mount=mount_id,
+                hint="GET /api/v1/projects/TENANT/NAME lists a project's preserved deltas (a host records a new one"
+                " within a beat)",
+            )
+        if (to is None) == (not into_project):
+            raise InvalidInputError(
+                "recover needs exactly one of `to` (a folder) and `into_project`",
+                code="invalid-input",
+                hint='send {"to": "/abs/dir"} or {"into_project": true}',
+            )
+        if to is not None:
+            if not principal.unrestricted:
+                raise ForbiddenError("only an admin token may recover into a folder of the pod's host")
+            return self.pod.keeper.restore_to(delta, to)
+        keeper = self.pod.keeper
+
+        def merge(root: str) -> dict[str, Any]:
+            return keeper.merge_into(delta, lambda path, data: files.write_file(root, path, data))
+
+        done = self._change(principal, project.tenant, project.name, merge, if_lineage)
+        if not isinstance(done, tuple):
+            return done
+        merged, lineage = done
+        return dict(merged, project=project.ref, lineage=lineage)
 
     def _mount(self, principal: Principal, mount_id: str) -> Mount:
         """A mount record of this host; a tenant token's only for its tenant's projects (others: not found)."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -95,6 +96,8 @@ class Reconciler:
         self._window_s = window_s
         #: mounts whose project is CLOSED: their folder is kept as a preserved delta, clean or not
         self._closed: set[str] = set()
+        #: one settle at a time (the beat's drift check and the sweep of lost mounts may meet on one mount)
+        self._settling = threading.RLock()
 
     # ------------------------------------------------------------------ facts
 
@@ -162,6 +165,11 @@ class Reconciler:
         drift), so a partitioned pod that heals fences its mount exactly as a
         restarted one would (S-62).
         """
+        with self._settling:
+            current = self.mounts.get(mount.id)  # as it is now: another settle may have acted on it
+            return self._settle(current)
+
+    def _settle(self, mount: Mount) -> Verdict:
         facts = MountFacts(
             state=mount.state,
             generation=mount.generation,

@@ -45,12 +45,14 @@ from typing import Any
 from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
 from tenure.errors import ConfigurationError, ConflictError, TenureError
+from tenure.mounts.classify import Authority, ProjectLease
 from tenure.objects import ObjectStore
 from tenure.pod.documents import NOT_KNOWN_HERE
 from tenure.pod.durable import GroupCommits
 from tenure.pod.gate import WriteGate
 from tenure.pod.journals import FolderJournals
 from tenure.pod.metrics import Metrics
+from tenure.pod.preserved import DeltaKeeper
 from tenure.pod.reconcile import Reconciler
 from tenure.pod.tokens import cluster_token
 from tenure.projects.facade import ClaimRejectedError, OwnershipFacade
@@ -60,7 +62,7 @@ from tenure.projects.pods import PodIdentity, PodRegistry
 from tenure.projects.records import Project
 from tenure.projects.store import ProjectStore
 from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
-from tenure.states import PodState, ProjectStatus
+from tenure.states import MountState, PodState, ProjectStatus
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
 
@@ -69,6 +71,8 @@ __all__ = ["PodRuntime", "ServeConfig", "Intent", "Route", "selector_matches", "
 log = logging.getLogger("tenure.serve")
 #: pod rows silent this long that hold nothing are deleted (ADR 0016)
 REAP_AFTER_S = 24 * 3600.0
+#: the gauge of preserved deltas recorded in the store is read again every this many beats
+PRESERVED_GAUGE_BEATS = 10
 #: how often a running pod looks for preserved deltas past the recovery window
 DELTA_SWEEP_S = 3600.0
 #: how often a running pod prunes the ownership timeline (retention: ServeConfig.history_days)
@@ -197,6 +201,8 @@ class PodRuntime:
         self.workspaces: WorkspaceService = self.lifecycle.workspaces
         #: restart reconciliation of this host's mounts, and the settling of a lost project's mount
         self.reconciler = Reconciler(self)
+        #: lost work recorded in the store, expired and recovered (ADR 0044)
+        self.keeper = DeltaKeeper(self)
         self.journals = FolderJournals(enabled=config.change_journal, walk_every=config.journal_walk_every)
         self.status = PodState.STARTING
         self._lock_fd: int | None = None
@@ -468,6 +474,10 @@ class PodRuntime:
         """Reverse drift retried, autosave, then the periodic pull when due: the part of a beat that brings
         projects and writes checkpoints."""
         self._retry_dark()
+        self._settle_ghosts()
+        self.keeper.record_pending()
+        if self._beats % PRESERVED_GAUGE_BEATS == 1:
+            self.keeper.refresh_gauge()
         self._track_unsaved()
         self._autosave()
         every = self.config.pull_every
@@ -501,8 +511,8 @@ class PodRuntime:
                 self.drain()
             return False
         if renewal.lost != self._lost_seen:  # a takeover or a fence of one of ours: find which
-            self._lost_seen = renewal.lost
             self.check_drift()
+            self._lost_seen = renewal.lost  # only once every lost project was found: a failed check runs again
         if self.status is PodState.RUNNING:
             self.master.beat()
         if self._beats % 1000 == 1:
@@ -575,6 +585,13 @@ class PodRuntime:
         expired = self.reconciler.expire_deltas()
         if expired:
             self.log("preserved deltas past the recovery window deleted", count=expired)
+        try:
+            ended = self.keeper.expire()
+        except TenureError as exc:
+            self.log("preserved deltas past the window not ended in the store", level=logging.WARNING, error=str(exc))
+        else:
+            if ended:
+                self.log("preserved deltas past the recovery window ended in the store", count=ended)
 
     def _prune_history(self) -> None:
         """Ownership timeline retention, at most hourly: events older than ``history_days`` go, except the
@@ -630,6 +647,48 @@ class PodRuntime:
             closed=closed,
             verdict=verdict,
         )
+
+    def _settle_ghosts(self) -> None:
+        """No lost project stays MOUNTED here. A project that ran in this process and runs here no more, whose
+        mount at the generation it ran under is still live while the store says another pod holds it (or a
+        newer generation, or a revoked lease), is settled as a lost lease's would be — whatever left it: a
+        drift check that failed half-way, a settle the store could not answer, a pod resumed after a pause.
+        One the store cannot judge now is tried again next beat. Mounts of other processes on this data
+        folder (the CLI's short-lived pods) and of projects being brought, suspended or handed over here are
+        left alone."""
+        ran = self.registry.ran()
+        if not ran:
+            return
+        running = self.registry.ids()
+        live = {
+            m.project_id: m
+            for m in self.lifecycle.mounts.store.list()
+            if m.project_id in ran and m.state in (MountState.MOUNTED, MountState.CHECKPOINTING)
+        }
+        for project_id, generation in ran.items():
+            if project_id in running:
+                continue
+            mount = live.get(project_id)
+            if mount is None or mount.generation != generation:
+                self.registry.forget(project_id)  # nothing of it left live here
+                continue
+            if project_id in self._dark or mount.project_ref in self._inflight:
+                continue
+            facts = self.reconciler.authority(mount)
+            if not isinstance(facts, Authority):
+                continue  # the store cannot answer now: the next beat asks again
+            if facts.generation == mount.generation and facts.project_lease in (
+                ProjectLease.HELD,  # ours, at this generation: a suspend or a hand-over is under way
+                ProjectLease.EXPIRED,  # nobody else has it: a bring (here or elsewhere) decides, not this sweep
+            ):
+                continue
+            try:
+                verdict = self.reconciler.settle(mount).value
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                self.log("a lost mount was not settled", level=logging.WARNING, mount=mount.id, error=str(exc))
+                continue
+            self.metrics.reconcile.labels(verdict=verdict).inc()
+            self.log("a lost project's mount settled", project=mount.project_ref, mount=mount.id, verdict=verdict)
 
     def _retry_dark(self) -> None:
         now = time.monotonic()

@@ -107,11 +107,26 @@ class ActivationRegistry:
     """
 
     _ids: dict[str, int] = field(default_factory=dict)
+    #: the generation each project last ran under here, kept after it leaves (until :meth:`forget`)
+    _ran: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, project_id: str, generation: int = 0) -> None:
         with self._lock:
             self._ids[project_id] = generation
+            self._ran[project_id] = generation
+
+    def ran(self) -> dict[str, int]:
+        """Every project that ran in this process and is not forgotten, with the generation it last ran
+        under (whether it still runs or not): what a pod may have left a mount of."""
+        with self._lock:
+            return dict(self._ran)
+
+    def forget(self, project_id: str) -> None:
+        """Nothing of the project is left here to settle: :meth:`ran` no longer names it (unless it runs)."""
+        with self._lock:
+            if project_id not in self._ids:
+                self._ran.pop(project_id, None)
 
     def remove(self, project_id: str) -> None:
         with self._lock:

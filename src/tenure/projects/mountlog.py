@@ -69,8 +69,17 @@ class MountLog:
             return live  # a re-bring under the same lease: the mount goes on
         if live is not None:
             self.store.force(live.id, M.CLOSED, f"taken over by generation {project.generation}")
+        return self._open(project, folder)
+
+    def _open(self, project: Project, folder: str) -> Mount:
+        """A new mount record of ``project`` at its generation and lineage, MOUNTING."""
         return self.store.open(
-            project.workspace_id, folder, project.generation, project_id=project.id, project_ref=project.ref
+            project.workspace_id,
+            folder,
+            project.generation,
+            project_id=project.id,
+            project_ref=project.ref,
+            lineage=project.lineage,
         )
 
     def mounted(self, mount: Mount, base: str | None) -> None:
@@ -152,9 +161,7 @@ class MountLog:
                 live = unfinished[0]
                 target = live.preserved_folder or target
             else:
-                live = self.store.open(
-                    project.workspace_id, folder, project.generation, project_id=project.id, project_ref=project.ref
-                )
+                live = self._open(project, folder)
         if live.state is not M.CLOSED:
             live = self.store.force(live.id, M.CLOSED, reason)
         self.store.set_verdict(live.id, "preserved-delta", preserved_folder=target, preserved_at=time.time())

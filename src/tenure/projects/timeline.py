@@ -66,6 +66,8 @@ class EventKind(enum.Enum):
     DRIFT_FORWARD = "drift-forward"  #: a pod found it lost the project and deactivated it
     DRIFT_REVERSE = "drift-reverse"  #: a pod held the project without running it
     RELEASE = "release"  #: a pod gave the lease up (detail: reason)
+    PRESERVED = "preserved"  #: a host kept unsaved work of the project as a preserved delta (detail: delta, files)
+    RECOVERED = "recovered"  #: a preserved delta was recovered (detail: delta, to or merged)
 
 
 def _detail(text: str | None) -> dict[str, Any]:

@@ -695,6 +695,43 @@ def folder_matches(root: str, index: Index) -> bool:
     return seen == len(index)
 
 
+class FolderChanges(NamedTuple):
+    """What a folder holds that its index does not vouch for (:func:`folder_changes`)."""
+
+    #: relative paths (``/``-separated) of the entries that are new or changed, sorted
+    paths: list[str]
+    #: their size in bytes (a symbolic link counts its target's length)
+    size: int
+    #: how many files the index names that the folder no longer holds
+    removed: int
+
+
+def folder_changes(root: str, index: Index) -> FolderChanges:
+    """Every entry of the folder at ``root`` that ``index`` cannot vouch for, by the rules of
+    :func:`folder_matches`: a regular file that is new, changed or racy, a symbolic link or special file;
+    and the count of files the index names that are gone. An empty or damaged index vouches for nothing."""
+    base = os.fsencode(root)
+    paths: list[str] = []
+    size = 0
+    known = 0
+    for folder, _dirs, files in os.walk(base, followlinks=False):
+        for name in files + [d for d in _dirs if os.path.islink(os.path.join(folder, d))]:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            rel = os.path.relpath(path, base)
+            if stat.S_ISREG(st.st_mode) and index.previous(rel) is not None:
+                known += 1
+                if index.unchanged(rel, stat_key(st)) is not None:
+                    continue
+            paths.append(os.fsdecode(rel))
+            size += st.st_size
+    paths.sort()
+    return FolderChanges(paths, size, max(0, len(index) - known))
+
+
 def load_index(path: str | None) -> Index:
     if path is None:
         return Index.empty()

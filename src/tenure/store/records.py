@@ -146,8 +146,9 @@ class Snapshot(Record):
 
 
 #: Why a checkpoint is taken: asked for (API, CLI), autosave, a durable write's group commit, a suspend, a
-#: drain's hand-over, restart reconciliation settling a folder.
-CHECKPOINT_REASONS = ("manual", "autosave", "durable", "suspend", "drain", "reconcile")
+#: drain's hand-over, restart reconciliation settling a folder, a preserved delta's own snapshot (lost work
+#: uploaded outside its project's head line, ADR 0044).
+CHECKPOINT_REASONS = ("manual", "autosave", "durable", "suspend", "drain", "reconcile", "preserved")
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ from fastapi.testclient import TestClient
 from tenure.api.app import create_app
 from tenure.objects.local import LocalObjectStore
 from tenure.pod.durable import GroupCommit
-from tenure.pod.runtime import PodRuntime, ServeConfig
+from tenure.pod.runtime import PodRuntime
 from tenure.projects import ProjectStore
 from tenure.projects.ownership import Ownership
 from tenure.states import SnapshotState
 from tenure.store import Store
 from tenure.workspaces import ObjectStoreMismatchError, WorkspaceService
 from tests.support.pods import wait_for
-from tests.support.runtime import stop_all
+from tests.support.runtime import pod_maker, stop_all
 
 T = "acme"
 P = f"/api/v1/projects/{T}/web"
@@ -34,16 +34,7 @@ TTL = 0.6
 @pytest.fixture
 def make(store: Store, tmp_path: Path) -> Iterator[Callable[..., PodRuntime]]:
     made: list[PodRuntime] = []
-
-    def build(name: str, *, objects: str = "objects", **options: object) -> PodRuntime:
-        settings: dict[str, object] = {"self_pull": False, "lease_ttl": TTL, "liveness_ttl": TTL / 2}
-        settings.update(options)
-        config = ServeConfig(data_dir=str(tmp_path / name), **settings)  # type: ignore[arg-type]
-        pod = PodRuntime(config, store, LocalObjectStore(str(tmp_path / objects)))
-        made.append(pod)
-        return pod
-
-    yield build
+    yield pod_maker(store, tmp_path, made, ttl=TTL)
     stop_all(made)
 
 

@@ -33,10 +33,10 @@ UPDATE mount_migrations SET checksum = :c WHERE version = :v AND checksum IS NUL
 -- ==================================================================== mounts
 
 -- name: mount_insert
--- A new mount of workspace :w for project :p at generation :g, in status :s; returns its row.
+-- A new mount of workspace :w for project :p at generation :g and lineage :lin, in status :s; returns its row.
 INSERT INTO mounts (id, workspace_id, project_id, project_ref, generation, folder, base_snapshot, state,
-                    created_at, updated_at)
-VALUES (:id, :w, :p, :ref, :g, :f, :b, :s, {now}, {now})
+                    lineage, created_at, updated_at)
+VALUES (:id, :w, :p, :ref, :g, :f, :b, :s, :lin, {now}, {now})
 RETURNING *;
 
 -- name: mount_by_id
