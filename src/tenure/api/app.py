@@ -103,6 +103,14 @@ class RecoverBody(BaseModel):
     )
 
 
+class AutosaveBody(BaseModel):
+    seconds: float | None = Field(
+        description="checkpoint the running project at most this often while its folder changes; 0 off; null"
+        " the pod's default (tenure serve --autosave)",
+        allow_inf_nan=False,
+    )
+
+
 class TypeBody(BaseModel):
     lifecycle_type: LifecycleType
 
@@ -308,6 +316,13 @@ def _project_routes(app: FastAPI, ops: ProjectOps) -> None:
     ) -> dict[str, Any]:
         """Switch between AUTO, EPHEMERAL and PERMANENT."""
         return lineage(response, ops.set_type(principal, tenant, name, body.lifecycle_type))
+
+    @app.put(_P + "/autosave", tags=["projects"])
+    def set_autosave(
+        tenant: str, name: str, body: AutosaveBody, response: Response, principal: Principal = _principal
+    ) -> dict[str, Any]:
+        """Set the project's autosave policy: the recovery point of writes that are not durable."""
+        return lineage(response, ops.set_autosave(principal, tenant, name, body.seconds))
 
     @app.put(_P + "/placement", tags=["projects"])
     def set_placement(

@@ -64,6 +64,7 @@ class CliOps(Protocol):
     def close(self, tenant: str, name: str, group: str) -> dict[str, Any]: ...
     def set_type(self, tenant: str, name: str, lifecycle_type: str) -> dict[str, Any]: ...
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> dict[str, Any]: ...
+    def set_autosave(self, tenant: str, name: str, seconds: float | None) -> dict[str, Any]: ...
     def create_session(self, tenant: str, name: str) -> dict[str, Any]: ...
     def sessions(self, tenant: str, name: str) -> list[dict[str, Any]]: ...
     def bind_session(self, session_id: str, connection_id: str, *, unbind: bool) -> dict[str, Any]: ...
@@ -248,6 +249,9 @@ class LocalOps:
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> dict[str, Any]:
         return self._document(self._store().set_placement(tenant, name, selector, score))
 
+    def set_autosave(self, tenant: str, name: str, seconds: float | None) -> dict[str, Any]:
+        return self._document(self._store().set_autosave(tenant, name, seconds))
+
     def create_session(self, tenant: str, name: str) -> dict[str, Any]:
         store = self._store()
         return _session_dict(store.create_session(store.get(tenant, name)))
@@ -395,6 +399,9 @@ class RemoteOps:
 
     def set_placement(self, tenant: str, name: str, selector: dict[str, str], score: float) -> dict[str, Any]:
         return self._project("PUT", tenant, name, "placement", json={"selector": selector, "score": score})
+
+    def set_autosave(self, tenant: str, name: str, seconds: float | None) -> dict[str, Any]:
+        return self._project("PUT", tenant, name, "autosave", json={"seconds": seconds})
 
     def create_session(self, tenant: str, name: str) -> dict[str, Any]:
         return dict(self.api.call("POST", project_path(tenant, name, "sessions")))

@@ -15,6 +15,7 @@ import click
 from rich.markup import escape
 
 from tenure.cli.context import services
+from tenure.cli.durations import parse_duration
 from tenure.cli.ops import lease_ttl, ops, split_ref
 from tenure.cli.output import console, emit, err_console, json_option, table
 from tenure.cli.remote import remote
@@ -326,6 +327,25 @@ def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score
     """Set the placement selector and score."""
     tenant, name = _ref(ref)
     _show_dict(ctx, ops(ctx).set_placement(tenant, name, _selector(selector), score))
+
+
+@project.command("set-autosave")
+@click.argument("ref")
+@click.argument("seconds", metavar="SECONDS|default")
+@json_option
+@click.pass_context
+def set_autosave(ctx: click.Context, ref: str, seconds: str) -> None:
+    """Set the autosave policy: while the project runs, its folder is checkpointed at most every SECONDS
+    (durations like 30s or 5m too) when it changed; 0 turns it off, `default` follows the pod's
+    `tenure serve --autosave`."""
+    tenant, name = _ref(ref)
+    try:
+        value = None if seconds == "default" else parse_duration(seconds)
+    except ValueError:
+        raise InvalidInputError(
+            f"{seconds!r} is not a duration", code="invalid-autosave", hint="pass e.g. 30s, 5m, 0 (off) or default"
+        ) from None
+    _show_dict(ctx, ops(ctx).set_autosave(tenant, name, value))
 
 
 @click.group("pods", invoke_without_command=True)

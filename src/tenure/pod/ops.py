@@ -193,6 +193,14 @@ class ProjectOps:
         self.visible(principal, tenant, name)
         return self.show(self.pod.projects.set_placement(tenant, name, selector, score))
 
+    def set_autosave(self, principal: Principal, tenant: str, name: str, seconds: float | None) -> dict[str, Any]:
+        """The project's autosave policy (seconds; 0 off; ``None`` the pod's default); the pod that runs it
+        uses it at once when that is this pod, else within a few beats."""
+        self.visible(principal, tenant, name)
+        project = self.pod.projects.set_autosave(tenant, name, seconds)
+        self.pod.note_policy(project)
+        return self.show(project)
+
     def checkpoint(
         self, principal: Principal, tenant: str, name: str, *, if_lineage: int | None = None
     ) -> Routed[dict[str, Any]]:

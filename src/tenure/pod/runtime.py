@@ -73,6 +73,8 @@ log = logging.getLogger("tenure.serve")
 REAP_AFTER_S = 24 * 3600.0
 #: the gauge of preserved deltas recorded in the store is read again every this many beats
 PRESERVED_GAUGE_BEATS = 10
+#: the autosave policies of the projects held here are read from the store again every this many beats
+POLICY_BEATS = 10
 #: how often a running pod looks for preserved deltas past the recovery window
 DELTA_SWEEP_S = 3600.0
 #: how often a running pod prunes the ownership timeline (retention: ServeConfig.history_days)
@@ -224,6 +226,9 @@ class PodRuntime:
         self._beats = 0
         self._lost_seen = 0
         self._scores: dict[str, float] = {}
+        #: each running project's autosave policy as its record says (``None``: the pod's default), read at
+        #: its bring, when set through this pod, and again every POLICY_BEATS beats
+        self._autosave_policy: dict[str, float | None] = {}
         #: when each running project was last checkpointed here (monotonic; autosave's clock)
         self._saved_at: dict[str, float] = {}
         #: wall-clock times per running project: its last checkpoint here, and the first moment since then
@@ -547,22 +552,46 @@ class PodRuntime:
         oldest = min(self._unsaved_since.values(), default=None)
         self.metrics.oldest_unsaved.set(0.0 if oldest is None else max(0.0, now - oldest))
 
-    def _autosave(self) -> None:
-        """Checkpoint each project running here whose folder changed, at most every ``autosave`` seconds.
+    def autosave_every(self, project_id: str) -> float:
+        """The autosave period of a project running here: its own policy, else the pod's default (0: off)."""
+        policy = self._autosave_policy.get(project_id)
+        return self.config.autosave if policy is None else policy
 
-        A project is due ``autosave`` seconds after it was brought or last checkpointed here; a due project
+    def note_policy(self, project: Project) -> None:
+        """The project's record changed through this pod (its autosave policy): use it from now on."""
+        if project.id in self.registry:
+            self._autosave_policy[project.id] = project.autosave
+
+    def _refresh_policies(self) -> None:
+        """Every POLICY_BEATS beats, the autosave policies of the projects held here as the store has them
+        (one read), so a policy set through another pod or the CLI takes effect within that many beats."""
+        if self._beats % POLICY_BEATS != 0:
+            return
+        held = {p.id: p.autosave for p in self.ownership.find_by_home_pod_id(self.pod.pod_id)}
+        for project_id in list(self._autosave_policy):
+            if project_id in held:
+                self._autosave_policy[project_id] = held[project_id]
+            elif project_id not in self.registry:
+                self._autosave_policy.pop(project_id, None)
+
+    def _autosave(self) -> None:
+        """Checkpoint each project running here whose folder changed, at most every :meth:`autosave_every`
+        seconds (its own policy, else ``tenure serve --autosave``; 0 off).
+
+        A project is due that many seconds after it was brought or last checkpointed here; a due project
         whose change journal saw nothing costs one drain of its journal and no store work.
         """
-        every = self.config.autosave
-        if every <= 0:
+        self._refresh_policies()
+        if self.config.autosave <= 0 and not any(v for v in self._autosave_policy.values()):
             return
         now = time.monotonic()
         running = self.registry.ids()
         for gone in set(self._saved_at) - running:
             self._saved_at.pop(gone, None)
         for project_id in sorted(running):
+            every = self.autosave_every(project_id)
             since = self._saved_at.setdefault(project_id, now)
-            if now - since < every or self._stop.is_set():
+            if every <= 0 or now - since < every or self._stop.is_set():
                 continue
             if not self.journals.changed(project_id):
                 self._saved_at[project_id] = now
@@ -827,6 +856,7 @@ class PodRuntime:
                 self._note_dark(tenant, name)
                 raise
             self._scores[project.id] = project.placement_score
+            self._autosave_policy[project.id] = project.autosave
             self.metrics.brings.labels(result="ok").inc()
             self.log("brought", project=project.ref, generation=project.generation)
             future.set_result(project)

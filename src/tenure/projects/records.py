@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tenure.errors import NotFoundError
 from tenure.states import ProjectStatus
-from tenure.store.records import Record
+from tenure.store.records import Record, optional
 
 
 class Kind(str, enum.Enum):
@@ -58,6 +58,8 @@ class Project(Record):
     updated_at: float
     #: changes only when a bring cannot vouch for every write acknowledged under the previous lineage (ADR 0042)
     lineage: int = 1
+    #: autosave policy in seconds: 0 off, ``None`` the pod's default (``tenure serve --autosave``)
+    autosave: float | None = None
 
     conversions = {
         "status": ProjectStatus,
@@ -68,6 +70,7 @@ class Project(Record):
         "placement_selector": json.loads,
         "placement_score": float,
         "lineage": int,
+        "autosave": optional(float),
     }
 
     @property

@@ -27,6 +27,8 @@ from tenure.store.workspaces import new_id
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$")
 CLOSED_GROUP = "closed"
 _CLOSED = state_params(ProjectStatus.CLOSED)
+#: the longest autosave period a project may ask for (a day): beyond it, a recovery point means little
+MAX_AUTOSAVE_S = 86400.0
 
 
 class StatusConflictError(ConflictError):
@@ -279,6 +281,21 @@ class ProjectStore:
                 "project_set_placement",
                 {"s": json.dumps(selector, sort_keys=True), "sc": float(score), "id": current.id},
             )
+            return self._get(tx, tenant, name)
+
+    def set_autosave(self, tenant: str, name: str, seconds: float | None) -> Project:
+        """The project's autosave policy: checkpointed at most every ``seconds`` while its folder changes on
+        the pod that runs it; 0 off; ``None`` the pod's default (``tenure serve --autosave``)."""
+        if seconds is not None and (not math.isfinite(seconds) or seconds < 0 or seconds > MAX_AUTOSAVE_S):
+            raise InvalidInputError(
+                f"autosave must be 0 (off) or a number of seconds up to {MAX_AUTOSAVE_S:.0f}, not {seconds!r}",
+                code="invalid-autosave",
+                hint="pass seconds (e.g. 30), 0 to turn it off, or null for the pod's default",
+                autosave=str(seconds),
+            )
+        with self.db.transaction() as tx:
+            current = self._get(tx, tenant, name)
+            tx.execute("project_set_autosave", {"a": None if seconds is None else float(seconds), "id": current.id})
             return self._get(tx, tenant, name)
 
     def mark_pending_placement(self, tenant: str, name: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from fastapi.testclient import TestClient
 from tenure.api.app import create_app
 from tenure.objects.local import LocalObjectStore
 from tenure.pod.durable import GroupCommit
-from tenure.pod.runtime import PodRuntime
+from tenure.pod.runtime import POLICY_BEATS, PodRuntime
 from tenure.projects import ProjectStore
 from tenure.projects.ownership import Ownership
 from tenure.states import SnapshotState
@@ -240,6 +241,51 @@ def test_autosave_checkpoints_a_changed_folder_and_leaves_an_unchanged_one(
     b = WorkspaceService(store, a.objects, str(folder.parent.parent / "reader"))
     b.restore(project.workspace_id, str(folder.parent.parent / "copy"))
     assert (folder.parent.parent / "copy" / "notes.txt").read_bytes() == b"autosaved"
+
+
+def test_a_projects_own_autosave_policy_overrides_the_pods_default_both_ways(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    """Pod default off, project 0.05 s: autosaved. Pod default on, project 0: never autosaved. ``null`` goes
+    back to the pod's default. A policy set through another pod reaches the owner within POLICY_BEATS beats."""
+    a, other = started(make("a")), started(make("other"))
+    projects = ProjectStore(store)
+    for name in ("web", "off"):
+        projects.create(T, name)
+    with TestClient(create_app(a)) as c:
+        bad = c.put(P + "/autosave", json={"seconds": -1})
+        assert bad.status_code == 400 and bad.json()["code"] == "invalid-autosave"
+        set_ = c.put(P + "/autosave", json={"seconds": 0.05})
+        assert set_.status_code == 200 and set_.json()["autosave"] == 0.05
+    web, off = a.bring(T, "web"), a.bring(T, "off")
+    assert a.autosave_every(web.id) == 0.05 and a.autosave_every(off.id) == 0.0
+    heads = {}
+    for project in (web, off):
+        heads[project.id] = a.checkpoint(T, project.name).snapshot.id
+        (Path(a.workspaces.folder_for(project.id)) / "notes.txt").write_bytes(b"changed")
+        a._saved_at[project.id] -= 1.0
+    a._autosave()
+
+    def head(project_id: str) -> str | None:
+        return store.workspaces.workspace(projects.by_id(project_id).workspace_id).head_snapshot_id
+
+    assert head(web.id) != heads[web.id], "its own policy autosaves it though the pod's default is off"
+    assert head(off.id) == heads[off.id]
+    a.config = replace(a.config, autosave=0.05)  # the pod's default on; "off" asks for 0
+    with TestClient(create_app(other)) as c:  # set through another pod: the owner reads it within a few beats
+        assert c.put(f"/api/v1/projects/{T}/off/autosave", json={"seconds": 0}).json()["autosave"] == 0.0
+    a._beats = POLICY_BEATS - 1
+    a.beat()  # the beat's refresh reads the policies of every project held here
+    assert a.autosave_every(off.id) == 0.0
+    a._saved_at[off.id] -= 1.0
+    a._autosave()
+    assert head(off.id) == heads[off.id], "0 turns it off whatever the pod's default"
+    with TestClient(create_app(a)) as c:
+        assert c.put(f"/api/v1/projects/{T}/off/autosave", json={"seconds": None}).json()["autosave"] is None
+    assert a.autosave_every(off.id) == 0.05, "null follows the pod's default again"
+    a._saved_at[off.id] -= 1.0
+    a._autosave()
+    assert head(off.id) != heads[off.id]
 
 
 def test_unsaved_since_and_the_oldest_unsaved_gauge_follow_the_folder_and_clear_at_a_checkpoint(

@@ -67,7 +67,7 @@ WHERE bound_connection_id IS NOT NULL
 -- Demand (P-89, P-108): projects marked pending placement that still need an owner and have none.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.lineage
+    p.updated_at, p.lineage, p.autosave
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id
 WHERE p.pending_since IS NOT NULL
   AND (p.status = :init OR p.status = :recovering OR p.status = :running)

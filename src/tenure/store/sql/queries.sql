@@ -460,7 +460,7 @@ WHERE p.expires_at IS NULL OR p.expires_at > {now};
 -- Readers outside tenure/projects/ownership.py select this column list, never
 -- home_pod_id or claimed_at: id, tenant, name, project_group, status, kind,
 -- lifecycle_type, owner_required, home_node, generation, placement_selector,
--- placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage.
+-- placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave.
 
 -- name: project_id_by_name
 -- The id of project :t/:n.
@@ -475,25 +475,25 @@ VALUES (:id, :t, :n, :g, :init, :k, :lt, :w, {now}, {now});
 -- name: project_by_id
 -- Project :id.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE id = :id;
 
 -- name: project_by_name
 -- Project :t/:n.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE tenant = :t AND name = :n;
 
 -- name: projects_all
 -- Every project, by tenant and name.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects ORDER BY tenant, name;
 
 -- name: projects_with_status
 -- Every project with status :s, by tenant and name.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE status = :s ORDER BY tenant, name;
 
 -- name: project_transition
@@ -501,7 +501,7 @@ FROM projects WHERE status = :s ORDER BY tenant, name;
 UPDATE projects SET status = :t, error = :err, updated_at = {now}
 WHERE tenant = :tn AND name = :n AND status = :e AND generation = :g
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave;
 
 -- name: project_record_error
 -- Record error :e, fenced by generation :g.
@@ -524,7 +524,7 @@ WHERE id = :id AND status <> :closed;
 UPDATE projects SET status = :closed, project_group = :grp, updated_at = {now}
 WHERE id = :id AND kind <> :system AND status <> :closed AND generation = :g
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave;
 
 -- name: project_set_lifecycle_type
 -- Lifecycle type :v; never for a HOMELESS or SYSTEM project.
@@ -547,7 +547,7 @@ WHERE tenant = :t AND name = :n AND owner_required <> :v;
 -- name: projects_owner_required
 -- Every project whose owner_required flag is set.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE owner_required = 1 ORDER BY tenant, name;
 
 -- name: project_demand_insert
@@ -600,7 +600,7 @@ WHERE tenant = :t AND name = :n AND status <> :closed AND lifecycle_type <> :hom
            AND NOT (pod_bound = 1 AND EXISTS (SELECT 1 FROM pods q WHERE q.id = projects.home_pod_id
                                                                    AND q.lease_renewed_at >= {now} - :ttl))))
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
 
 -- name: project_adopt
@@ -612,14 +612,14 @@ UPDATE projects SET home_pod_id = :pod, home_node = :node, claimed_at = {now}, p
                       THEN 1 ELSE 0 END)
 WHERE tenant = :t AND name = :n AND home_pod_id = :prev AND status <> :closed
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave,
     (SELECT w.writer_generation FROM workspaces w WHERE w.id = projects.workspace_id) AS writer_generation;
 
 -- name: project_set_generation
 -- Set the generation to :g (the new writer lease's).
 UPDATE projects SET generation = :g WHERE id = :id
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave;
 
 -- name: project_status_and_type
 -- Status and lifecycle type of :t/:n (why a claim matched nothing).
@@ -670,7 +670,7 @@ WHERE tenant = :t AND name = :n AND home_pod_id = :pod AND generation = :g;
 -- A new lineage for project :id at generation :g (a bring from a snapshot other than the head).
 UPDATE projects SET lineage = lineage + 1, updated_at = {now} WHERE id = :id AND generation = :g
 RETURNING id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage;
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave;
 
 -- name: project_release_closed
 -- Clear the lease columns of a CLOSED project.
@@ -690,7 +690,7 @@ FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.id = :id;
 -- what a pod routes a request by, in one statement.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.lineage, p.home_pod_id,
+    p.updated_at, p.lineage, p.autosave, p.home_pod_id,
     (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
         + :ttl - {now} AS expires_in
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND p.name = :n;
@@ -700,7 +700,7 @@ FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id WHERE p.tenant = :t AND
 -- until its lease expires under TTL :ttl (as project_owner): a listing with owners in one statement.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.lineage, p.home_pod_id,
+    p.updated_at, p.lineage, p.autosave, p.home_pod_id,
     (CASE WHEN p.pod_bound = 1 AND q.lease_renewed_at > p.claimed_at THEN q.lease_renewed_at ELSE p.claimed_at END)
         + :ttl - {now} AS expires_in
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id
@@ -710,13 +710,13 @@ ORDER BY p.tenant, p.name;
 -- name: projects_held_by_pod
 -- Every project pod :pod holds, except CLOSED ones.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE home_pod_id = :pod AND status <> :closed ORDER BY tenant, name;
 
 -- name: projects_running_on_pod
 -- Every RUNNING project pod :pod holds.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE home_pod_id = :pod AND status = :running ORDER BY tenant, name;
 
 -- name: projects_score_on_pod
@@ -728,7 +728,7 @@ SELECT COALESCE(SUM(placement_score), 0) AS s FROM projects WHERE home_pod_id = 
 -- first (a range scan of the projects_needing_owner index: its predicate is spelled the same way,
 -- see migrations 0003 and 0007).
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects
 WHERE pod_bound = 0
   AND (status = :init OR status = :recovering OR status = :running)
@@ -741,7 +741,7 @@ ORDER BY COALESCE(claimed_at, 0), id LIMIT :limit OFFSET :skip;
 -- projects_by_holder for each such pod), the longest-silent pod first.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.lineage
+    p.updated_at, p.lineage, p.autosave
 FROM pods q JOIN projects p ON p.home_pod_id = q.id
 WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
   AND (p.status = :init OR p.status = :recovering OR p.status = :running)
@@ -761,7 +761,7 @@ WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
 -- name: projects_pending_placement
 -- Unowned projects waiting for a placement for at most :pending seconds.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects
 WHERE pending_since IS NOT NULL AND pending_since >= {now} - :pending
   AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)
@@ -879,3 +879,7 @@ SELECT id FROM api_tokens LIMIT 1;
 -- name: project_by_workspace
 -- The project whose workspace is :w (a snapshot's project, for tenant-scoped API tokens).
 SELECT id, tenant, name FROM projects WHERE workspace_id = :w;
+
+-- name: project_set_autosave
+-- Autosave policy :a seconds for project :id (0 off, NULL the pod's default).
+UPDATE projects SET autosave = :a, updated_at = {now} WHERE id = :id;

@@ -55,7 +55,7 @@ RETURNING id;
 -- planner would otherwise hash-join a whole projects table held by one live pod.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
-    p.updated_at, p.lineage
+    p.updated_at, p.lineage, p.autosave
 FROM pods q CROSS JOIN LATERAL (
     SELECT * FROM projects r
     WHERE r.home_pod_id = q.id AND r.pod_bound = 1
