@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,81 @@ def test_the_pages_show_the_cluster_and_follow_a_project_to_the_other_pod_after_
             "a history event naming b",
         )
     screenshot(browser, artifacts, "4-project-after-kill")
+
+
+@pytest.mark.postgres
+def test_unsaved_work_shows_on_the_owner_and_work_lost_to_a_pause_is_listed_and_badged_on_every_pod(
+    pg_cluster: tuple[Cluster, Store], browser: Any, artifacts: Path
+) -> None:
+    """A plain write shows as unsaved on its owner's overview; the owner is paused (SIGSTOP) past the TTL,
+    another pod takes the project over, and once the paused pod resumes (SIGCONT) the write it never
+    checkpointed is listed under ``preserved`` through the API of every pod, badged on the overview and
+    listed on the project page."""
+    cluster, store = pg_cluster
+    a = cluster.start("a", pull=False)
+    create(a, "web")
+    with a.client() as c:
+        assert c.post("/api/v1/projects/acme/web/bring").status_code == 200
+        assert c.post("/api/v1/projects/acme/web/checkpoint").status_code == 200
+        assert c.put("/api/v1/projects/acme/web/files/draft.txt", content=b"never checkpointed").status_code == 201
+    browser.get(a.url + "/")
+    until(
+        browser,
+        lambda d: (
+            "unsaved"
+            in d.execute_script(
+                "const r = document.querySelector('#projects tr[data-project=\"acme/web\"] .saving');"
+                " return r ? r.textContent : '';"
+            )
+        ),
+        "acme/web unsaved on its owner",
+    )
+    b = cluster.start("b")
+    a_id = a.pod_id()
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        until(browser, lambda d: owner_of(store, "acme", "web")[0] not in (a_id, None), "the takeover by b")
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+
+    def listed(pod: Pod) -> list[dict[str, Any]]:
+        with pod.client() as c:
+            return list(c.get("/api/v1/projects/acme/web").json()["preserved"])
+
+    until(browser, lambda d: listed(a) and listed(b), "the preserved delta listed on both pods")
+    (delta,) = listed(b)
+    assert delta["paths"] == ["draft.txt"] and delta["pod_id"] == a_id and delta["lineage"] == 1
+    browser.get(b.url + "/")
+    until(
+        browser,
+        lambda d: (
+            "1 lost"
+            in d.execute_script(
+                "const r = document.querySelector('#projects tr[data-project=\"acme/web\"] .lost');"
+                " return r ? r.textContent : '';"
+            )
+        ),
+        "the lost-work badge",
+    )
+    screenshot(browser, artifacts, "1-overview-lost-badge")
+    browser.get(b.url + "/ui/projects/acme/web")
+    until(
+        browser,
+        lambda d: (
+            d.execute_script(
+                "return Array.from(document.querySelectorAll('#preserved tr[data-delta]')).map(r => r.dataset.delta)"
+            )
+            == [delta["id"]]
+        ),
+        "the delta on the project page",
+    )
+    screenshot(browser, artifacts, "2-project-preserved")
+    with b.client() as c:
+        merged = c.post(f"/api/v1/mounts/{delta['id']}/recover", json={"into_project": True}, follow_redirects=True)
+        assert merged.status_code == 200, merged.text
+        assert (
+            c.get("/api/v1/projects/acme/web/files/draft.txt", follow_redirects=True).content == b"never checkpointed"
+        )
 
 
 @pytest.mark.postgres

@@ -269,6 +269,21 @@
     fill(byId("demand").tBodies[0], rows, 4, "nothing pending");
   }
 
+  // How saved a project is, as the pod that answers knows it: only its owner knows the times (null elsewhere)
+  function savedCell(p) {
+    const lost = Array.isArray(p.preserved) ? p.preserved.length : 0;
+    const parts = [];
+    if (lost) parts.push(el("span", { className: "badge bad lost", title: "preserved deltas: writes the former owner never checkpointed", text: lost + " lost" }));
+    if (p.unsaved_since !== null && p.unsaved_since !== undefined) {
+      parts.push(el("span", { className: "warn unsaved", title: "changed since " + when(p.unsaved_since), text: "unsaved " + ago(p.unsaved_since) }));
+    } else if (p.last_checkpoint_at !== null && p.last_checkpoint_at !== undefined) {
+      parts.push(el("span", { className: "ok saved", title: when(p.last_checkpoint_at), text: "saved " + ago(p.last_checkpoint_at) }));
+    } else if (!lost) {
+      parts.push(el("span", { className: "muted", title: "only the pod that runs it knows", text: "—" }));
+    }
+    return cell(parts, { className: "saving" });
+  }
+
   function drawProjects(projects, podMap) {
     const rows = projects.map(function (p) {
       // GET /projects carries each project's owner: one request a refresh, whatever the number of projects
@@ -285,10 +300,11 @@
         cell(p.lifecycle_type),
         cell(placement),
         cell(p.pending_since === null || p.pending_since === undefined ? "—" : ago(p.pending_since), { title: when(p.pending_since) }),
+        savedCell(p),
         cell(ago(p.updated_at), { title: when(p.updated_at) }),
       ]);
     });
-    fill(byId("projects").tBodies[0], rows, 8, "no projects visible to this token");
+    fill(byId("projects").tBodies[0], rows, 9, "no projects visible to this token");
     setText(
       "projects-summary",
       projects.length + " project(s)",
@@ -354,6 +370,8 @@
       facts.replaceChildren(...fact("project", "not found (or not visible to this token)"));
       fill(byId("history").tBodies[0], [], 5, "—");
       fill(byId("snapshots").tBodies[0], [], 7, "—");
+      fill(byId("preserved").tBodies[0], [], 8, "—");
+      setText("preserved-note", "", "muted");
       setText("history-note", "", "muted");
       setText("snapshots-note", "", "muted");
       return;
@@ -375,11 +393,34 @@
       ...fact("placement", el("span", null, [labelList(project.placement_selector, "any pod"), " score " + number(project.placement_score, 2)])),
       ...fact("pending since", project.pending_since === null || project.pending_since === undefined ? "—" : when(project.pending_since) + " (" + ago(project.pending_since) + ")"),
       ...fact("last checkpoint", last ? last.id + " · " + when(last.created_at) + " (" + ago(last.created_at) + ")" : snaps === null ? "not available" : "none"),
+      ...fact("lineage", el("span", { id: "project-lineage", text: number(project.lineage) })),
+      ...fact("unsaved since", el("span", { id: "project-unsaved" }, [project.unsaved_since === null || project.unsaved_since === undefined ? (project.running_here ? "nothing unsaved" : "known to the owner pod only") : when(project.unsaved_since) + " (" + ago(project.unsaved_since) + ")"])),
+      ...fact("autosave", project.autosave === null || project.autosave === undefined ? "the pod's default" : project.autosave === 0 ? "off" : number(project.autosave, 1) + " s"),
       ...fact("workspace", project.workspace_id),
       ...fact("error", project.error),
       ...fact("created", when(project.created_at)),
       ...fact("updated", when(project.updated_at) + " (" + ago(project.updated_at) + ")"),
       ...fact("cluster master", masterNote)
+    );
+
+    const lost = Array.isArray(project.preserved) ? project.preserved : [];
+    setText("preserved-note", lost.length ? lost.length + " preserved delta(s): writes a former owner never checkpointed; POST /api/v1/mounts/ID/recover brings one back." : "Nothing lost.", lost.length ? "bad" : "muted");
+    fill(
+      byId("preserved").tBodies[0],
+      lost.map(function (d) {
+        return el("tr", { "data-delta": String(d.id) }, [
+          cell(el("code", { text: String(d.id) })),
+          cell(number(d.files), { title: Array.isArray(d.paths) ? d.paths.join("\n") : "" }),
+          cell(number(d.bytes)),
+          cell(d.lineage === null || d.lineage === undefined ? "—" : String(d.lineage)),
+          cell(number(d.generation)),
+          cell(d.pod_id ? el("code", { text: String(d.pod_id) }) : "—"),
+          cell(when(d.kept_until)),
+          cell(d.recovered_at === null || d.recovered_at === undefined ? "no" : when(d.recovered_at)),
+        ]);
+      }),
+      8,
+      "none"
     );
 
     const events = history && Array.isArray(history.events) ? history.events : [];
