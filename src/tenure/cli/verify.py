@@ -16,9 +16,17 @@ from tenure.cli.output import console, emit, json_option, printable, table
 
 __all__ = ["verify"]
 
-_RULE_NAMES = ("single-holder", "generation-order", "stale-write", "checkpoint-restorable", "ownerless")
+_RULE_NAMES = (
+    "single-holder",
+    "generation-order",
+    "stale-write",
+    "checkpoint-restorable",
+    "ownerless",
+    "durable-write-lost",
+    "lineage-checkpoint-misses-write",
+)
 _FAULT_NAMES = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
-_BUG_NAMES = ("skip-generation-check",)
+_BUG_NAMES = ("skip-generation-check", "durable-ack-early", "lineage-ignored")
 
 
 @click.group()
@@ -59,6 +67,20 @@ def verify() -> None:
     type=click.Choice(_BUG_NAMES),
     help="Start every pod with BUG planted (test-only launcher tenure.verify.planted; shows the kit catching it).",
 )
+@click.option(
+    "--durable-fraction",
+    type=click.FloatRange(0, 1),
+    default=0.3,
+    show_default=True,
+    help="Fraction of the workload's file writes sent with ?durable=true.",
+)
+@click.option(
+    "--lineage-fraction",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Fraction of the workload's checkpoints sent with Tenure-If-Lineage (the lineage last answered).",
+)
 @click.option("--workdir", metavar="DIR", help="Where pods' data folders and logs go (default: a new temp folder).")
 @json_option
 @click.pass_context
@@ -76,6 +98,8 @@ def cluster(
     pg_restart_cmd: str | None,
     plant: str | None,
     plant_bug: str | None,
+    durable_fraction: float,
+    lineage_fraction: float,
     workdir: str | None,
 ) -> None:
     """Run pods on PostgreSQL under a seeded workload and faults; check the history (exit 1 on a violation)."""
@@ -105,6 +129,8 @@ def cluster(
         plant=plant,
         plant_bug=plant_bug,
         workdir=workdir,
+        durable_fraction=durable_fraction,
+        lineage_fraction=lineage_fraction,
     )
     quiet = bool(root.get("json"))
     report = run_cluster(config, say=(lambda _: None) if quiet else (lambda line: console.print(printable(line))))
@@ -141,6 +167,13 @@ def _human(doc: dict[str, Any]) -> None:
                 f"{k} " + ", ".join(f"{c} {n}" for c, n in sorted(v.items())) for k, v in sorted(doc["probes"].items())
             )
         )
+    saved = [
+        f"{label} " + ", ".join(f"{n} {c}" for c, n in sorted(doc[key].items()))
+        for key, label in (("durable_writes", "durable writes"), ("lineage_checkpoints", "lineage checkpoints"))
+        if doc[key]
+    ]
+    if saved:
+        console.print("; ".join(saved) + f"; {doc['final_states']} final states read back")
     if doc["planted_bug"]:
         console.print(f"planted bug: {doc['planted_bug']} (every pod ran with it)")
     if doc["planted"]:

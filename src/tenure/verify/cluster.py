@@ -16,6 +16,15 @@ end; the pods themselves are unchanged. ``plant_bug`` instead starts every pod t
 the TTL the kit probes the faulted pod with a write and a checkpoint of a project it held and another pod took
 over, sent straight to it (no redirect followed): a sound pod refuses or redirects them; a bugged one
 acknowledges the checkpoint under its older generation, which the ``stale-write`` rule reports.
+
+Part of the workload asks for what a client is told is saved (ADR 0042): a seeded fraction of the file writes
+is sent with ``?durable=true`` (``durable_fraction``), and a fraction of the checkpoints with
+``Tenure-If-Lineage`` (``lineage_fraction``) naming the lineage the client last saw in an answer's
+``Tenure-Lineage`` header (a ``412 lineage-changed`` is recorded as an outcome, and the client takes the new
+lineage from the problem's context). Every write records its path and the SHA-256 of its bytes; at the end
+the kit reads back every snapshot a checkpoint or a durable write named and every project's final head, so
+the ``durable-write-lost`` and ``lineage-checkpoint-misses-write`` rules can compare them with what the
+client was told.
 """
 
 from __future__ import annotations
@@ -48,7 +57,9 @@ from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store
 from tenure.verify.history import (
     CHECKPOINT_RESTORABLE,
+    DURABLE_WRITE_LOST,
     GENERATION_ORDER,
+    LINEAGE_CHECKPOINT_MISSES_WRITE,
     OWNERLESS,
     RULES,
     SINGLE_HOLDER,
@@ -69,6 +80,10 @@ TENANT = "verify"
 #: every fault the kit knows; ``skew`` needs ``faketime`` on PATH, ``pg-restart`` a command
 FAULTS = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
 WANTS_OWNER_STATUSES = frozenset({"INIT", "RECOVERING", "RUNNING"})
+#: the request header a lineage-conditional checkpoint carries, and the answer header it is learned from
+IF_LINEAGE, LINEAGE = "Tenure-If-Lineage", "Tenure-Lineage"
+#: the faults after which a holder left without a final checkpoint: the saved-write probes go around them
+SAVED_PROBE_FAULTS = frozenset({"kill", "stop", "partition"})
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,10 @@ class ClusterConfig:
     #: a bug of :data:`tenure.verify.planted.BUGS` planted in every pod (test-only launcher)
     plant_bug: str | None = None
     workdir: str | None = None
+    #: the fraction of file writes sent with ``?durable=true`` (seeded per project)
+    durable_fraction: float = 0.3
+    #: the fraction of checkpoints sent with ``Tenure-If-Lineage`` (once the client has seen a lineage)
+    lineage_fraction: float = 0.5
 
 
 @dataclass
@@ -108,6 +127,14 @@ class Report:
     planted_bug: str | None = None
     #: the probes of faulted pods: operation kind → outcome (or refusal code) → count
     probes: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: durable writes: outcome (or refusal code) → count
+    durable_writes: dict[str, int] = field(default_factory=dict)
+    #: checkpoints sent with Tenure-If-Lineage: outcome (or refusal code, ``lineage-changed``) → count
+    lineage_checkpoints: dict[str, int] = field(default_factory=dict)
+    #: projects whose final state (their head at the end) was read back
+    final_states: int = 0
+    #: the saved-write probes around kills, pauses and cuts: operation kind → outcome (or refusal code) → count
+    saved_probes: dict[str, dict[str, int]] = field(default_factory=dict)
     workdir: str = ""
     #: seconds spent starting the pods, running the workload, suspending everything and restoring checkpoints
     phases: dict[str, float] = field(default_factory=dict)
@@ -128,6 +155,10 @@ class Report:
             "planted": self.planted,
             "planted_bug": self.planted_bug,
             "probes": self.probes,
+            "durable_writes": self.durable_writes,
+            "lineage_checkpoints": self.lineage_checkpoints,
+            "final_states": self.final_states,
+            "saved_probes": self.saved_probes,
             "rules": RULES,
             "violations": [v.to_dict() for v in self.violations],
             "workdir": self.workdir,
@@ -143,13 +174,22 @@ def digest_files(files: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def digest_folder(root: str) -> str:
+def read_folder(root: str) -> dict[str, bytes]:
+    """Every file of a folder: relative path → bytes."""
     files: dict[str, bytes] = {}
     for folder, _, names in os.walk(root):
         for name in names:
             path = os.path.join(folder, name)
             files[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return digest_files(files)
+    return files
+
+
+def digest_folder(root: str) -> str:
+    return digest_files(read_folder(root))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------- processes
@@ -388,6 +428,8 @@ class Recorder:
         self.pod_samples: list[PodSample] = []
         #: snapshot id → workspace id, of acknowledged checkpoints
         self.snapshots: dict[str, str] = {}
+        #: snapshot id → project name, of the snapshots acknowledged durable writes named
+        self.named: dict[str, str] = {}
 
     def add(self, **kwargs: Any) -> Operation:
         with self.lock:
@@ -403,6 +445,25 @@ class Answer:
     pod: str | None
     code: str | None
     content: bytes = b""
+    #: the project's lineage the answer named: its Tenure-Lineage header (a 412's: the problem's context)
+    lineage: int | None = None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def lineage_of(r: httpx.Response, body: Any) -> int | None:
+    """The lineage an answer names: its ``Tenure-Lineage`` header, or a ``412 lineage-changed``'s current one."""
+    found = _as_int(r.headers.get(LINEAGE))
+    if found is None and r.status_code == 412 and isinstance(body, dict):
+        context = body.get("context")
+        found = _as_int(context.get("lineage")) if isinstance(context, dict) else None
+    return found
 
 
 class Client:
@@ -412,9 +473,10 @@ class Client:
         self.pods, self.rng, self.patience = pods, rng, patience
         self.http = httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), follow_redirects=False)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Answer:
+    def request(self, method: str, path: str, *, first: str | None = None, **kwargs: Any) -> Answer:
+        """``method path`` on a random pod (``first``: that pod's URL first), redirects followed."""
         deadline = time.monotonic() + self.patience
-        url: str | None = None
+        url: str | None = None if first is None else first + path
         last = Answer(None, None, None, "unreachable")
         while time.monotonic() < deadline:
             if url is None:
@@ -435,7 +497,7 @@ class Client:
                 continue
             body = _json(r)
             code = body.get("code") if isinstance(body, dict) else None
-            last = Answer(r.status_code, body, self.pods.pod_of(url), code, r.content)
+            last = Answer(r.status_code, body, self.pods.pod_of(url), code, r.content, lineage_of(r, body))
             if r.status_code == 503:
                 time.sleep(min(float(r.headers.get("retry-after", "1") or 1), 0.5))
                 url = None
@@ -462,10 +524,16 @@ class Worker:
 
     The content is known from the kit's own acknowledged writes while the project's generation stays the one it
     was learned under (a move elsewhere restores the last checkpoint, so unacknowledged or uncheckpointed writes
-    may be gone); when it is not known, the worker reads the folder back through the API."""
+    may be gone); when it is not known, the worker reads the folder back through the API.
+
+    It also holds the project's lineage as a client would: the last one an answer named (``Tenure-Lineage``, or a
+    ``412 lineage-changed``'s context). A seeded share of its writes asks to be durable and a share of its
+    checkpoints is sent under that lineage (``Tenure-If-Lineage``); the choices come from a generator of their
+    own, so the rest of a seed's workload is the same whatever the fractions."""
 
     def __init__(self, kit: Kit, name: str, rng: random.Random) -> None:
         self.kit, self.name, self.rng = kit, name, rng
+        self.mix = random.Random(f"{kit.config.seed}:{name}:saved")
         self.path = f"/api/v1/projects/{TENANT}/{name}"
         self.project = f"{TENANT}/{name}"
         self.store = open_store(kit.config.db)
@@ -475,6 +543,13 @@ class Worker:
         self.known_at: int | None = None
         self.suspended = True  # INIT: nothing in the folder yet, whatever generation brings it
         self.counter = 0
+        #: the lineage the last answer that named one named
+        self.lineage: int | None = None
+        #: held through each step, and by the kit's saved-write probes, which update the known content too
+        self.lock = threading.Lock()
+        #: cleared while the kit holds this client (:meth:`hold`): no step starts, so the kit gets the lock
+        self.going = threading.Event()
+        self.going.set()
 
     def generation(self) -> int | None:
         try:
@@ -482,12 +557,27 @@ class Worker:
         except Exception:  # noqa: BLE001 - unreadable now: unknown
             return None
 
+    def request(self, method: str, suffix: str, **kwargs: Any) -> Answer:
+        answer = self.client.request(method, self.path + suffix, **kwargs)
+        if answer.lineage is not None:
+            self.lineage = answer.lineage
+        return answer
+
     def op(
-        self, kind: Kind, method: str, suffix: str, **kwargs: Any
+        self,
+        kind: Kind,
+        method: str,
+        suffix: str,
+        *,
+        payload: dict[str, Any] | None = None,
+        first: str | None = None,
+        **kwargs: Any,
     ) -> tuple[Operation, Answer, int | None, int | None]:
+        """One recorded request; ``payload``: what the request itself says (the answer's names are added),
+        ``first``: the pod URL to send it to first."""
         before = self.generation()
         invoked = self.clock.now()
-        answer = self.client.request(method, self.path + suffix, **kwargs)
+        answer = self.request(method, suffix, first=first, **kwargs)
         completed = self.clock.now()
         after = self.generation()
         if answer.status is None and answer.code == "no-answer":
@@ -497,8 +587,10 @@ class Worker:
         else:
             outcome, done = Outcome.REFUSED, completed
         generation: int | None = None
-        payload: dict[str, Any] = {}
+        payload = dict(payload or {})
         body = answer.body if isinstance(answer.body, dict) else {}
+        if answer.lineage is not None and kind in (Kind.WRITE, Kind.CHECKPOINT, Kind.BRING, Kind.SUSPEND):
+            payload["lineage"] = answer.lineage
         if outcome is Outcome.OK and kind is Kind.BRING:
             generation = body.get("generation")
         if outcome is Outcome.OK and kind is Kind.CHECKPOINT:
@@ -506,6 +598,8 @@ class Worker:
             payload["snapshot"] = snapshot.get("id")
             if not body.get("unchanged"):
                 generation = snapshot.get("generation")
+        if outcome is Outcome.OK and kind is Kind.WRITE and payload.get("durable"):
+            payload["snapshot"] = body.get("snapshot")
         record = self.kit.recorder.add(
             kind=kind,
             project=self.project,
@@ -528,18 +622,18 @@ class Worker:
         A SUSPENDED project is brought explicitly first: workspace requests do not undo a suspend (P-92).
         """
         before = self.generation()
-        listing = self.client.request("GET", self.path + "/files")
+        listing = self.request("GET", "/files")
         if listing.code == "project-suspended":
             self.op(Kind.BRING, "POST", "/bring")
             before = self.generation()
-            listing = self.client.request("GET", self.path + "/files")
+            listing = self.request("GET", "/files")
         if listing.status != 200 or not isinstance(listing.body, dict):
             return
         files: dict[str, bytes] = {}
         for entry in listing.body.get("entries", []):
             if entry.get("type") != "file":
                 return
-            r = self.client.request("GET", f"{self.path}/files/{entry['name']}")
+            r = self.request("GET", f"/files/{entry['name']}")
             if r.status != 200:
                 return
             files[entry["name"]] = r.content
@@ -572,30 +666,68 @@ class Worker:
         elif not self.steady(before, after):
             self.files = None
 
-    def write(self) -> None:
+    def write(self, probe: tuple[str, bool, str] | None = None) -> Operation:
+        """A file write; ``probe`` (path, durable, the pod's URL) is the kit's saved-write probe of a pod about to
+        be faulted, sent to that pod first."""
         if self.files is None:
             self.resync()
         self.counter += 1
-        name = f"f{self.rng.randrange(5)}.txt"
-        data = f"{self.name} #{self.counter} {self.rng.getrandbits(64):x}\n".encode() * self.rng.randint(1, 50)
-        record, _, before, after = self.op(Kind.WRITE, "PUT", f"/files/{name}", content=data)
+        extra: dict[str, Any] = {}
+        url: str | None = None
+        if probe is None:
+            name = f"f{self.rng.randrange(5)}.txt"
+            data = f"{self.name} #{self.counter} {self.rng.getrandbits(64):x}\n".encode() * self.rng.randint(1, 50)
+            durable = self.mix.random() < self.kit.config.durable_fraction
+        else:
+            name, durable, url = probe
+            data = f"{self.name} #{self.counter} {name} {os.urandom(8).hex()}\n".encode()
+            extra = {"saved_probe": True}
+        record, _, before, after = self.op(
+            Kind.WRITE,
+            "PUT",
+            f"/files/{name}" + ("?durable=true" if durable else ""),
+            payload={"path": name, "sha256": sha256(data), "durable": durable, **extra},
+            first=url,
+            content=data,
+        )
+        if durable:
+            snapshot = record.payload.get("snapshot")
+            if record.outcome is Outcome.OK and isinstance(snapshot, str):
+                with self.kit.recorder.lock:
+                    self.kit.recorder.named[snapshot] = self.name
         if record.outcome is Outcome.OK and self.steady(before, after):
             assert self.files is not None
             self.files[name] = data
         elif record.outcome is not Outcome.REFUSED or not self.steady(before, after):
             self.files = None
+        return record
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, under: int | None = None) -> Operation:
+        """A checkpoint, a seeded share of them under the lineage last answered; ``under``: the kit's probe after
+        a fault, under that lineage (the one its saved-write probe's answer named)."""
         if self.files is None:
             self.resync()
-        record, answer, before, after = self.op(Kind.CHECKPOINT, "POST", "/checkpoint")
+        if under is None:
+            conditional = self.lineage is not None and self.mix.random() < self.kit.config.lineage_fraction
+            lineage, extra = self.lineage, {}
+        else:
+            conditional, lineage, extra = True, under, {"saved_probe": True}
+        headers = {IF_LINEAGE: str(lineage)} if conditional else {}
+        record, answer, before, after = self.op(
+            Kind.CHECKPOINT,
+            "POST",
+            "/checkpoint",
+            payload={"if_lineage": lineage, **extra} if conditional else {},
+            headers=headers,
+        )
         if record.outcome is not Outcome.OK:
-            if record.outcome is Outcome.UNKNOWN or not self.steady(before, after):
+            # a 412: the project started another lineage, so writes made since the last checkpoint may be gone
+            if record.outcome is Outcome.UNKNOWN or record.code == "lineage-changed" or not self.steady(before, after):
                 self.files = None
-            return
+            return record
         snapshot = (answer.body or {}).get("snapshot") or {}
         if not isinstance(record.payload.get("snapshot"), str):
-            return
+            return record
         with self.kit.recorder.lock:
             self.kit.recorder.snapshots[str(snapshot["id"])] = str(snapshot["workspace_id"])
         if self.steady(before, after):
@@ -603,6 +735,38 @@ class Worker:
             self.kit.digests[record.id] = digest_files(self.files)
         else:
             self.files = None
+        return record
+
+    def saved_probe(self, k: int, url: str) -> int | None:
+        """Before pod ``url`` is killed, paused or cut: a durable write and a plain write of files of their own,
+        sent to it first, between two of this client's steps (the caller holds it, :meth:`hold`; the known content
+        follows them). The lineage the plain write was acknowledged under, or None."""
+        self.write((f"probe-durable-{k}.txt", True, url))
+        plain = self.write((f"probe-lineage-{k}.txt", False, url))
+        lineage = plain.payload.get("lineage")
+        return lineage if plain.outcome is Outcome.OK and isinstance(lineage, int) else None
+
+    def lineage_probe(self, lineage: int) -> None:
+        """After that fault: a checkpoint under the lineage the plain write was acknowledged under. A sound pod
+        refuses it (412) when the project started another lineage, or its snapshot holds the write."""
+        self.hold(None)
+        try:
+            self.checkpoint(under=lineage)
+        finally:
+            self.let_go()
+
+    def hold(self, timeout: float | None) -> bool:
+        """Hold this client between two steps: its step under way ends, no other starts until :meth:`let_go`.
+        False (and nothing held) when the step did not end within ``timeout`` seconds."""
+        self.going.clear()
+        if self.lock.acquire(timeout=-1 if timeout is None else timeout):
+            return True
+        self.going.set()
+        return False
+
+    def let_go(self) -> None:
+        self.lock.release()
+        self.going.set()
 
     def suspend(self) -> None:
         record, _, before, after = self.op(Kind.SUSPEND, "POST", "/suspend")
@@ -612,12 +776,14 @@ class Worker:
             self.files = None
 
     def run(self, until: float) -> None:
-        try:
-            while time.monotonic() < until and not self.kit.failed.is_set():
+        while time.monotonic() < until and not self.kit.failed.is_set():
+            self.going.wait()
+            with self.lock:
                 self.step()
-        finally:
-            self.client.close()
-            self.store.close()
+
+    def close(self) -> None:
+        self.client.close()
+        self.store.close()
 
 
 # ---------------------------------------------------------------------------------------------- the kit
@@ -637,6 +803,8 @@ class Kit:
         self.failed = threading.Event()
         self.stop_sampling = threading.Event()
         self.names = [f"p{i}" for i in range(config.projects)]
+        self.workers: dict[str, Worker] = {}
+        self.faults_begun = 0
         self.tick = config.pull_every + 2 * config.beat + 2 * config.sample_every + 1.0
 
     # ------------------------------------------------------------------ run
@@ -657,8 +825,9 @@ class Kit:
             self._create_projects()
             sampler = threading.Thread(target=self._sample, name="verify-sampler", daemon=True)
             sampler.start()
-            until = time.monotonic() + self.config.duration
             workers = [Worker(self, name, random.Random(f"{self.config.seed}:{name}")) for name in self.names]
+            self.workers = {w.name: w for w in workers}
+            until = time.monotonic() + self.config.duration  # from the start of the workload, clients made
             threads = [threading.Thread(target=w.run, args=(until,), daemon=True) for w in workers]
             faults = threading.Thread(target=self._inject, args=(until,), name="verify-faults", daemon=True)
             for t in (*threads, faults):
@@ -666,6 +835,8 @@ class Kit:
             mark = time.monotonic()
             for t in (*threads, faults):
                 t.join()
+            for w in workers:
+                w.close()
             self._phase("workload", mark)
             mark = time.monotonic()
             self._heal_all()
@@ -674,7 +845,8 @@ class Kit:
             sampler.join()
             self._phase("suspend", mark)
             mark = time.monotonic()
-            restored = self._restore_all(store)
+            final = self._final_heads(store)
+            restored, files = self._restore_all(store, final)
             self._phase("restore", mark)
         finally:
             self.pods.stop_all()
@@ -686,6 +858,8 @@ class Kit:
             restored=restored,
             ttl=self.config.lease_ttl,
             tick=self.tick,
+            files=files,
+            final=final,
         )
         history = self._with_digests(history)
         if self.config.plant is not None:
@@ -719,12 +893,14 @@ class Kit:
                 if r.status != 201:
                     raise RuntimeError(f"cannot create project {TENANT}/{name}: {r.status} {r.body}")
             # one project lives and closes at the start: close is exercised, its checkpoints disposed by design
-            for kind, method, suffix, kw in (
+            steps: tuple[tuple[Kind, str, str, dict[str, Any]], ...] = (
                 (Kind.BRING, "POST", "/bring", {}),
                 (Kind.WRITE, "PUT", "/files/a.txt", {"content": b"closing"}),
                 (Kind.CHECKPOINT, "POST", "/checkpoint", {}),
                 (Kind.CLOSE, "POST", "/close", {}),
-            ):
+            )
+            for kind, method, suffix, kw in steps:
+                written = {"path": "a.txt", "sha256": sha256(b"closing"), "durable": False}
                 invoked = clock.now()
                 a = client.request(method, f"/api/v1/projects/{TENANT}/closing{suffix}", **kw)
                 ok = a.status is not None and 200 <= a.status < 300
@@ -738,6 +914,8 @@ class Kit:
                     code=None if ok else a.code,
                     payload={"snapshot": (a.body or {}).get("snapshot", {}).get("id")}
                     if ok and kind is Kind.CHECKPOINT
+                    else written
+                    if kind is Kind.WRITE
                     else {},
                 )
         finally:
@@ -813,8 +991,11 @@ class Kit:
                     fault = queue.pop()
                     pod = self._target(fault)
                     began = time.monotonic()
+                    frozen = self._freeze() if fault in SAVED_PROBE_FAULTS else []
+                    if frozen and not self._held(pod):  # what it ran moved while the clients finished their steps
+                        pod = self.rng.choice([p for p in self.pods.pods if self._held(p)] or [pod])
                     self.say(f"fault {fault} on {pod.name}")
-                    detail = self._fault(fault, pod)
+                    detail = self._fault(fault, pod, frozen)
                     self.report.faults.append(
                         {"fault": fault, "pod": pod.name, "seconds": round(time.monotonic() - began, 2), **detail}
                     )
@@ -835,10 +1016,10 @@ class Kit:
         return {p.name: p.generation for p in held if p.tenant == TENANT and p.name in self.names}
 
     def _target(self, fault: str) -> Pod:
-        """A random pod; for a pause or a cut, one a project runs on (so its takeover matters), waiting up to
-        twice the TTL for one while the workload has every project suspended."""
+        """A random pod; for a kill, a pause or a cut, one a project runs on (so its takeover matters), waiting up
+        to twice the TTL for one while the workload has every project suspended."""
         pods = self.pods.pods
-        if fault in ("stop", "partition"):
+        if fault in ("kill", "stop", "partition"):
             deadline = time.monotonic() + 2 * self.config.lease_ttl
             while not (holding := [p for p in pods if self._held(p)]) and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -870,9 +1051,17 @@ class Kit:
                 except TimeoutError:
                     continue  # nobody took it over: nothing stale to probe
                 path = f"{pod.url}/api/v1/projects/{project}"
-                content = {"content": f"probe {generation}\n".encode()}
+                data = f"probe {generation}\n".encode()
                 write = self._probe_one(
-                    http, clock, pod, project, Kind.WRITE, "PUT", f"{path}/files/probe.txt", content
+                    http,
+                    clock,
+                    pod,
+                    project,
+                    Kind.WRITE,
+                    "PUT",
+                    f"{path}/files/probe.txt",
+                    {"content": data},
+                    {"path": "probe.txt", "sha256": sha256(data), "durable": False},
                 )
                 recorded.append(write.id)
                 if write.outcome is not Outcome.OK:
@@ -897,6 +1086,7 @@ class Kit:
         method: str,
         url: str,
         kw: dict[str, Any],
+        extra: dict[str, Any] | None = None,
     ) -> Operation:
         deadline = time.monotonic() + self.config.lease_ttl
         invoked = clock.now()
@@ -913,9 +1103,11 @@ class Kit:
         body = body if isinstance(body, dict) else {}
         ok = r is not None and 200 <= r.status_code < 300
         generation: int | None = None
-        payload: dict[str, Any] = {"probe": True}
+        payload: dict[str, Any] = {"probe": True, **(extra or {})}
         if r is not None and not ok and r.status_code != 307:
             payload["message"] = str(body.get("detail") or r.status_code)
+        if r is not None and (lineage := lineage_of(r, body)) is not None:
+            payload["lineage"] = lineage
         if ok and kind is Kind.CHECKPOINT:
             snapshot = body.get("snapshot") or {}
             payload["snapshot"] = snapshot.get("id")
@@ -947,7 +1139,48 @@ class Kit:
         by[key] = by.get(key, 0) + 1
         return record
 
-    def _fault(self, fault: str, pod: Pod) -> dict[str, Any]:
+    def _freeze(self) -> list[Worker]:
+        """The clients, each held between two of its steps (its lock taken); one whose step does not end within
+        a TTL in all (a request waiting out a silent pod) is left running."""
+        deadline = time.monotonic() + self.config.lease_ttl
+        return [w for _, w in sorted(self.workers.items()) if w.hold(max(deadline - time.monotonic(), 0.01))]
+
+    def _fault(self, fault: str, pod: Pod, frozen: list[Worker]) -> dict[str, Any]:
+        """``fault`` on ``pod``; a kill, a pause or a cut with the saved-write probes around it.
+
+        ``frozen``: the clients held between two steps (:meth:`_freeze`). Those of the projects ``pod`` runs get
+        a durable and a plain write (:meth:`Worker.saved_probe`) and stay held until the fault has struck, so no
+        checkpoint of theirs comes between; the others go on at once. After the fault each probed project gets a
+        checkpoint under the lineage its plain write was acknowledged under (:meth:`Worker.lineage_probe`,
+        routed as any request: the project's owner now answers)."""
+        locked = list(frozen)
+
+        def struck() -> None:
+            while locked:
+                locked.pop().let_go()
+
+        lineages: dict[str, int] = {}
+        try:
+            runs = self._held(pod) if frozen else {}
+            held = [w for w in frozen if w.name in runs]
+            for worker in [w for w in frozen if w.name not in runs]:
+                locked.remove(worker)
+                worker.let_go()
+            if held:
+                self.faults_begun += 1
+            for worker in held:
+                if (lineage := worker.saved_probe(self.faults_begun, pod.url)) is not None:
+                    lineages[worker.name] = lineage
+            detail = self._fault_only(fault, pod, struck)
+        finally:
+            struck()
+        for name, lineage in sorted(lineages.items()):
+            self.workers[name].lineage_probe(lineage)
+        if fault not in SAVED_PROBE_FAULTS:
+            return detail
+        return {**detail, "saved_probes": len(held), "saved_probes_skipped": len(runs) - len(held)}
+
+    def _fault_only(self, fault: str, pod: Pod, struck: Callable[[], None]) -> dict[str, Any]:
         ttl = self.config.lease_ttl
         proc = pod.proc
         assert proc is not None
@@ -955,11 +1188,13 @@ class Kit:
         try:
             if fault == "kill":
                 proc.kill()
+                struck()
                 proc.wait(10)
                 self.pods.start(pod)
             elif fault == "stop":
                 held = self._held(pod)
                 os.kill(proc.pid, signal.SIGSTOP)
+                struck()
                 time.sleep(ttl * 1.5)  # paused past the lease TTL: the others take its projects over
                 os.kill(proc.pid, signal.SIGCONT)
                 return {"probes": len(self._probe(pod, held))}
@@ -972,6 +1207,7 @@ class Kit:
                 assert pod.proxy is not None
                 held = self._held(pod)
                 pod.proxy.cut()
+                struck()
                 time.sleep(ttl * 1.5)  # cut past the lease TTL
                 pod.proxy.heal()
                 return {"probes": len(self._probe(pod, held))}
@@ -1021,22 +1257,55 @@ class Kit:
             client.close()
             store.close()
 
-    def _restore_all(self, store: Store) -> dict[str, str | None]:
+    def _final_heads(self, store: Store) -> dict[str, str | None]:
+        """Per project, the snapshot holding its final state: its head once everything is suspended (None: the
+        store could not say, or it has none)."""
+        projects = ProjectStore(store)
+        final: dict[str, str | None] = {}
+        for name in self.names:
+            try:
+                workspace = store.workspaces.workspace(projects.get(TENANT, name).workspace_id)
+            except Exception:  # noqa: BLE001 - unreadable: the final state is not known
+                final[f"{TENANT}/{name}"] = None
+                continue
+            final[f"{TENANT}/{name}"] = workspace.head_snapshot_id
+        return final
+
+    def _restore_all(
+        self, store: Store, final: dict[str, str | None]
+    ) -> tuple[dict[str, str | None], dict[str, dict[str, str] | None]]:
+        """Restore every snapshot the rules read: acknowledged checkpoints' (their digests: ``restored``), the
+        ones acknowledged durable writes named and every project's final head (their files: ``files``)."""
         objects = open_object_store(self.objects)
         scratch = os.path.join(self.workdir, "restore")
         service = WorkspaceService(store, objects, os.path.join(self.workdir, "kit"))
+        workspaces: dict[str, str | None] = dict(self.recorder.snapshots)
+        for snapshot in [*self.recorder.named, *(s for s in final.values() if s is not None)]:
+            if snapshot not in workspaces:
+                try:
+                    workspaces[snapshot] = store.snapshots.get(snapshot).workspace_id
+                except Exception:  # noqa: BLE001 - no such snapshot (or unreadable): it does not restore
+                    workspaces[snapshot] = None
         restored: dict[str, str | None] = {}
-        for i, (snapshot, workspace) in enumerate(sorted(self.recorder.snapshots.items())):
+        files: dict[str, dict[str, str] | None] = {}
+        for i, (snapshot, workspace) in enumerate(sorted(workspaces.items())):
             dest = os.path.join(scratch, str(i))
             try:
+                if workspace is None:
+                    raise LookupError(f"no snapshot {snapshot}")
                 service.restore(workspace, dest, snapshot=snapshot)
-                restored[snapshot] = digest_folder(dest)
-            except Exception:  # noqa: BLE001 - any failure: this checkpoint does not restore
-                restored[snapshot] = None
+                content = read_folder(dest)
+                files[snapshot] = {path: sha256(data) for path, data in content.items()}
+                digest: str | None = digest_files(content)
+            except Exception:  # noqa: BLE001 - any failure: this snapshot does not restore
+                files[snapshot], digest = None, None
             finally:
                 shutil.rmtree(dest, ignore_errors=True)
+            if snapshot in self.recorder.snapshots:
+                restored[snapshot] = digest
         self.report.restored = sum(1 for v in restored.values() if v is not None)
-        return restored
+        self.report.final_states = sum(1 for s in final.values() if s is not None and files.get(s) is not None)
+        return restored, files
 
     def _with_digests(self, history: History) -> History:
         operations = [
@@ -1056,6 +1325,18 @@ class Kit:
         self.report.checkpoints = len(acknowledged)
         self.report.checkpoints_with_digest = sum(1 for op in acknowledged if "digest" in op.payload)
         self.report.tick = self.tick
+        for op in history.operations:
+            key = op.outcome.value if op.code is None else op.code
+            if op.payload.get("saved_probe"):
+                probes = self.report.saved_probes.setdefault(op.kind.value, {})
+                probes[key] = probes.get(key, 0) + 1
+            if op.kind is Kind.WRITE and op.payload.get("durable") is True:
+                by = self.report.durable_writes
+            elif op.kind is Kind.CHECKPOINT and "if_lineage" in op.payload:
+                by = self.report.lineage_checkpoints
+            else:
+                continue
+            by[key] = by.get(key, 0) + 1
 
 
 # ---------------------------------------------------------------------------------------------- planting
@@ -1104,6 +1385,43 @@ def plant_violation(history: History, rule: str) -> History:
                 )
             )
         return replace(history, operations=[*ops, *extra], restored=restored)
+    if rule in (DURABLE_WRITE_LOST, LINEAGE_CHECKPOINT_MISSES_WRITE):
+        # a write of a project of its own, acknowledged (durable, or under lineage 1), and a snapshot without it:
+        # the one the durable write named, or the one a checkpoint acknowledged under lineage 1 named
+        at = max([0.0, *(o.completed or o.invoked for o in ops), *(o.time for o in history.observations)]) + 1.0
+        snapshot = f"planted-{rule}"
+        durable = rule == DURABLE_WRITE_LOST
+        written = {"path": "planted.txt", "sha256": "planted-bytes", "durable": durable, "lineage": 1}
+        project = f"planted/{rule}"
+        planted = [
+            Operation(
+                len(ops),
+                Kind.WRITE,
+                project,
+                None,
+                at,
+                at + 0.001,
+                Outcome.OK,
+                payload={**written, "snapshot": snapshot} if durable else written,
+            )
+        ]
+        restored = dict(history.restored)
+        if not durable:
+            planted.append(
+                Operation(
+                    len(ops) + 1,
+                    Kind.CHECKPOINT,
+                    project,
+                    None,
+                    at + 0.002,
+                    at + 0.003,
+                    Outcome.OK,
+                    payload={"snapshot": snapshot, "if_lineage": 1, "lineage": 1},
+                )
+            )
+            restored[snapshot] = "planted"
+        files = {**history.files, snapshot: {}}
+        return replace(history, operations=[*ops, *planted], restored=restored, files=files)
     assert rule == OWNERLESS
     last = max(history.observations, key=lambda x: x.time)
     span = history.ttl + history.tick + 1.0
@@ -1125,6 +1443,8 @@ def history_document(history: History) -> dict[str, Any]:
         ],
         "pods": [[p.time, p.pod, p.live, p.room] for p in history.pods],
         "restored": dict(history.restored),
+        "files": {snapshot: None if files is None else dict(files) for snapshot, files in history.files.items()},
+        "final": dict(history.final),
     }
 
 

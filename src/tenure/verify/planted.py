@@ -3,7 +3,7 @@
 The launcher patches this process, then runs the normal CLI exactly as ``python -m tenure.cli.main`` would
 (through :mod:`runpy`: the kit's layer does not import the CLI's). Nothing in the product imports this module
 and no product option reaches it: a planted bug exists only in a pod ``tenure verify cluster --plant-bug BUG``
-started through this launcher, to show the kit catching a real fencing bug in running pods (ADR 0024).
+started through this launcher, to show the kit catching a real bug in running pods (ADR 0024).
 
 ``skip-generation-check`` — the fencing generation is checked nowhere:
 
@@ -18,6 +18,18 @@ started through this launcher, to show the kit catching a real fencing bug in ru
 
 A pod that was paused or cut from PostgreSQL past its TTL then answers a write and a checkpoint of a project
 another pod has taken over, and the checkpoint is acknowledged under its older generation — a ``stale-write``.
+
+``durable-ack-early`` — a durable write is answered before its checkpoint is published: a
+``PUT …?durable=true`` is served as a plain write (no checkpoint is waited for, none is started) and its
+answer still says ``durable`` and names a snapshot, the project's head as it was before the write. The
+snapshot the answer names lacks the bytes, and a takeover after a kill -9 or a pause before the project's
+next checkpoint loses them: ``durable-write-lost``.
+
+``lineage-ignored`` — the lineage never changes and is never checked: the claim's compare-and-swap
+(``project_claim``) keeps the lineage whoever held the project and however it let go, and the pod does not
+check ``Tenure-If-Lineage``. After a kill -9 or a pause past the TTL the new owner restores the last
+checkpoint, which lacks the writes the former owner had not checkpointed, and still acknowledges a
+checkpoint sent under the old lineage: ``lineage-checkpoint-misses-write``.
 """
 
 from __future__ import annotations
@@ -32,19 +44,11 @@ from typing import Any
 __all__ = ["BUGS", "main", "plant"]
 
 
-def _skip_generation_check() -> None:
-    from tenure.projects.lifecycle import LifecycleService
-    from tenure.projects.ownership import Ownership, Renewal
+def _rewrite_store_queries(rewrites: dict[str, tuple[tuple[str, str], ...]]) -> None:
+    """Rewrite the store's named statements as they are loaded (every dialect's block of each name); a statement
+    that no longer reads as expected stops the launcher instead of planting nothing."""
     from tenure.store.queries import STORE, Query, load
 
-    # the store: "generation :g is current" becomes "generation :g or a newer one is current"
-    rewrites = {
-        "workspace_begin_checkpoint": ((r"writer_generation = :g", "writer_generation >= :g"),),
-        "workspace_publish": ((r"writer_generation = :g", "writer_generation >= :g"),),
-        # the ticket's own generation term dropped, and the snapshot's compared as "not newer than the current"
-        "snapshot_mark_validating": ((r" AND generation = :g(?=\s)", ""), (r"generation = \(", "generation <= (")),
-    }
-    lease_term = (r"l\.generation = :g", "l.generation >= :g")
     queries = load(STORE)
     for blocks in (queries.portable, *queries.dialects.values()):
         assert isinstance(blocks, dict)
@@ -53,11 +57,31 @@ def _skip_generation_check() -> None:
             if query is None:
                 continue
             sql = query.sql
-            for pattern, repl in (*terms, lease_term):
+            for pattern, repl in terms:
                 sql = re.sub(pattern, repl, sql)
             if sql == query.sql:
-                raise RuntimeError(f"planted bug: the fencing statement {name!r} no longer reads as expected")
+                raise RuntimeError(f"planted bug: the statement {name!r} no longer reads as expected")
             blocks[name] = Query(query.name, query.doc, sql, query.source)
+
+
+def _skip_generation_check() -> None:
+    from tenure.projects.lifecycle import LifecycleService
+    from tenure.projects.ownership import Ownership, Renewal
+
+    # the store: "generation :g is current" becomes "generation :g or a newer one is current"
+    lease_term = (r"l\.generation = :g", "l.generation >= :g")
+    _rewrite_store_queries(
+        {
+            "workspace_begin_checkpoint": ((r"writer_generation = :g", "writer_generation >= :g"), lease_term),
+            "workspace_publish": ((r"writer_generation = :g", "writer_generation >= :g"), lease_term),
+            # the ticket's own generation term dropped, and the snapshot's compared as "not newer than the current"
+            "snapshot_mark_validating": (
+                (r" AND generation = :g(?=\s)", ""),
+                (r"generation = \(", "generation <= ("),
+                lease_term,
+            ),
+        }
+    )
 
     # the pod: its own memory of a claim stands in for the store's lease
     claimed: set[tuple[str, str]] = set()
@@ -117,8 +141,44 @@ def _skip_generation_check() -> None:
     LifecycleService.checkpoint_running = checkpoint_remembered  # type: ignore[method-assign]
 
 
+def _durable_ack_early() -> None:
+    from tenure.pod.ops import ProjectOps
+
+    if not callable(getattr(ProjectOps, "_made_durable", None)):
+        raise RuntimeError("planted bug: ProjectOps._made_durable no longer exists")
+
+    def made_durable_early(self: ProjectOps, tenant: str, name: str, durable: bool) -> dict[str, Any]:
+        if not durable:
+            return {"durable": False, "snapshot": None}
+        project = self.pod.projects.get(tenant, name)
+        head = self.pod.store.workspaces.workspace(project.workspace_id).head_snapshot_id
+        return {"durable": True, "snapshot": head, "batch": 1}  # no checkpoint waited for: the head before it
+
+    ProjectOps._made_durable = made_durable_early  # type: ignore[method-assign]
+
+
+def _lineage_ignored() -> None:
+    from tenure.pod.ops import ProjectOps
+
+    # the claim keeps the lineage whoever held the project, however it let go
+    _rewrite_store_queries(
+        {"project_claim": ((r"lineage = CASE WHEN [^\n]*? THEN lineage ELSE lineage \+ 1 END", "lineage = lineage"),)}
+    )
+    if not callable(getattr(ProjectOps, "expect_lineage", None)):
+        raise RuntimeError("planted bug: ProjectOps.expect_lineage no longer exists")
+
+    def expect_any_lineage(self: ProjectOps, project: Any, if_lineage: int | None) -> None:
+        return None  # Tenure-If-Lineage is not checked
+
+    ProjectOps.expect_lineage = expect_any_lineage  # type: ignore[method-assign]
+
+
 #: every bug the launcher can plant
-BUGS: dict[str, Callable[[], None]] = {"skip-generation-check": _skip_generation_check}
+BUGS: dict[str, Callable[[], None]] = {
+    "skip-generation-check": _skip_generation_check,
+    "durable-ack-early": _durable_ack_early,
+    "lineage-ignored": _lineage_ignored,
+}
 
 
 def plant(bug: str) -> None:
