@@ -20,6 +20,7 @@ UNPRIVILEGED_TESTS := \
 	tests/integration/snapshots/test_roundtrip.py::test_random_trees_round_trip \
 	tests/integration/snapshots/test_journal.py \
 	tests/integration/snapshots/test_journal_build.py \
+	tests/integration/snapshots/test_journal_hub.py \
 	tests/integration/intake/test_admission.py \
 	tests/integration/intake/test_api_layout.py \
 	tests/integration/intake/test_durable_dirs.py

@@ -8,6 +8,12 @@ of a project walks anyway: a hard link made from outside the folder and
 written through that outside name is invisible to a journal, and a walk
 bounds how long such a change can go unstored. A journal that cannot start
 (no inotify, the watch limit) leaves the checkpoints walking, as without one.
+
+All the journals of the pod share one :class:`~tenure.snapshots.journal.JournalHub`
+(one inotify instance and one reader thread, ADR 0043), made with the first
+journal and closed by :meth:`FolderJournals.close`: the per-user limit of
+inotify instances (128 by default) no longer bounds how many projects a pod
+can journal; the limit of watches (one per folder) still does.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tenure.snapshots.build import Interval, JournalCursor
-from tenure.snapshots.journal import ChangeJournal
+from tenure.snapshots.journal import ChangeJournal, JournalHub
 
 
 @dataclass
@@ -36,7 +42,13 @@ class FolderJournals:
         self.enabled = enabled
         self.walk_every = max(1, walk_every)
         self._entries: dict[str, _Entry] = {}
+        self._hub: JournalHub | None = None
         self._lock = threading.Lock()
+
+    @property
+    def hub(self) -> JournalHub | None:
+        """The inotify hub every journal here uses (``None`` until the first journal)."""
+        return self._hub
 
     def interval(self, project_id: str, generation: int, folder: str) -> Interval | None:
         """The interval for a checkpoint of the project's ``folder`` now (``None``: journals are off)."""
@@ -49,7 +61,10 @@ class FolderJournals:
                 entry.journal.close()
                 entry = None
             if entry is None:
-                journal = ChangeJournal(folder)
+                hub = self._shared_hub()
+                if hub is None:
+                    return None
+                journal = ChangeJournal(folder, hub=hub)
                 try:
                     journal.start()
                 except OSError:
@@ -79,7 +94,21 @@ class FolderJournals:
             journal.close()
 
     def close(self) -> None:
+        """Close every journal, then the hub."""
         self.keep(())
+        with self._lock:
+            hub, self._hub = self._hub, None
+        if hub is not None:
+            hub.close()
+
+    def _shared_hub(self) -> JournalHub | None:
+        """The pod's hub, made now if there is none (the lock is held); ``None``: no inotify instance."""
+        if self._hub is None or self._hub.closed:
+            try:
+                self._hub = JournalHub()
+            except OSError:
+                return None
+        return self._hub
 
     def __len__(self) -> int:
         with self._lock:

@@ -203,7 +203,7 @@ def test_a_resumed_pod_settles_a_lost_mount_its_drift_check_missed(
 
 
 def test_a_delta_past_its_window_is_ended_in_the_store(store: Store, make: Callable[..., PodRuntime]) -> None:
-    a, b = make("a", recovery_window=0.5), make("b")
+    a, b = make("a", recovery_window=3.0), make("b")  # long enough to record it before the window ends
     project_id = _taken_over_while_paused(store, a, b)
     (delta,) = PreservedDeltas(store).of_project(project_id)
     wait_for(lambda: b.keeper.expire() == 1, what="the recovery window to end")

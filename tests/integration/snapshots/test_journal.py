@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tenure.snapshots.journal import ChangeJournal, Changes, _Event, _Session
+from tenure.snapshots.journal import ChangeJournal, Changes, JournalHub, _Event, _Session
 
 State = dict[bytes, tuple[object, ...]]
 
@@ -87,32 +87,55 @@ def uncovered(before: State, after: State, changes: Changes | None) -> set[bytes
 def misplaced_watches(journal: ChangeJournal, root: str) -> list[tuple[object, ...]]:
     """Where the journal's watch map disagrees with the kernel's own list of watches.
 
-    ``/proc/self/fdinfo`` of the inotify descriptor names each watch's inode: the folder at the path the
-    journal holds for a watch must be that inode, and every folder below the root must be watched.
+    ``/proc/self/fdinfo`` of the hub's inotify descriptor names each watch's inode, the watches of every
+    journal on the hub: only the journal's own descriptors count. The folder at the path the journal holds
+    for a watch must be that inode (a folder below the root mapped at a path that is not there is wrong
+    too), and every folder below the root must be watched by one of them.
     """
     session = journal._session
-    if session is None or session.closed:
+    if session is None or session.closed or session.hub.closed:
         return []
+    kernel = kernel_watches(session.hub)
+    inodes = {os.lstat(folder).st_ino: os.path.relpath(folder, root) for folder, _, _ in os.walk(root)}
+    out: list[tuple[object, ...]] = []
+    for wd, rel in sorted(session.paths.items()):
+        if wd in kernel:  # else removed, its IGNORED not read yet
+            inode = folder_inode(root, rel)
+            if inode is None:
+                if kernel[wd] in inodes:  # a folder that is there, mapped at a path that is not
+                    out.append(("wrong path", wd, rel, inodes[kernel[wd]]))
+                continue  # else a deleted folder whose watch the kernel has not ended yet
+            if inode != kernel[wd]:
+                out.append(("wrong path", wd, rel))
+    watched = {kernel[wd] for wd in session.paths if wd in kernel}
+    for inode, folder in inodes.items():
+        if inode not in watched:
+            out.append(("not watched", folder))
+    return out
+
+
+def folder_inode(root: str, rel: bytes) -> int | None:
+    """The inode of the folder at ``rel`` below ``root``, reached without a symlink on the way, or ``None``."""
+    path = os.fsencode(root)
+    for name in rel.split(b"/") if rel else []:
+        path += b"/" + name
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return None
+        except FileNotFoundError:
+            return None
+    return os.lstat(path).st_ino
+
+
+def kernel_watches(hub: JournalHub) -> dict[int, int]:
+    """Watch descriptor → inode of every watch of the hub's inotify instance, as the kernel lists them."""
     kernel = {}
-    with open(f"/proc/self/fdinfo/{session.inotify.fileno()}") as fh:
+    with open(f"/proc/self/fdinfo/{hub.fileno()}") as fh:
         for line in fh:
             found = re.match(r"inotify wd:([0-9a-f]+) ino:([0-9a-f]+)", line)
             if found:
                 kernel[int(found.group(1), 16)] = int(found.group(2), 16)
-    out: list[tuple[object, ...]] = []
-    for wd, rel in sorted(session.paths.items()):
-        if wd in kernel:  # else removed, its IGNORED not read yet
-            try:
-                inode = os.lstat(os.path.join(root, os.fsdecode(rel))).st_ino
-            except FileNotFoundError:
-                continue  # a deleted folder whose watch the kernel has not ended yet
-            if inode != kernel[wd]:
-                out.append(("wrong path", wd, rel))
-    watched = set(kernel.values())
-    for folder, _, _ in os.walk(root):
-        if os.lstat(folder).st_ino not in watched:
-            out.append(("not watched", os.path.relpath(folder, root)))
-    return out
+    return kernel
 
 
 NAMES = st.sampled_from(["a", "b", "c", "d"])
@@ -120,7 +143,11 @@ BODIES = st.binary(min_size=0, max_size=40)
 
 
 class JournalMachine(RuleBasedStateMachine):
-    """Random operations on a small tree; after each one, ``take`` must cover every difference a walk finds."""
+    """Random operations on a small tree; after each one, ``take`` must cover every difference a walk finds.
+
+    The folder things move in from and out to has a journal of its own on the same hub, held to the same
+    rule: a move between them is one journal's MOVED_FROM and the other's MOVED_TO on one inotify instance.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -129,8 +156,11 @@ class JournalMachine(RuleBasedStateMachine):
         self.outside = os.path.join(self.base, "outside")
         os.mkdir(self.root)
         os.mkdir(self.outside)
+        self.hub = JournalHub()
         self.journal: ChangeJournal | None = None
+        self.neighbour: ChangeJournal | None = None
         self.before: State = {}
+        self.outside_before: State = {}
         self.counter = 0
 
     @initialize(layout=st.lists(st.tuples(st.lists(NAMES, min_size=1, max_size=3), BODIES), max_size=6))
@@ -143,9 +173,12 @@ class JournalMachine(RuleBasedStateMachine):
                     fh.write(body)
             except (FileExistsError, NotADirectoryError, IsADirectoryError):
                 continue  # a file or folder of that name is there already
-        self.journal = ChangeJournal(self.root)
+        self.journal = ChangeJournal(self.root, hub=self.hub)
         self.journal.start()
+        self.neighbour = ChangeJournal(self.outside, hub=self.hub)
+        self.neighbour.start()
         self.before = walk(self.root)
+        self.outside_before = walk(self.outside)
 
     # -- picking paths ----------------------------------------------------
 
@@ -250,6 +283,17 @@ class JournalMachine(RuleBasedStateMachine):
         if not os.path.lexists(name):
             os.symlink(pointing, name)
 
+    @rule(data=st.data(), pointing=st.sampled_from(["a", "b", "../x"]))
+    def swap_for_a_symlink(self, data: st.DataObject, pointing: str) -> None:
+        """A folder made, then moved away and its name given to a symlink, while the reader may be watching it."""
+        name = self.new_name(data)
+        away = self.new_name(data)
+        if os.path.lexists(name) or os.path.lexists(away) or name == away:
+            return
+        os.makedirs(os.path.join(name, "x", "y"))
+        os.rename(name, away)
+        os.symlink(pointing, name)
+
     @rule(data=st.data())
     def hard_link(self, data: st.DataObject) -> None:
         source = self.pick(data, "file")
@@ -280,19 +324,28 @@ class JournalMachine(RuleBasedStateMachine):
 
     @invariant()
     def journal_covers_the_walk(self) -> None:
-        if self.journal is None:
+        if self.journal is None or self.neighbour is None:
             return
         changes = self.journal.take()
+        outside_changes = self.neighbour.take()
         after = walk(self.root)
         missed = uncovered(self.before, after, changes)
         assert not missed, (missed, changes, self.journal.reason, misplaced_watches(self.journal, self.root))
         assert self.journal.running
         assert not misplaced_watches(self.journal, self.root)
         self.before = after
+        outside_after = walk(self.outside)
+        missed = uncovered(self.outside_before, outside_after, outside_changes)
+        assert not missed, (missed, outside_changes, self.neighbour.reason)
+        assert self.neighbour.running
+        assert not misplaced_watches(self.neighbour, self.outside)
+        self.outside_before = outside_after
 
     def teardown(self) -> None:
-        if self.journal is not None:
-            self.journal.close()
+        for journal in (self.journal, self.neighbour):
+            if journal is not None:
+                journal.close()
+        self.hub.close()
         shutil.rmtree(self.base)
 
 
@@ -372,6 +425,46 @@ def test_folders_renamed_and_replaced_before_the_reader_saw_them_are_watched_at_
         (tree / "d" / "g").write_bytes(b"g")
         (tree / "d" / "a" / "b" / "f").write_bytes(b"edited")
         assert journal.take() == Changes(frozenset({b"e/sub", b"d", b"d/a/b"}), frozenset())
+
+
+class _SwappedForASymlink(ChangeJournal):
+    """While the reader watches a new folder ``n``, ``n`` moves to ``gone`` and a symlink to ``real`` takes
+    its name: the race of a folder replaced by a symlink between its listing and its subfolders' watches."""
+
+    swap = True
+
+    def _add_watch(self, session: _Session, path: bytes, fd: int | None = None) -> int:
+        wd = super()._add_watch(session, path, fd)
+        if self.swap and path.endswith(b"/n"):
+            self.swap = False
+            root = Path(os.fsdecode(self._root))
+            os.rename(root / "n", root / "gone")
+            os.symlink("real", root / "n")
+        return wd
+
+
+def test_a_folder_swapped_for_a_symlink_while_watched_leaves_every_other_watch_at_its_path(tree: Path) -> None:
+    """Watching ``n/sub`` through the symlink would give the watch of ``real/sub`` (already watched) the path
+    ``n/sub``, then ``gone/sub`` when the rename's events come: an edit in ``real/sub`` named under another
+    folder, not in doubt. Watches are added and folders listed through descriptors opened without
+    following symlinks, so the walk stays on the folder it listed."""
+    (tree / "real" / "sub").mkdir(parents=True)
+    (tree / "real" / "sub" / "f").write_bytes(b"f")
+    journal = _SwappedForASymlink(str(tree))
+    with journal:
+        journal.start()
+        assert journal.take() == Changes(frozenset(), frozenset())
+        with journal._held():  # n and n/sub both there before the reader sees n
+            (tree / "n" / "sub").mkdir(parents=True)
+        first = journal.take()
+        second = journal.take()  # the swap's own events, when the walk was the first take's
+        assert not journal.swap, "the race was not played"
+        assert first is not None and second is not None
+        assert {b"n", b"gone"} <= first.trees | second.trees
+        assert not misplaced_watches(journal, str(tree))
+        (tree / "real" / "sub" / "f").write_bytes(b"edited")
+        (tree / "gone" / "sub" / "g").write_bytes(b"new")
+        assert journal.take() == Changes(frozenset({b"real/sub", b"gone/sub"}), frozenset())
 
 
 def test_excluded_folders_are_never_reported(tree: Path) -> None:
@@ -460,10 +553,10 @@ class _WatchLimit(ChangeJournal):
 
     full = True
 
-    def _add_watch(self, session: _Session, path: bytes) -> int:
+    def _add_watch(self, session: _Session, path: bytes, fd: int | None = None) -> int:
         if self.full and path.endswith(b"/full"):
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
-        return super()._add_watch(session, path)
+        return super()._add_watch(session, path, fd)
 
 
 def test_a_watch_that_cannot_be_added_is_a_doubt_until_it_can(tree: Path) -> None:
