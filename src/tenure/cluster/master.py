@@ -14,7 +14,8 @@ only (P-84):
    they hold in the store plus the placements this master made that are not
    claimed yet;
 2. the projects needing an owner, read a page at a time by the same index
-   range scans as the self-pull (P-87, P-88);
+   range scans as the self-pull (P-87, P-88), paged by key (each page after
+   the last project read, P-83: the set shrinks as the tick places);
 3. for each — the most constrained first (fewest pods it may go to), then
    the largest —, the eligible pod with room whose utilization is lowest (the
    score model, :mod:`tenure.cluster.placement`, P-89, P-127); the
@@ -51,7 +52,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from tenure.cluster.placement import PodLoad, choose, selector_matches
 from tenure.cluster.store import ClusterStore, StaleEpochError
 from tenure.errors import ConflictError, NotFoundError, TenureError
-from tenure.projects.ownership import Ownership
+from tenure.projects.ownership import NeedingOwnerCursor, Ownership
 from tenure.projects.pods import PodRegistry
 from tenure.projects.store import ProjectStore
 from tenure.states import PodState
@@ -333,16 +334,18 @@ class Master:
         started = time.perf_counter()
         report = TickReport(epoch=epoch)
         pods = self.eligible_pods()
-        skip = 0
+        # paged by key, never by OFFSET: what this tick places (and the pods claim) leaves the set (P-83)
+        cursor: NeedingOwnerCursor | None = None
+        pages = 0
         while report.placed < cfg.max_moves:
-            if skip and not self.cluster.renew(node.pod_id, epoch, self.ttl):
+            if pages and not self.cluster.renew(node.pod_id, epoch, self.ttl):
                 self._deposed("its master lease ran out during a long tick")  # a long tick renews per page
                 report.deposed = True
                 break
-            page = self.ownership.find_projects_needing_owner(cfg.lease_ttl, PAGE, skip)
+            page, cursor = self.ownership.page_projects_needing_owner(cfg.lease_ttl, PAGE, cursor)
             if not page:
                 break
-            skip += len(page)
+            pages += 1
             # most constrained first (fewest pods it may go to), then the largest: fewer left over
             page.sort(
                 key=lambda p: (

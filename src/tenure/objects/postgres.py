@@ -11,6 +11,9 @@ The object store talks SQL the way the control-plane store does: a
 (``sql/postgres/queries.sql``) and its own migrations (``sql/migrations/``,
 recorded in ``tenure_objects_migrations``), applied when it is opened. Its
 URL may name another database than the store's (docs/adr/0010-object-store-schema.md).
+Its connections carry the same limits as the store's (timeouts and keepalives,
+``TENURE_PG_*``, docs/adr/0045-nothing-blocks-a-takeover.md); the GC's listing and
+deletions (``objects_all``, ``objects_delete``) run under the long statement limit.
 
 Its identity is the one row of ``tenure_objects_identity`` (migration 0003
 writes it), the control-plane store it is bound to the one row of

@@ -1,5 +1,10 @@
 """Running a pod as a process: the node, its beat thread, the HTTP server and the signals.
 
+The listening socket is bound (:func:`bind_listen`) before the pod registers
+or claims anything: a taken ``--listen`` address is one
+``listen-address-in-use`` error and the configuration exit code, with no pod
+row and no claim left behind. The server then serves that socket.
+
 SIGTERM and SIGINT drain the pod (every project handed over: engines
 stopped, checkpoint, lease released), then the server stops and the process
 exits 0. A second signal while draining stops at once (the leases then end
@@ -10,9 +15,11 @@ drains the same way.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import logging
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -21,7 +28,7 @@ from typing import Any
 
 from tenure.errors import ConfigurationError
 
-__all__ = ["run", "split_listen", "is_loopback", "configure_logging"]
+__all__ = ["run", "split_listen", "is_loopback", "configure_logging", "bind_listen"]
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -33,6 +40,39 @@ def split_listen(listen: str) -> tuple[str, int]:
             f"--listen {listen!r} is not HOST:PORT", code="bad-listen", hint="e.g. --listen 127.0.0.1:8470"
         )
     return host, int(port)
+
+
+def bind_listen(host: str, port: int) -> socket.socket:
+    """The pod's listening socket on ``host:port``, bound and listening before anything else happens.
+
+    ``listen-address-in-use`` when another socket holds the address; ``listen-address-unusable`` when it
+    cannot be bound at all (not an address of this host, a privileged port, a name that does not resolve).
+    Listening at once reserves the address: a second pod started on it a moment later is refused too, and
+    connections made while the pod starts wait in the backlog until its server takes them.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart reuses a port in TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigurationError(
+                f"--listen {where} is in use: another process listens on that address",
+                code="listen-address-in-use",
+                hint="stop the process that holds it, or pass another --listen HOST:PORT",
+                listen=where,
+            ) from None
+        raise ConfigurationError(
+            f"--listen {where} cannot be bound: {exc.strerror or exc}",
+            code="listen-address-unusable",
+            hint="listen on an address of this host (e.g. 127.0.0.1) and a port this user may bind",
+            listen=where,
+        ) from None
+    return sock
 
 
 def is_loopback(host: str) -> bool:
@@ -100,15 +140,23 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     logger.propagate = False
 
 
-def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], None] | None = None) -> int:
+def run(
+    node: Any,
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    announce: Callable[[str], None] | None = None,
+    sock: socket.socket | None = None,
+) -> int:
     """Serve ``app`` for the started ``node`` until it is drained or stopped; returns the exit code.
 
-    A node started with ``running=False`` becomes RUNNING (:meth:`PodRuntime.mark_running`) only once the server
-    listens, so nothing is placed on a pod, and ``/readyz`` does not answer 200, before its API can be
-    reached; ``announce`` is called then too.
+    ``sock``: the listening socket :func:`bind_listen` bound before the node started (closed here once the
+    server stops); without it the server binds ``host:port`` itself. A node started with ``running=False``
+    becomes RUNNING (:meth:`PodRuntime.mark_running`) only once the server serves, so nothing is placed on a
+    pod, and ``/readyz`` does not answer 200, before its API can be reached; ``announce`` is called then too.
     """
     import asyncio
-    import socket
 
     import uvicorn
 
@@ -163,9 +211,13 @@ def run(node: Any, app: Any, host: str, port: int, *, announce: Callable[[str], 
     node.on_drain_requested = on_drain_requested
     node.run_beats()
     try:
-        server.run()
+        server.run(sockets=None if sock is None else [sock])
     finally:
-        node.stop()
+        try:
+            node.stop()
+        finally:
+            if sock is not None:
+                sock.close()
     if failed:
         raise failed[0]
     return 0

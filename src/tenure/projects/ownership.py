@@ -1,5 +1,5 @@
 """Ownership: the only module that reads ``home_pod_id``, ``claimed_at``, ``pod_bound`` and the pods'
-``lease_renewed_at`` and ``lost``.
+``lease_renewed_at`` and ``lost`` (with the ``pod_losses`` it is counted from).
 
 A project's owner is a lease: ``home_pod_id`` names the holder (a pod's
 fresh UUID), ``claimed_at`` is when it claimed, by the store clock. A pod
@@ -16,6 +16,12 @@ The claim is one compare-and-swap statement decided on the row alone (free,
 self, or expired). A claim that changes the holder also issues the project
 workspace's next writer lease in the same transaction, so the project's
 fencing generation *is* its writer generation (ADR 0007).
+
+A takeover (or a fence) records the former holder's loss in a row of its
+own, ``pod_losses``, never on that pod's ``pods`` row: the former holder's
+beat locks its row until it commits, and a pod paused between its renewal
+and its COMMIT would otherwise hold up every claim of its projects. The
+holder's next renewal counts those rows into its ``lost`` counter (ADR 0045).
 
 Every other module asks this one; ``tests/unit/test_strict_read_rule.py``
 fails if any other source file mentions those columns or runs a named query
@@ -65,6 +71,24 @@ class Owner:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class NeedingOwnerCursor:
+    """Where the next page of :meth:`Ownership.page_projects_needing_owner` starts: after this key.
+
+    ``unbound`` says which of the two statements the key is in (the dead pods' projects come first);
+    ``key`` and ``project_id`` are the last row's sort key in that statement's order.
+    """
+
+    unbound: bool
+    key: float
+    project_id: str
+
+
+#: before the first row of either statement (their keys are store-clock times and ids, never below these)
+_FIRST_DEAD = NeedingOwnerCursor(False, -1.0, "")
+_FIRST_UNBOUND = NeedingOwnerCursor(True, -1.0, "")
 
 
 @dataclass(frozen=True)
@@ -200,10 +224,10 @@ class Ownership:
         return self._took_over(tx, project, pod_id, former)
 
     def _took_over(self, tx: Tx, project: Project, pod_id: str, former: str | None, **why: Any) -> Project:
-        """After a CAS that changed the holder: the former holder's lost counter, the new writer lease."""
-        if former is not None and former != pod_id:
-            tx.execute("pod_lost_bump", {"old": former})  # a takeover: the former holder's next beat sees it
+        """After a CAS that changed the holder: the new writer lease, the former holder's loss."""
         lease = self.store.workspaces.acquire(project.workspace_id, pod_id, PROJECT_WRITER_TTL_S, takeover=True, tx=tx)
+        if former is not None and former != pod_id:  # a takeover: the former holder's next beat sees it
+            tx.execute("pod_loss_record", {"old": former, "p": project.id, "g": lease.generation})
         rows = tx.execute("project_set_generation", {"g": lease.generation, "id": project.id})
         self.timeline.holder_changed(tx, project.id, pod_id, former, lease.generation, **why)  # same transaction
         return Project.from_row(rows[0])
@@ -250,7 +274,7 @@ class Ownership:
                 raise ProjectClosedError(f"project {project.ref} is CLOSED", project=project.ref)
             former = before["home_pod_id"] if before is not None else None
             if former is not None and former != pod_id:
-                tx.execute("pod_lost_bump", {"old": former})
+                tx.execute("pod_loss_record", {"old": former, "p": project.id, "g": lease.generation})
             self.timeline.holder_changed(tx, project.id, pod_id, former, lease.generation, reason="close fence")
             return Project.from_row(row)
 
@@ -269,21 +293,46 @@ class Ownership:
         One single-row statement whatever the number of projects held, plus
         an index lookup that binds the leases the pod claimed before it beat
         (it finds nothing once they are bound). Returns the pod's lost
-        counter — it moves in the transaction of every takeover or fence of
-        one of its projects, so a caller re-reads its project set only then
-        — and its status; ``None`` for a STOPPED pod (nothing is renewed).
+        counter — every takeover or fence of one of its projects records a
+        loss in its own transaction, and the first renewal that runs after
+        that commits counts it in, so a caller re-reads its project set only
+        when the counter moved — and its status; ``None`` for a STOPPED pod
+        (nothing is renewed). No claim ever waits on this transaction (ADR 0045).
         """
         with self.db.transaction() as tx:
             row = tx.one("pod_renew_lease", {"pod": pod_id, **state_params(PodState.RUNNING, PodState.STOPPED)})
             if row is None:
                 return None
+            if int(row["pending"]):  # SQLite: the losses just counted; PostgreSQL deleted them in the renewal
+                tx.execute("pod_losses_clear", {"pod": pod_id})
             tx.execute("projects_bind_to_pod", {"pod": pod_id, **_CLOSED})
             return Renewal(lost=int(row["lost"]), status=str(row["status"]))
 
-    def reap_pods(self, age: float) -> int:
-        """Delete the rows of pods silent for ``age`` seconds that hold no project; return how many."""
+    def reap_pods(self, age: float, *, stopped_age: float | None = None) -> int:
+        """Delete the rows of pods silent for ``age`` seconds that hold no project; return how many.
+
+        ``stopped_age``: also the rows of STOPPED pods that hold no project and stopped more than that many
+        seconds ago (a STOPPED pod never beats again; its row only fills the pods table)."""
         with self.db.transaction() as tx:
-            return tx.count("pods_reap", {"age": age})
+            reaped = tx.count("pods_reap", {"age": age})
+            if stopped_age is not None:
+                params = {"age": stopped_age, "ttl": age, "keep": "", **state_params(PodState.STOPPED)}
+                reaped += len(tx.execute("pods_prune", params))
+            tx.execute("pod_losses_reap")  # the losses of pods without a row: nobody will count them
+            return reaped
+
+    def prune_pods(self, older_than: float, liveness_ttl: float, *, keep: str | None = None) -> list[str]:
+        """Delete the rows of STOPPED and dead pods that hold no project and were last heard from more than
+        ``older_than`` seconds ago (store clock); return their ids. A pod is dead when it is not STOPPED
+        and was silent past ``liveness_ttl``; a live pod, a pod any project still names as its holder
+        (its leases are found through its row), and pod ``keep`` (the pod asking) are never removed."""
+        age = max(0.0, older_than)
+        params = {"age": age, "ttl": liveness_ttl, "keep": keep or "", **state_params(PodState.STOPPED)}
+        with self.db.transaction() as tx:
+            rows = tx.execute("pods_prune", params)
+            if rows:
+                tx.execute("pod_losses_reap")  # the losses of the pods just removed: nobody will count them
+        return sorted(str(r["id"]) for r in rows)
 
     def release_leases(self, pod_id: str) -> int:
         """Release everything this pod holds (orderly shutdown; best effort)."""
@@ -395,6 +444,58 @@ class Ownership:
                 params = self.needing_owner_params(lease_ttl, limit - len(rows), before)
                 rows.extend(tx.execute("projects_needing_owner", params))
         return [Project.from_row(r) for r in rows]
+
+    def page_projects_needing_owner(
+        self, lease_ttl: float, limit: int, after: NeedingOwnerCursor | None = None
+    ) -> tuple[list[Project], NeedingOwnerCursor | None]:
+        """One page of :meth:`find_projects_needing_owner`, paged by key (P-83): the page after ``after``
+        (``None``: the first page) and the cursor of the next one.
+
+        A reader that claims what it reads (the self-pull, the master's tick) shrinks the set as it pages:
+        an OFFSET then skips as many projects as the pages before it took. Each page here starts after the
+        last row seen, in the statements' own order — the dead pods' projects by (pod lease, id), then the
+        unbound projects by (claim time, id) — so every project that still needs an owner is reached once.
+        An empty page is the end.
+        """
+        if limit <= 0:
+            return [], after
+        cursor = after or _FIRST_DEAD
+        rows: list[Row] = []
+        with self.db.transaction(write=False) as tx:
+            if not cursor.unbound:
+                params = self.needing_owner_after_params(lease_ttl, limit, cursor)
+                rows = list(tx.execute("projects_needing_owner_of_dead_pods_after", params))
+                cursor = self._cursor(cursor, rows)
+                if len(rows) < limit:
+                    cursor = _FIRST_UNBOUND
+            if len(rows) < limit:
+                params = self.needing_owner_after_params(lease_ttl, limit - len(rows), cursor)
+                more = list(tx.execute("projects_needing_owner_after", params))
+                cursor = self._cursor(cursor, more)
+                rows.extend(more)
+        return [Project.from_row(r) for r in rows], cursor
+
+    def needing_owner_after_sql(self) -> str:
+        """The statement of :meth:`page_projects_needing_owner` for the unbound projects (for EXPLAIN in tests)."""
+        return self.db.queries.sql(self.db.dialect, "projects_needing_owner_after")
+
+    def needing_owner_of_dead_pods_after_sql(self) -> str:
+        """The statement of :meth:`page_projects_needing_owner` for the dead pods' projects (for EXPLAIN)."""
+        return self.db.queries.sql(self.db.dialect, "projects_needing_owner_of_dead_pods_after")
+
+    @staticmethod
+    def needing_owner_after_params(
+        lease_ttl: float, limit: int, cursor: NeedingOwnerCursor | None = None
+    ) -> dict[str, Any]:
+        """The parameters :meth:`page_projects_needing_owner` passes: a page of ``limit`` after ``cursor``."""
+        at = cursor or _FIRST_DEAD
+        return {"ttl": lease_ttl, "limit": limit, "after_k": at.key, "after_id": at.project_id, **_NEEDS_OWNER}
+
+    @staticmethod
+    def _cursor(cursor: NeedingOwnerCursor, rows: list[Row]) -> NeedingOwnerCursor:
+        if not rows:
+            return cursor
+        return NeedingOwnerCursor(cursor.unbound, float(rows[-1]["k"]), str(rows[-1]["id"]))
 
     def demand(self, lease_ttl: float, limit: int = 1000) -> list[Project]:
         """Projects marked pending placement that still need an owner and have none, waiting longest first."""

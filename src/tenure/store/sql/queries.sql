@@ -550,33 +550,6 @@ SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_requ
     placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
 FROM projects WHERE owner_required = 1 ORDER BY tenant, name;
 
--- name: project_demand_insert
--- A demand record from :s (once per source).
-INSERT INTO project_demand (project_id, source, created_at) VALUES (:p, :s, {now})
-ON CONFLICT (project_id, source) DO NOTHING;
-
--- name: project_demand_delete
--- The demand record from :s.
-DELETE FROM project_demand WHERE project_id = :p AND source = :s;
-
--- name: project_rederive_owner_required
--- owner_required of :t/:n from its demand records (1 while any exists), written only when it flips.
-UPDATE projects SET owner_required = (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
-                                                       WHERE d.project_id = projects.id) THEN 1 ELSE 0 END),
-    updated_at = {now}
-WHERE tenant = :t AND name = :n
-  AND owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
-                                           WHERE d.project_id = projects.id) THEN 1 ELSE 0 END);
-
--- name: projects_rederive_owner_required
--- owner_required of every project from its demand records, written only where it flips.
-UPDATE projects SET owner_required = (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
-                                                       WHERE d.project_id = projects.id) THEN 1 ELSE 0 END),
-    updated_at = {now}
-WHERE owner_required <> (CASE WHEN EXISTS (SELECT 1 FROM project_demand d
-                                           WHERE d.project_id = projects.id) THEN 1 ELSE 0 END);
-
-
 -- ==================================================================== ownership (tenure/projects/ownership.py only)
 
 -- name: project_holder_for_update
@@ -627,11 +600,21 @@ SELECT status, lifecycle_type FROM projects WHERE tenant = :t AND name = :n;
 
 -- name: pod_renew_lease
 -- One beat: renew pod :pod's own lease (every pod-bound project lease with it); a pod without a row
--- gets one. Returns its lost counter and status; nothing for a STOPPED pod.
-INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at, lease_renewed_at)
-VALUES (:pod, '', NULL, '{}', 0, :running, {now}, {now}, {now})
-ON CONFLICT (id) DO UPDATE SET lease_renewed_at = {now} WHERE pods.status <> :stopped
-RETURNING lost, status;
+-- gets one. Its recorded losses (pod_losses, ADR 0045) are counted into its lost counter; pending says how
+-- many, for pod_losses_clear to delete in the same transaction (SQLite serializes writers, so exactly
+-- these). Returns its lost counter and status; nothing for a STOPPED pod.
+INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at, lease_renewed_at,
+                  lost)
+VALUES (:pod, '', NULL, '{}', 0, :running, {now}, {now}, {now},
+        (SELECT COUNT(*) FROM pod_losses l WHERE l.pod_id = :pod))
+ON CONFLICT (id) DO UPDATE SET lease_renewed_at = {now},
+    lost = pods.lost + (SELECT COUNT(*) FROM pod_losses l WHERE l.pod_id = :pod)
+WHERE pods.status <> :stopped
+RETURNING lost, status, (SELECT COUNT(*) FROM pod_losses l WHERE l.pod_id = :pod) AS pending;
+
+-- name: pod_losses_clear
+-- Delete the recorded losses of pod :pod that its renewal has just counted into its lost counter.
+DELETE FROM pod_losses WHERE pod_id = :pod;
 
 -- name: projects_bind_to_pod
 -- Bind to pod :pod's lease the leases it holds that are not bound yet (claims it made before it beat);
@@ -645,9 +628,28 @@ DELETE FROM pods
 WHERE heartbeat_at < {now} - :age AND (lease_renewed_at IS NULL OR lease_renewed_at < {now} - :age)
   AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.home_pod_id = pods.id);
 
--- name: pod_lost_bump
--- Pod :old lost a project (a takeover or a fence): its next beat re-reads what it holds.
-UPDATE pods SET lost = lost + 1 WHERE id = :old;
+-- name: pods_prune
+-- Delete the rows of pods that hold no project and were last heard from more than :age seconds ago:
+-- STOPPED ones, and dead ones (any other status, silent past the liveness TTL :ttl, their pod lease run
+-- out under it too); never a live pod, nor pod :keep (the pod asking). Returns their ids.
+DELETE FROM pods
+WHERE heartbeat_at < {now} - :age AND id <> :keep
+  AND (status = :stopped
+       OR (heartbeat_at < {now} - :ttl AND (lease_renewed_at IS NULL OR lease_renewed_at < {now} - :ttl)))
+  AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.home_pod_id = pods.id)
+RETURNING id;
+
+-- name: pod_loss_record
+-- Pod :old lost project :p (a takeover or a fence raised its generation to :g): its next beat re-reads what
+-- it holds. A row of its own, never the pods row (ADR 0045): nothing the former holder's open transaction
+-- holds can make the claim wait. Nothing for a pod without a row (one that never beat).
+INSERT INTO pod_losses (pod_id, project_id, generation, lost_at)
+SELECT :old, :p, :g, {now} WHERE EXISTS (SELECT 1 FROM pods q WHERE q.id = :old)
+ON CONFLICT (pod_id, project_id, generation) DO NOTHING;
+
+-- name: pod_losses_reap
+-- Delete the recorded losses of pods that have no row any more (reaped: nobody will count them).
+DELETE FROM pod_losses WHERE NOT EXISTS (SELECT 1 FROM pods q WHERE q.id = pod_losses.pod_id);
 
 -- name: projects_release_leases
 -- Release every lease pod :pod holds.
@@ -758,6 +760,36 @@ WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
   AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
   AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl;
 
+-- name: projects_needing_owner_after
+-- projects_needing_owner paged by key (P-83): the rows after key (:after_k, :after_id) in its order
+-- (COALESCE(claimed_at, 0), id), with that key as k. A reader that claims what it reads shrinks the set
+-- under an OFFSET; a key stays where it was. The same range scan of the projects_needing_owner index.
+SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
+    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave,
+    COALESCE(claimed_at, 0) AS k
+FROM projects
+WHERE pod_bound = 0
+  AND (status = :init OR status = :recovering OR status = :running)
+  AND (lifecycle_type = :permanent OR (lifecycle_type = :auto AND owner_required = 1))
+  AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl
+  AND COALESCE(claimed_at, 0) >= :after_k
+  AND (COALESCE(claimed_at, 0), id) > (:after_k, :after_id)
+ORDER BY COALESCE(claimed_at, 0), id LIMIT :limit;
+
+-- name: projects_needing_owner_of_dead_pods_after
+-- projects_needing_owner_of_dead_pods paged by key (P-83): the rows after key (:after_k, :after_id) in its
+-- order (the pod's lease_renewed_at, the project's id), with that key as k.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at, p.lineage, p.autosave, q.lease_renewed_at AS k
+FROM pods q JOIN projects p ON p.home_pod_id = q.id
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND q.lease_renewed_at >= :after_k AND p.pod_bound = 1
+  AND (p.status = :init OR p.status = :recovering OR p.status = :running)
+  AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
+  AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl
+  AND (q.lease_renewed_at, p.id) > (:after_k, :after_id)
+ORDER BY q.lease_renewed_at, p.id LIMIT :limit;
+
 -- name: projects_pending_placement
 -- Unowned projects waiting for a placement for at most :pending seconds.
 SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
@@ -831,6 +863,20 @@ FROM pods ORDER BY started_at;
 -- name: pod_endpoint_if_live
 -- The endpoint of pod :id while it is RUNNING or DRAINING and heard from within :ttl seconds.
 SELECT endpoint FROM pods WHERE id = :id AND status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl;
+
+-- name: pod_transition_to_stopped
+-- Status :e → :t, STOPPED (also a heartbeat), only from :e; the load goes with it: a STOPPED pod runs nothing.
+UPDATE pods SET status = :t, heartbeat_at = {now}, score = 0, running = 0 WHERE id = :id AND status = :e;
+
+-- name: pods_with_health
+-- Every pod, oldest first, with live (as pods_with_liveness) and heard: not STOPPED and heard from within
+-- :ttl seconds (a pod that is not STOPPED and not heard is dead). A STOPPED pod's load reads 0.
+SELECT id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at,
+    CASE WHEN status = :stopped THEN 0 ELSE score END AS score,
+    CASE WHEN status = :stopped THEN 0 ELSE running END AS running,
+    (status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl) AS live,
+    (status <> :stopped AND heartbeat_at >= {now} - :ttl) AS heard
+FROM pods ORDER BY started_at;
 
 
 -- ==================================================================== object store binding

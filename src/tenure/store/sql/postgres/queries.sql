@@ -19,9 +19,27 @@ SELECT id FROM gc_lock WHERE id = 1 FOR SHARE;
 SELECT id FROM gc_lock WHERE id = 1 FOR UPDATE;
 
 -- name: project_holder_for_update
--- The holder of :t/:n now and its workspace, the row locked until the transaction ends (a takeover bumps
--- the former holder's lost counter in the same transaction).
+-- The holder of :t/:n now and its workspace, the row locked until the transaction ends (a takeover records
+-- the former holder's loss in the same transaction).
 SELECT home_pod_id, workspace_id FROM projects WHERE tenant = :t AND name = :n FOR UPDATE;
+
+-- name: pod_renew_lease
+-- One beat: renew pod :pod's own lease (every pod-bound project lease with it); a pod without a row gets
+-- one. Its recorded losses (pod_losses, ADR 0045) are deleted and counted into its lost counter in this one
+-- statement, so exactly the rows it counts go (a loss committed meanwhile waits for the next beat; no row
+-- is deleted for a STOPPED pod). Returns its lost counter and status (pending: none left to delete);
+-- nothing for a STOPPED pod. Locks the pods row and the counted rows only: a claim writes neither.
+WITH folded AS (
+    DELETE FROM pod_losses l
+    WHERE l.pod_id = :pod AND NOT EXISTS (SELECT 1 FROM pods s WHERE s.id = :pod AND s.status = :stopped)
+    RETURNING 1
+)
+INSERT INTO pods (id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at, lease_renewed_at,
+                  lost)
+VALUES (:pod, '', NULL, '{}', 0, :running, {now}, {now}, {now}, (SELECT COUNT(*) FROM folded))
+ON CONFLICT (id) DO UPDATE SET lease_renewed_at = {now}, lost = pods.lost + (SELECT COUNT(*) FROM folded)
+WHERE pods.status <> :stopped
+RETURNING lost, status, 0 AS pending;
 
 -- name: workspace_for_update
 -- A workspace by name or id, the row locked until the transaction ends (ADR 0012).
@@ -79,3 +97,21 @@ FROM pods q CROSS JOIN LATERAL (
     OFFSET 0
 ) p
 WHERE q.lease_renewed_at < (SELECT {now}) - :ttl;
+
+-- name: projects_needing_owner_of_dead_pods_after
+-- projects_needing_owner_of_dead_pods paged by key (P-83): the rows after key (:after_k, :after_id) in its
+-- order (the pod's lease_renewed_at, the project's id), with that key as k; LATERAL as in that statement.
+SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
+    p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
+    p.updated_at, p.lineage, p.autosave, q.lease_renewed_at AS k
+FROM pods q CROSS JOIN LATERAL (
+    SELECT * FROM projects r
+    WHERE r.home_pod_id = q.id AND r.pod_bound = 1
+      AND (r.status = :init OR r.status = :recovering OR r.status = :running)
+      AND (r.lifecycle_type = :permanent OR (r.lifecycle_type = :auto AND r.owner_required = 1))
+      AND COALESCE(r.claimed_at, 0) < (SELECT {now}) - :ttl
+    OFFSET 0
+) p
+WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND q.lease_renewed_at >= :after_k
+  AND (q.lease_renewed_at, p.id) > (CAST(:after_k AS DOUBLE PRECISION), CAST(:after_id AS TEXT))
+ORDER BY q.lease_renewed_at, p.id LIMIT :limit;
