@@ -111,6 +111,13 @@ class AutosaveBody(BaseModel):
     )
 
 
+class DemandBody(BaseModel):
+    source: str = Field(default="api", description="who needs the project (1-64 letters, digits, . _ : -)")
+    expires_in: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="seconds until it ends by itself (null: until removed)"
+    )
+
+
 class TypeBody(BaseModel):
     lifecycle_type: LifecycleType
 
@@ -396,6 +403,26 @@ def _session_routes(app: FastAPI, ops: ProjectOps) -> None:
         """
         return answer(request, ops.unbind_session(principal, session_id, body.connection_id))
 
+    @app.delete(PREFIX + "/sessions/{session_id}", tags=["sessions"])
+    def delete_session(session_id: str, principal: Principal = _principal) -> dict[str, Any]:
+        """Delete a session: its demand ends (an EPHEMERAL project not otherwise in use is then suspended)."""
+        return ops.delete_session(principal, session_id)
+
+    @app.get(_P + "/demand", tags=["projects"])
+    def show_demand(tenant: str, name: str, principal: Principal = _principal) -> dict[str, Any]:
+        """Why the project needs an owner: its demand sources, its session count, ``owner_required``."""
+        return ops.demand(principal, tenant, name)
+
+    @app.post(_P + "/demand", tags=["projects"])
+    def add_demand(tenant: str, name: str, body: DemandBody, principal: Principal = _principal) -> dict[str, Any]:
+        """The project needs an owner (it comes back on its own after a crash) until this is removed or ends."""
+        return ops.add_demand(principal, tenant, name, body.source, body.expires_in)
+
+    @app.delete(_P + "/demand", tags=["projects"])
+    def remove_demand(tenant: str, name: str, source: str = "api", principal: Principal = _principal) -> dict[str, Any]:
+        """The demand from ``source`` ends."""
+        return ops.remove_demand(principal, tenant, name, source)
+
 
 def _file_routes(app: FastAPI, ops: ProjectOps) -> None:
     @app.get(_P + "/files", tags=["files"])
@@ -487,15 +514,33 @@ def _snapshot_routes(app: FastAPI, ops: ProjectOps) -> None:
 
 
 def _pod_routes(app: FastAPI, ops: ProjectOps) -> None:
+    node = ops.pod
+
     @app.get(PREFIX + "/pods", tags=["pods"])
     def list_pods() -> dict[str, Any]:
-        """Every pod row with whether it is live (heard from within the liveness TTL)."""
-        return {"pods": ops.pods()}
+        """Every pod row with whether it is live (heard from within the liveness TTL) and its ``health``:
+        ``live``, ``dead`` (not STOPPED, silent past the liveness TTL) or ``stopped``."""
+        return {"pods": node.pods.with_health(ops.pods(), node.config.liveness_ttl)}
+
+    @app.post(PREFIX + "/pods/prune", tags=["pods"])
+    def prune_pods(
+        older_than: float = Query(
+            3600.0, ge=0.0, allow_inf_nan=False, description="seconds since the pod was last heard from"
+        ),
+        principal: Principal = _principal,
+    ) -> dict[str, Any]:
+        """Delete the rows of STOPPED and dead pods that hold no project, last heard from more than
+        ``older_than`` seconds ago (admin or cluster token); never a live pod."""
+        if not principal.unrestricted:
+            raise ForbiddenError("pruning pods needs an admin or cluster token")
+        pruned = node.ownership.prune_pods(older_than, node.config.liveness_ttl, keep=node.pod_id)
+        return {"pruned": pruned, "older_than": older_than}
 
     @app.get(PREFIX + "/pods/{pod_id}", tags=["pods"])
     def show_pod(pod_id: str) -> dict[str, Any]:
-        """One pod row; for this pod, ``reconcile``: its last restart reconciliation's counts per verdict."""
-        return ops.pod_row(pod_id)
+        """One pod row with its ``health``; for this pod, ``reconcile``: its last restart reconciliation's counts
+        per verdict."""
+        return node.pods.with_health([ops.pod_row(pod_id)], node.config.liveness_ttl)[0]
 
     @app.post(PREFIX + "/pods/{pod_id}/drain", status_code=202, tags=["pods"])
     def drain(request: Request, pod_id: str, principal: Principal = _principal) -> Response:

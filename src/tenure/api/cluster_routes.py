@@ -42,7 +42,8 @@ def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbi
         data["last_tick"] = report.to_dict() if report is not None and data["this"] else None
         return data
 
-    @app.get(prefix + "/demand", tags=["cluster"])
+    @app.get(prefix + "/pending", tags=["cluster"])
+    @app.get(prefix + "/demand", tags=["cluster"], deprecated=True, description="The old name of /cluster/pending.")
     def demand(
         principal: Principal = principal_dep, limit: int = Query(default=1000, ge=1, le=10000)
     ) -> dict[str, Any]:

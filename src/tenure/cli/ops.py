@@ -68,12 +68,17 @@ class CliOps(Protocol):
     def create_session(self, tenant: str, name: str) -> dict[str, Any]: ...
     def sessions(self, tenant: str, name: str) -> list[dict[str, Any]]: ...
     def bind_session(self, session_id: str, connection_id: str, *, unbind: bool) -> dict[str, Any]: ...
+    def delete_session(self, session_id: str) -> dict[str, Any]: ...
+    def demand(
+        self, tenant: str, name: str, change: str | None, source: str, expires_in: float | None
+    ) -> dict[str, Any]: ...
     def snapshots(self, ref: str) -> list[dict[str, Any]]: ...
     def snapshot(self, snapshot_id: str) -> dict[str, Any]: ...
     def verify_snapshot(self, snapshot_id: str, sample: float) -> dict[str, Any]: ...
     def pods(self) -> list[dict[str, Any]]: ...
     def pod(self, pod_id: str) -> dict[str, Any]: ...
     def drain(self, pod_id: str, *, wait: bool, timeout: float) -> dict[str, Any]: ...
+    def prune_pods(self, older_than: float) -> dict[str, Any]: ...
     def mounts(self) -> list[dict[str, Any]]: ...
     def mount(self, mount_id: str) -> dict[str, Any]: ...
     def discard_mount(self, mount_id: str) -> dict[str, Any]: ...
@@ -260,6 +265,25 @@ class LocalOps:
         store = self._store()
         return [_session_dict(s) for s in store.sessions(store.get(tenant, name))]
 
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        store = self._store()
+        project = store.delete_session(session_id)
+        current = store.get(project.tenant, project.name)
+        return {"session": session_id, "project": project.ref, "owner_required": current.owner_required}
+
+    def demand(
+        self, tenant: str, name: str, change: str | None, source: str, expires_in: float | None
+    ) -> dict[str, Any]:
+        from tenure.pod.documents import demand_document
+        from tenure.projects.demand import check_demand_source
+
+        store = self._store()
+        if change == "need":
+            store.add_demand(tenant, name, check_demand_source(source), expires_in)
+        elif change == "done":
+            store.remove_demand(tenant, name, check_demand_source(source))
+        return demand_document(store, store.get(tenant, name))
+
     def bind_session(self, session_id: str, connection_id: str, *, unbind: bool) -> dict[str, Any]:
         doing = "unbinding" if unbind else "binding"
         raise InvalidInputError(
@@ -292,8 +316,11 @@ class LocalOps:
         from tenure.projects import PodRegistry
 
         host = self._host_pod()
-        rows = PodRegistry(self._svc().store).list_with_liveness(_liveness_ttl(self.ctx))
-        return [dict(p.to_dict(), live=live, this=p.id == host) for p, live in rows]
+        registry = PodRegistry(self._svc().store)
+        rows = registry.list_with_liveness(_liveness_ttl(self.ctx))
+        return registry.with_health(
+            [dict(p.to_dict(), live=live, this=p.id == host) for p, live in rows], _liveness_ttl(self.ctx)
+        )
 
     def pod(self, pod_id: str) -> dict[str, Any]:
         from tenure.mounts.report import read_report
@@ -306,7 +333,17 @@ class LocalOps:
         this = self._host_pod() == pod.id
         report = read_report(svc.config.data_dir) if this else None
         counts = report["counts"] if report is not None and report.get("pod_id") == pod.id else None
-        return dict(pod.to_dict(), live=live, this=this, reconcile=counts)
+        return registry.with_health(
+            [dict(pod.to_dict(), live=live, this=this, reconcile=counts)], _liveness_ttl(self.ctx)
+        )[0]
+
+    def prune_pods(self, older_than: float) -> dict[str, Any]:
+        """Delete the rows of STOPPED and dead pods that hold no project, last heard from more than
+        ``older_than`` seconds ago (the store clock; dead: silent past the ``--liveness-ttl``)."""
+        from tenure.projects.ownership import Ownership
+
+        pruned = Ownership(self._svc().store).prune_pods(older_than, _liveness_ttl(self.ctx))
+        return {"pruned": pruned, "older_than": older_than}
 
     def drain(self, pod_id: str, *, wait: bool, timeout: float) -> dict[str, Any]:
         from tenure.projects import PodRegistry
@@ -409,6 +446,19 @@ class RemoteOps:
     def sessions(self, tenant: str, name: str) -> list[dict[str, Any]]:
         return list(self.api.call("GET", project_path(tenant, name, "sessions"))["sessions"])
 
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self.api.call("DELETE", f"/api/v1/sessions/{quote(session_id, safe='')}"))
+
+    def demand(
+        self, tenant: str, name: str, change: str | None, source: str, expires_in: float | None
+    ) -> dict[str, Any]:
+        path = project_path(tenant, name, "demand")
+        if change == "need":
+            return dict(self.api.call("POST", path, json={"source": source, "expires_in": expires_in}))
+        if change == "done":
+            return dict(self.api.call("DELETE", path, params={"source": source}))
+        return dict(self.api.call("GET", path))
+
     def bind_session(self, session_id: str, connection_id: str, *, unbind: bool) -> dict[str, Any]:
         verb = "unbind" if unbind else "bind"
         path = f"/api/v1/sessions/{quote(session_id, safe='')}/{verb}"
@@ -436,6 +486,10 @@ class RemoteOps:
 
     def pod(self, pod_id: str) -> dict[str, Any]:
         return dict(self.api.call("GET", "/api/v1/pods/" + quote(pod_id, safe="")))
+
+    def prune_pods(self, older_than: float) -> dict[str, Any]:
+        """Asked of the pod at ``--url`` (admin or cluster token); dead means silent past that pod's liveness TTL."""
+        return dict(self.api.call("POST", "/api/v1/pods/prune", params={"older_than": older_than}))
 
     def drain(self, pod_id: str, *, wait: bool, timeout: float) -> dict[str, Any]:
         """Ask the pod (through any pod: the request is redirected to it) to drain; ``wait``: until STOPPED.

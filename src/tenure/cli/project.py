@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from tenure.cli.context import services
-from tenure.cli.durations import parse_duration
+from tenure.cli.durations import Duration, parse_duration
 from tenure.cli.ops import lease_ttl, ops, split_ref
 from tenure.cli.output import console, emit, err_console, json_option, table
 from tenure.cli.remote import remote
@@ -329,6 +329,40 @@ def set_placement(ctx: click.Context, ref: str, selector: tuple[str, ...], score
     _show_dict(ctx, ops(ctx).set_placement(tenant, name, _selector(selector), score))
 
 
+def when_text(at: float | None) -> str:
+    """A Unix time as UTC text, or "—"."""
+    import datetime
+
+    if at is None:
+        return "—"
+    return datetime.datetime.fromtimestamp(at, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@project.command("demand")
+@click.argument("ref")
+@click.option("--need", "change", flag_value="need", help="Record that the project needs an owner.")
+@click.option("--done", "change", flag_value="done", help="Remove the demand from --source.")
+@click.option("--source", default="api", show_default=True, help="Who needs it (1-64 letters, digits, . _ : -).")
+@click.option("--expires-in", type=Duration(allow_zero=False), default=None, help="With --need: ends after this.")
+@json_option
+@click.pass_context
+def demand(ctx: click.Context, ref: str, change: str | None, source: str, expires_in: float | None) -> None:
+    """Show why the project needs an owner (its demand and sessions), or add (--need) or remove (--done) a
+    demand: an AUTO project in demand comes back on its own after its owner dies."""
+    tenant, name = _ref(ref)
+    doc = ops(ctx).demand(tenant, name, change, source, expires_in)
+    rows = [[d["source"], when_text(d["created_at"]), when_text(d["expires_at"])] for d in doc["sources"]]
+
+    def show() -> None:
+        console.print(
+            f"{doc['project']} ({doc['lifecycle_type']}): owner required {doc['owner_required']},"
+            f" {doc['sessions']} session(s)"
+        )
+        table(None, ["source", "since", "ends"], rows)
+
+    emit(ctx, doc, show)
+
+
 @project.command("set-autosave")
 @click.argument("ref")
 @click.argument("seconds", metavar="SECONDS|default")
@@ -353,8 +387,8 @@ def set_autosave(ctx: click.Context, ref: str, seconds: str) -> None:
 @json_option
 @click.pass_context
 def pods(ctx: click.Context, liveness_ttl: float) -> None:
-    """List pods and whether each is live (``tenure pods``), show one (``tenure pods show POD``) or drain one
-    (``tenure pods drain POD``)."""
+    """List pods and whether each is live (``tenure pods``), show one (``tenure pods show POD``), drain one
+    (``tenure pods drain POD``) or remove the rows of stopped and dead ones (``tenure pods prune``)."""
     ctx.obj["liveness_ttl"] = liveness_ttl
     if ctx.invoked_subcommand is None:
         ctx.invoke(list_pods)
@@ -364,19 +398,21 @@ def pods(ctx: click.Context, liveness_ttl: float) -> None:
 @json_option
 @click.pass_context
 def list_pods(ctx: click.Context) -> None:
-    """List pods with their status, load and whether each is live."""
+    """List pods with their status, health (live, dead: silent past the liveness TTL, or stopped), load and
+    whether each is live (RUNNING or DRAINING and heard from: what placements and redirects use)."""
     rows = ops(ctx).pods()
     emit(
         ctx,
         rows,
         lambda: table(
             None,
-            ["pod", "node", "status", "live", "running", "score", "endpoint"],
+            ["pod", "node", "status", "health", "live", "running", "score", "endpoint"],
             [
                 [
                     p["id"] + (" (this host)" if p.get("this") else ""),
                     p["node_name"],
                     p["status"],
+                    p.get("health", "-"),
                     "yes" if p["live"] else "no",
                     p["running"],
                     p["score"],
@@ -408,6 +444,29 @@ def show_pod(ctx: click.Context, pod_id: str) -> None:
         table(None, ["field", "value"], rows)
 
     emit(ctx, data, human)
+
+
+@pods.command("prune")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="Only pods last heard from longer ago than this (45s, 15m, 12h, 7d, or seconds).",
+)
+@json_option
+@click.pass_context
+def prune_pods(ctx: click.Context, older_than: float) -> None:
+    """Remove the rows of STOPPED and dead pods (silent past the liveness TTL) that hold no project and were
+    last heard from longer ago than --older-than. A live pod, and a pod any project still names as its
+    holder, are never removed. With --url the pod there prunes (an admin or cluster token)."""
+    done = ops(ctx).prune_pods(older_than)
+    pruned = done["pruned"]
+    emit(
+        ctx,
+        done,
+        lambda: console.print(f"pruned {len(pruned)} pod row(s)" + "".join(f"\n  {pod_id}" for pod_id in pruned)),
+    )
 
 
 @pods.command("drain")

@@ -7,6 +7,7 @@ import click
 from tenure.cli.context import services
 from tenure.cli.durations import Duration
 from tenure.errors import InvalidInputError
+from tenure.pod.durable import DEFAULT_AUTOSAVE_S
 
 __all__ = ["serve"]
 
@@ -71,10 +72,19 @@ def _labels(value: str | None) -> dict[str, str]:
 @click.option(
     "--autosave",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=DEFAULT_AUTOSAVE_S,
     show_default=True,
     metavar="SECONDS",
-    help="Checkpoint each running project whose folder changed at most this often (0: off).",
+    help="Checkpoint each running project whose folder changed at most this often (0: off); a project's own"
+    " policy (tenure project set-autosave) wins.",
+)
+@click.option(
+    "--session-ttl",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="An unbound session not created, bound or unbound for this long expires, with the demand it made.",
 )
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
@@ -99,6 +109,7 @@ def serve(
     no_change_journal: bool,
     journal_walk_every: int,
     autosave: float,
+    session_ttl: float,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -106,7 +117,7 @@ def serve(
     With no options it runs on the embedded default (SQLite and a local
     object folder under ./.tenure) and prints where its API is.
     """
-    from tenure.pod.daemon import configure_logging, is_loopback, run, split_listen
+    from tenure.pod.daemon import bind_listen, configure_logging, is_loopback, run, split_listen
     from tenure.pod.runtime import PodRuntime, ServeConfig
 
     host, port = split_listen(listen)
@@ -132,12 +143,22 @@ def serve(
         change_journal=not no_change_journal,
         journal_walk_every=journal_walk_every,
         autosave=autosave,
+        session_ttl=session_ttl,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
-    configure_logging(log_format)
-    loaded = load(engines)
-    node = PodRuntime(config, svc.store, svc.objects, engines=loaded)
-    node.start(running=False)  # RUNNING once the API listens (tenure.pod.daemon.run)
+    # the listen address first: a taken port is refused before this pod registers, reconciles or claims a thing
+    sock = bind_listen(host, port)
+    try:
+        if port == 0:  # the port the system chose is the one others reach this pod at
+            port = int(sock.getsockname()[1])
+            config.listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        configure_logging(log_format)
+        loaded = load(engines)
+        node = PodRuntime(config, svc.store, svc.objects, engines=loaded)
+        node.start(running=False)  # RUNNING once the API serves (tenure.pod.daemon.run)
+    except BaseException:
+        sock.close()
+        raise
     from tenure.api.app import create_app
 
     app = create_app(node)
@@ -146,7 +167,7 @@ def serve(
         click.echo(f"tenure serve: pod {node.pod.pod_id} on {node.pod.node_name}; API at {url}", err=True)
         click.echo(f"  data {config.data_dir}   store {svc.config.db_url}   (Ctrl-C drains and stops)", err=True)
 
-    ctx.exit(run(node, app, host, port, announce=announce))
+    ctx.exit(run(node, app, host, port, announce=announce, sock=sock))
 
 
 def load(specs: tuple[str, ...]) -> list:  # type: ignore[type-arg]

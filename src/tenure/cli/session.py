@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from tenure.cli.ops import ops, split_ref
-from tenure.cli.output import emit, json_option, table
+from tenure.cli.output import console, emit, json_option, table
 
 __all__ = ["session"]
 
@@ -75,3 +75,13 @@ def bind(ctx: click.Context, session_id: str, connection_id: str) -> None:
 def unbind(ctx: click.Context, session_id: str, connection_id: str) -> None:
     """Release SESSION_ID from its client connection on the pod that runs its project (idempotent)."""
     _table(ctx, [ops(ctx).bind_session(session_id, connection_id, unbind=True)])
+
+
+@session.command("delete")
+@click.argument("session_id")
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, session_id: str) -> None:
+    """Delete a session: the demand it made ends (an EPHEMERAL project not otherwise in use is suspended)."""
+    done = ops(ctx).delete_session(session_id)
+    emit(ctx, done, lambda: console.print(f"deleted session {session_id} of {done['project']}"))

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tenure.projects.ownership import Owner
     from tenure.projects.records import Project, Session
 
-__all__ = ["ProjectSpec", "project_document", "preserved_by_project", "session_dict"]
+__all__ = ["ProjectSpec", "demand_document", "project_document", "preserved_by_project", "session_dict"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,18 @@ def preserved_by_project(store: Any) -> dict[str, list[dict[str, Any]]]:
     for delta in PreservedDeltas(store).in_window():
         out.setdefault(delta.project_id, []).append(delta.to_dict())
     return out
+
+
+def demand_document(projects: Any, project: Project) -> dict[str, Any]:
+    """Why a project needs an owner (ADR 0046): its demand records that have not expired, how many sessions
+    it has, and the derived ``owner_required``."""
+    return {
+        "project": project.ref,
+        "lifecycle_type": project.lifecycle_type.value,
+        "owner_required": project.owner_required,
+        "sources": projects.demand(project),
+        "sessions": len(projects.sessions(project)),
+    }
 
 
 def session_dict(session: Session) -> dict[str, Any]:

@@ -16,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GroupCommit", "GroupCommits"]
+__all__ = ["GroupCommit", "GroupCommits", "DEFAULT_AUTOSAVE_S"]
+
+#: a pod's default autosave period in seconds (ADR 0047): the recovery point of plain writes, at a measured
+#: cost of under 1% of a core for 1,000 running projects of which 1% write
+DEFAULT_AUTOSAVE_S = 30.0
 
 
 @dataclass

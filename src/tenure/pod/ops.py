@@ -25,10 +25,11 @@ from typing import Any, TypeAlias, TypeVar
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError, TenureError
 from tenure.mounts.store import Mount
-from tenure.pod.documents import ProjectSpec, preserved_by_project, project_document, session_dict
+from tenure.pod.documents import ProjectSpec, demand_document, preserved_by_project, project_document, session_dict
 from tenure.pod.lineage import expect_lineage
 from tenure.pod.runtime import Intent, PodRuntime, Route
 from tenure.pod.tokens import Principal
+from tenure.projects.demand import check_demand_source
 from tenure.projects.records import LifecycleType, Project, project_not_found
 from tenure.states import ProjectStatus
 from tenure.workspaces import files
@@ -106,11 +107,14 @@ class ProjectOps:
         """The project's preserved deltas recorded in the store (ADR 0044), newest first."""
         return [d.to_dict() for d in self.pod.keeper.deltas.of_project(project.id)]
 
-    def show(self, project: Project) -> dict[str, Any]:
-        """A project with its owner (pod, live, seconds left), whether it runs on this pod, and its lost work."""
+    def show(self, project: Project, *, fresh: bool = False) -> dict[str, Any]:
+        """A project with its owner (pod, live, seconds left), whether it runs on this pod, and its lost work:
+        read from the store when ``fresh`` (``GET`` of the project), else as this pod last read it (every 10
+        beats, and when this host recorded one), so the answers of operations cost no read of their own."""
         owner = self.pod.ownership.owner(project.id, self.pod.config.lease_ttl)
         running = project.id in self.pod.registry
-        return project_document(project, owner, running, self.pod.saving(project.id), self.preserved(project))
+        lost = self.preserved(project) if fresh else self.pod.keeper.known(project.id)
+        return project_document(project, owner, running, self.pod.saving(project.id), lost)
 
     # ------------------------------------------------------------------ projects
 
@@ -141,7 +145,7 @@ class ProjectOps:
         ]
 
     def get(self, principal: Principal, tenant: str, name: str) -> dict[str, Any]:
-        return self.show(self.project(principal, tenant, name))
+        return self.show(self.project(principal, tenant, name), fresh=True)
 
     def bring(
         self, principal: Principal, tenant: str, name: str, *, from_snapshot: str | None = None
@@ -185,7 +189,9 @@ class ProjectOps:
 
     def set_type(self, principal: Principal, tenant: str, name: str, lifecycle_type: LifecycleType) -> dict[str, Any]:
         self.visible(principal, tenant, name)
-        return self.show(self.pod.projects.set_lifecycle_type(tenant, name, lifecycle_type))
+        project = self.pod.projects.set_lifecycle_type(tenant, name, lifecycle_type)
+        self.pod.note_policy(project)
+        return self.show(project)
 
     def set_placement(
         self, principal: Principal, tenant: str, name: str, selector: dict[str, str], score: float
@@ -214,6 +220,7 @@ class ProjectOps:
         if not isinstance(routed, Project):
             return routed
         self.expect_lineage(routed, if_lineage)
+        self.pod.demanded_by_request(routed)
         result = self.pod.checkpoint(tenant, name)
         return dict(result.to_dict(), lineage=routed.lineage)
 
@@ -228,7 +235,38 @@ class ProjectOps:
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, principal: Principal, tenant: str, name: str) -> dict[str, Any]:
+        """A new unbound session: the project is in demand while it exists (it comes back on its own)."""
         return session_dict(self.pod.projects.create_session(self.project(principal, tenant, name)))
+
+    def delete_session(self, principal: Principal, session_id: str) -> dict[str, Any]:
+        """Delete a session; its project's demand is re-derived (an EPHEMERAL project with no session and
+        no other demand left is suspended by its owner within a beat)."""
+        project = self._session_project(principal, session_id)
+        self.pod.projects.delete_session(session_id)
+        current = self.pod.projects.get(project.tenant, project.name)
+        return {"session": session_id, "project": project.ref, "owner_required": current.owner_required}
+
+    # ------------------------------------------------------------------ demand
+
+    def demand(self, principal: Principal, tenant: str, name: str) -> dict[str, Any]:
+        """Why the project needs an owner: its demand records, its sessions, ``owner_required``."""
+        project = self.project(principal, tenant, name)
+        return demand_document(self.pod.projects, project)
+
+    def add_demand(
+        self, principal: Principal, tenant: str, name: str, source: str, expires_in: float | None
+    ) -> dict[str, Any]:
+        """Explicit demand from ``source`` (until removed, or for ``expires_in`` seconds)."""
+        self.visible(principal, tenant, name)
+        check_demand_source(source)
+        self.pod.projects.add_demand(tenant, name, source, expires_in)
+        return demand_document(self.pod.projects, self.pod.projects.get(tenant, name))
+
+    def remove_demand(self, principal: Principal, tenant: str, name: str, source: str) -> dict[str, Any]:
+        self.visible(principal, tenant, name)
+        check_demand_source(source)
+        self.pod.projects.remove_demand(tenant, name, source)
+        return demand_document(self.pod.projects, self.pod.projects.get(tenant, name))
 
     def sessions(self, principal: Principal, tenant: str, name: str) -> list[dict[str, Any]]:
         project = self.project(principal, tenant, name)
@@ -352,6 +390,7 @@ class ProjectOps:
             if not isinstance(routed, Project):
                 return routed
             self.expect_lineage(routed, if_lineage)
+            self.pod.demanded_by_request(routed)
             return change(self._folder(routed)), routed.lineage
 
     def _made_durable(self, tenant: str, name: str, durable: bool) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class DeltaKeeper:
         self.deltas = PreservedDeltas(node.store)
         self._done: set[str] = set()  # mounts recorded (or with nothing to record): never looked at again
         self._retry: dict[str, tuple[float, float]] = {}  # mount → (next attempt, delay)
+        self._known: dict[str, list[dict[str, Any]]] = {}  # project → its deltas, as of the last read
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ recording
@@ -100,6 +101,8 @@ class DeltaKeeper:
                         extra={"tenure": {"mount": mount.id, "project": mount.project_ref, "error": str(exc)}},
                     )
             self.node.metrics.preserved_unrecorded.set(len([m for m in pending if m.id not in self._done]))
+        if recorded:
+            self.refresh_gauge()
         return recorded
 
     def _record(self, mount: Mount) -> PreservedDelta | None:
@@ -171,11 +174,22 @@ class DeltaKeeper:
     # ------------------------------------------------------------------ the window
 
     def refresh_gauge(self) -> None:
-        """``tenure_preserved_deltas``: the store's count (best effort)."""
+        """Read every delta in its recovery window again (one read, best effort): the cache answers about
+        projects carry between reads, and ``tenure_preserved_deltas`` (those not recovered yet)."""
         try:
-            self.node.metrics.preserved.set(self.deltas.count())
+            current = self.deltas.in_window()
         except TenureError:
-            pass
+            return
+        known: dict[str, list[dict[str, Any]]] = {}
+        for delta in current:
+            known.setdefault(delta.project_id, []).append(delta.to_dict())
+        self._known = known
+        self.node.metrics.preserved.set(sum(1 for d in current if d.recovered_at is None))
+
+    def known(self, project_id: str) -> list[dict[str, Any]]:
+        """The project's deltas as of the last read (every 10 beats, and once this host recorded one): what
+        answers other than ``GET`` of the project carry, so they cost no read of their own."""
+        return list(self._known.get(project_id, ()))
 
     def expire(self) -> int:
         """Deltas past their recovery window: their workspace disposed (gc reclaims what only it held), the

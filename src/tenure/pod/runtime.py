@@ -48,18 +48,19 @@ from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.mounts.classify import Authority, ProjectLease
 from tenure.objects import ObjectStore
 from tenure.pod.documents import NOT_KNOWN_HERE
-from tenure.pod.durable import GroupCommits
+from tenure.pod.durable import DEFAULT_AUTOSAVE_S, GroupCommits
 from tenure.pod.gate import WriteGate
 from tenure.pod.journals import FolderJournals
 from tenure.pod.metrics import Metrics
 from tenure.pod.preserved import DeltaKeeper
 from tenure.pod.reconcile import Reconciler
 from tenure.pod.tokens import cluster_token
+from tenure.projects.demand import REQUEST_DEMAND_S, REQUEST_SOURCE, DemandHandle
 from tenure.projects.facade import ClaimRejectedError, OwnershipFacade
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
-from tenure.projects.ownership import Owner, Ownership, refuse_unservable
+from tenure.projects.ownership import NeedingOwnerCursor, Owner, Ownership, refuse_unservable
 from tenure.projects.pods import PodIdentity, PodRegistry
-from tenure.projects.records import Project
+from tenure.projects.records import LifecycleType, Project
 from tenure.projects.store import ProjectStore
 from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT, EventKind
 from tenure.states import MountState, PodState, ProjectStatus
@@ -71,6 +72,10 @@ __all__ = ["PodRuntime", "ServeConfig", "Intent", "Route", "selector_matches", "
 log = logging.getLogger("tenure.serve")
 #: pod rows silent this long that hold nothing are deleted (ADR 0016)
 REAP_AFTER_S = 24 * 3600.0
+#: STOPPED pod rows that hold nothing are deleted this long after they stopped
+REAP_STOPPED_AFTER_S = 3600.0
+#: projects read per page of the self-pull's needing-owner scan
+PULL_PAGE = 100
 #: the gauge of preserved deltas recorded in the store is read again every this many beats
 PRESERVED_GAUGE_BEATS = 10
 #: the autosave policies of the projects held here are read from the store again every this many beats
@@ -127,8 +132,10 @@ class ServeConfig:
     journal_walk_every: int = 16
     #: brings of pulls and placements run on at most this many threads at once
     bring_workers: int = 4
-    #: checkpoint a running project whose folder changed at most this often, in seconds (0: off; ADR 0042)
-    autosave: float = 0.0
+    #: checkpoint a running project whose folder changed at most this often, in seconds (0: off; ADR 0047)
+    autosave: float = DEFAULT_AUTOSAVE_S
+    #: an unbound session not created, bound or unbound for this long expires, with its demand (ADR 0046)
+    session_ttl: float = 3600.0
 
     @property
     def endpoint(self) -> str:
@@ -201,6 +208,10 @@ class PodRuntime:
             registry=self.registry,
         )
         self.workspaces: WorkspaceService = self.lifecycle.workspaces
+        for engine in engines or ():  # an engine that wants to keep projects in demand gets the handle
+            attach = getattr(engine, "attach", None)
+            if callable(attach):
+                attach(DemandHandle(self.projects))
         #: restart reconciliation of this host's mounts, and the settling of a lost project's mount
         self.reconciler = Reconciler(self)
         #: lost work recorded in the store, expired and recovered (ADR 0044)
@@ -229,6 +240,10 @@ class PodRuntime:
         #: each running project's autosave policy as its record says (``None``: the pod's default), read at
         #: its bring, when set through this pod, and again every POLICY_BEATS beats
         self._autosave_policy: dict[str, float | None] = {}
+        #: the lifecycle type of each project brought here (an EPHEMERAL one is suspended once not in use)
+        self._types: dict[str, LifecycleType] = {}
+        #: until when (monotonic) this pod's last request-made demand of each project lasts
+        self._request_demand: dict[str, float] = {}
         #: when each running project was last checkpointed here (monotonic; autosave's clock)
         self._saved_at: dict[str, float] = {}
         #: wall-clock times per running project: its last checkpoint here, and the first moment since then
@@ -479,6 +494,9 @@ class PodRuntime:
         """Reverse drift retried, autosave, then the periodic pull when due: the part of a beat that brings
         projects and writes checkpoints."""
         self._retry_dark()
+        if self._beats % POLICY_BEATS == 0:
+            self._expire_demand()
+        self._suspend_unused_ephemeral()
         self._settle_ghosts()
         self.keeper.record_pending()
         if self._beats % PRESERVED_GAUGE_BEATS == 1:
@@ -520,8 +538,11 @@ class PodRuntime:
             self._lost_seen = renewal.lost  # only once every lost project was found: a failed check runs again
         if self.status is PodState.RUNNING:
             self.master.beat()
-        if self._beats % 1000 == 1:
-            self.ownership.reap_pods(REAP_AFTER_S)
+        # pod rows that hold nothing: silent for a day, or STOPPED for an hour (at the first beat, then every
+        # quarter of that hour, so a STOPPED row goes within 1¼ hours of its stop)
+        reap_every = max(1, int(REAP_STOPPED_AFTER_S / 4 / max(self.config.beat_interval, 1e-3)))
+        if (self._beats - 1) % reap_every == 0:
+            self.ownership.reap_pods(REAP_AFTER_S, stopped_age=REAP_STOPPED_AFTER_S)
         self._expire_deltas()
         self._prune_history()
         return True
@@ -558,21 +579,24 @@ class PodRuntime:
         return self.config.autosave if policy is None else policy
 
     def note_policy(self, project: Project) -> None:
-        """The project's record changed through this pod (its autosave policy): use it from now on."""
+        """The project's record changed through this pod (its autosave policy, its type): use it from now on."""
         if project.id in self.registry:
             self._autosave_policy[project.id] = project.autosave
+            self._types[project.id] = project.lifecycle_type
 
     def _refresh_policies(self) -> None:
         """Every POLICY_BEATS beats, the autosave policies of the projects held here as the store has them
         (one read), so a policy set through another pod or the CLI takes effect within that many beats."""
         if self._beats % POLICY_BEATS != 0:
             return
-        held = {p.id: p.autosave for p in self.ownership.find_by_home_pod_id(self.pod.pod_id)}
+        held = {p.id: p for p in self.ownership.find_by_home_pod_id(self.pod.pod_id)}
         for project_id in list(self._autosave_policy):
             if project_id in held:
-                self._autosave_policy[project_id] = held[project_id]
+                self._autosave_policy[project_id] = held[project_id].autosave
+                self._types[project_id] = held[project_id].lifecycle_type
             elif project_id not in self.registry:
                 self._autosave_policy.pop(project_id, None)
+                self._types.pop(project_id, None)
 
     def _autosave(self) -> None:
         """Checkpoint each project running here whose folder changed, at most every :meth:`autosave_every`
@@ -676,6 +700,45 @@ class PodRuntime:
             closed=closed,
             verdict=verdict,
         )
+
+    def demanded_by_request(self, project: Project) -> None:
+        """A request that needs the folder (a write, a checkpoint, a bring) keeps an AUTO or EPHEMERAL
+        project in demand for REQUEST_DEMAND_S; the record is written again only once the one this pod
+        wrote is within half of that of its end (no transaction per request)."""
+        if project.lifecycle_type not in (LifecycleType.AUTO, LifecycleType.EPHEMERAL):
+            return
+        now = time.monotonic()
+        if self._request_demand.get(project.id, 0.0) > now + REQUEST_DEMAND_S / 2:
+            return
+        self.projects.add_demand(project.tenant, project.name, REQUEST_SOURCE, REQUEST_DEMAND_S)
+        self._request_demand[project.id] = now + REQUEST_DEMAND_S
+
+    def _expire_demand(self) -> None:
+        """Demand records past their end and idle unbound sessions go (any pod may; flags re-derived)."""
+        try:
+            gone = self.projects.expire_demand(self.config.session_ttl)
+        except TenureError as exc:
+            self.log("expired demand not removed", level=logging.WARNING, error=str(exc))
+            return
+        if gone:
+            self.log("expired demand and idle sessions removed", count=gone)
+
+    def _suspend_unused_ephemeral(self) -> None:
+        """An EPHEMERAL project running here with neither a session nor demand left is suspended (P-117)."""
+        for project_id in sorted(self.registry.ids()):
+            if self._types.get(project_id) is not LifecycleType.EPHEMERAL or self._stop.is_set():
+                continue
+            try:
+                project = self.projects.by_id(project_id)
+                if project.lifecycle_type is not LifecycleType.EPHEMERAL or self.projects.in_demand(project):
+                    self._types[project_id] = project.lifecycle_type
+                    continue
+                self.suspend(project.tenant, project.name)
+            except TenureError as exc:
+                self.log("an unused EPHEMERAL project was not suspended", level=logging.WARNING, error=str(exc))
+                continue
+            self._request_demand.pop(project_id, None)
+            self.log("an EPHEMERAL project no longer in use suspended", project=project.ref)
 
     def _settle_ghosts(self) -> None:
         """No lost project stays MOUNTED here. A project that ran in this process and runs here no more, whose
@@ -801,12 +864,12 @@ class PodRuntime:
         if boot:
             budget = min(self.config.pull_factor * capacity, budget)
         brought: list[Project] = []
-        skip = 0
+        # paged by key, never by OFFSET: what this pull brings leaves the set it pages over (P-83)
+        cursor: NeedingOwnerCursor | None = None
         while budget > 0 and not self._stop.is_set():
-            page = self.ownership.find_projects_needing_owner(self.config.lease_ttl, 100, skip)
+            page, cursor = self.ownership.page_projects_needing_owner(self.config.lease_ttl, PULL_PAGE, cursor)
             if not page:
                 break
-            skip += len(page)
             chosen: list[Project] = []
             for candidate in page:
                 if candidate.placement_score > budget:
@@ -828,6 +891,8 @@ class PodRuntime:
                     budget += candidate.placement_score
                     self.log("pull: bring failed", level=logging.WARNING, project=candidate.ref, error=str(exc))
                 self._keep_alive()
+            if len(page) < PULL_PAGE:
+                break  # the last page
         if brought:
             self.log("pulled", count=len(brought), boot=boot)
         return brought
@@ -857,6 +922,7 @@ class PodRuntime:
                 raise
             self._scores[project.id] = project.placement_score
             self._autosave_policy[project.id] = project.autosave
+            self._types[project.id] = project.lifecycle_type
             self.metrics.brings.labels(result="ok").inc()
             self.log("brought", project=project.ref, generation=project.generation)
             future.set_result(project)

@@ -313,35 +313,87 @@ class ProjectStore:
             rows = tx.execute("projects_owner_required")
         return [Project.from_row(r) for r in rows]
 
-    def add_demand(self, tenant: str, name: str, source: str) -> bool:
-        """Register scheduled or pending work; re-derives ``owner_required``."""
-        project = self.get(tenant, name)
+    def add_demand(self, tenant: str, name: str, source: str, expires_in: float | None = None) -> bool:
+        """Register that the project needs an owner (scheduled or pending work, a client's request):
+        a record from ``source``, until it is removed or, with ``expires_in``, for that many seconds (by the
+        store clock); one from the same source is replaced. Re-derives ``owner_required`` in the same
+        transaction; whether it flipped."""
+        if expires_in is not None and (not math.isfinite(expires_in) or expires_in <= 0):
+            raise InvalidInputError(
+                f"a demand's expiry is a positive number of seconds, not {expires_in!r}",
+                code="invalid-demand",
+                expires_in=str(expires_in),
+            )
         with self.db.transaction() as tx:
-            tx.execute("project_demand_insert", {"p": project.id, "s": source})
-        return self.rederive_owner_required(tenant, name)
+            project = self._get(tx, tenant, name)
+            if expires_in is None:
+                tx.execute("project_demand_insert", {"p": project.id, "s": source})
+            else:
+                tx.execute("project_demand_insert_until", {"p": project.id, "s": source, "e": float(expires_in)})
+            return tx.count("project_rederive_owner_required", {"t": tenant, "n": name}) == 1
 
     def remove_demand(self, tenant: str, name: str, source: str) -> bool:
-        project = self.get(tenant, name)
+        """The record from ``source`` removed; re-derives ``owner_required``; whether it flipped."""
         with self.db.transaction() as tx:
+            project = self._get(tx, tenant, name)
             tx.execute("project_demand_delete", {"p": project.id, "s": source})
-        return self.rederive_owner_required(tenant, name)
+            return tx.count("project_rederive_owner_required", {"t": tenant, "n": name}) == 1
+
+    def demand(self, project: Project) -> builtins.list[dict[str, Any]]:
+        """The project's demand records that have not expired: ``{source, created_at, expires_at}``."""
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("project_demand_of", {"p": project.id})
+        return [
+            {"source": r["source"], "created_at": float(r["created_at"]), "expires_at": _opt_float(r["expires_at"])}
+            for r in rows
+        ]
+
+    def in_demand(self, project: Project) -> bool:
+        """Whether the project has a session or a demand record that has not expired."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("project_in_demand", {"p": project.id})
+        return bool(row and int(row["in_demand"]))
+
+    def expire_demand(self, session_ttl: float) -> int:
+        """Demand records past their end, and unbound sessions idle for ``session_ttl`` seconds, deleted;
+        every flag re-derived when anything went. How many records and sessions went."""
+        with self.db.transaction() as tx:
+            gone = tx.count("project_demand_expire", {}) + tx.count("sessions_expire", {"ttl": float(session_ttl)})
+            if gone:
+                tx.execute("projects_rederive_owner_required")
+            return gone
 
     def rederive_owner_required(self, tenant: str, name: str) -> bool:
         with self.db.transaction() as tx:
             return tx.count("project_rederive_owner_required", {"t": tenant, "n": name}) == 1
 
     def rederive_all(self) -> int:
-        """Boot: re-derive every flag from the demand records (flips only)."""
+        """Boot: re-derive every flag from the sessions and demand records (flips only)."""
         with self.db.transaction() as tx:
             return tx.count("projects_rederive_owner_required")
 
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, project: Project) -> Session:
+        """A new unbound session: the project is in demand while it exists (``owner_required``)."""
         sid = new_id("c-")
         with self.db.transaction() as tx:
             tx.execute("session_insert", {"id": sid, "p": project.id})
+            tx.execute("project_rederive_owner_required", {"t": project.tenant, "n": project.name})
         return self.session(sid)
+
+    def delete_session(self, session_id: str) -> Project:
+        """Delete a session (its project's demand re-derived in the same transaction); its project."""
+        with self.db.transaction() as tx:
+            row = tx.one("session_by_id", {"id": session_id})
+            if row is None:
+                raise NotFoundError(f"no session {session_id}", code="session-not-found")
+            found = tx.one("project_by_id", {"id": str(row["project_id"])})
+            assert found is not None  # sessions reference their project
+            project = Project.from_row(found)
+            tx.execute("session_delete", {"id": session_id})
+            tx.execute("project_rederive_owner_required", {"t": project.tenant, "n": project.name})
+        return project
 
     def session(self, session_id: str) -> Session:
         with self.db.transaction(write=False) as tx:
@@ -422,3 +474,7 @@ def _session_refused(row: Any, session_id: str, generation: int, bound_detail: s
         f"session {session_id} is bound to connection {row['bound_connection_id']}{bound_detail}",
         connection=row["bound_connection_id"],
     )
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)

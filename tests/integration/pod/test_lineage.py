@@ -248,7 +248,8 @@ def test_a_projects_own_autosave_policy_overrides_the_pods_default_both_ways(
 ) -> None:
     """Pod default off, project 0.05 s: autosaved. Pod default on, project 0: never autosaved. ``null`` goes
     back to the pod's default. A policy set through another pod reaches the owner within POLICY_BEATS beats."""
-    a, other = started(make("a")), started(make("other"))
+    a, other = started(make("a", autosave=0.0)), started(make("other"))
+    assert make("default").config.autosave == 30.0, "ADR 0047: the pods' default"
     projects = ProjectStore(store)
     for name in ("web", "off"):
         projects.create(T, name)
