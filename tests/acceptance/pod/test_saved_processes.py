@@ -15,7 +15,7 @@ import pytest
 
 from tenure.projects.store import ProjectStore
 from tenure.store import Store
-from tests.support.pods import Cluster, Pod, create, owner_of, wait_for
+from tests.support.pods import TTL, Cluster, Pod, create, owner_of, wait_for
 
 PROJECTS = 10
 WRITES_PER_PROJECT = 20
@@ -184,3 +184,32 @@ def test_autosave_saves_a_plain_write_before_a_kill_9(pg_cluster: tuple[Cluster,
     with httpx.Client(base_url=b.url, timeout=10.0, follow_redirects=True) as c:
         got = wait_for(lambda: _answered(lambda: c.get("/api/v1/projects/acme/p/files/plain.txt")), 30)
         assert got.content == b"autosaved"
+
+
+@pytest.mark.postgres
+def test_an_auto_project_with_a_bound_session_runs_elsewhere_within_ttl_plus_3_s_of_kill_9(
+    pg_cluster: tuple[Cluster, Store],
+) -> None:
+    """ADR 0046: a session is demand, so an AUTO project (the default type) comes back on its own."""
+    cluster, store = pg_cluster
+    a = cluster.start("a", pull=False)
+    create(a, "web", "AUTO")
+    with a.client() as c:
+        session = c.post("/api/v1/projects/acme/web/sessions").json()["id"]
+        assert c.post("/api/v1/projects/acme/web/bring").status_code == 200
+        bound = c.post(f"/api/v1/sessions/{session}/bind", json={"connection_id": "conn-1"})
+        assert bound.status_code == 200, bound.text
+    b = cluster.start("b")  # pulls every 0.2 s
+    a_id = a.pod_id()
+    killed = time.monotonic()
+    a.proc.kill()
+    a.proc.wait(10)
+
+    def running_on_b() -> bool:
+        owner, live = owner_of(store, "acme", "web")
+        return live and owner not in (a_id, None) and ProjectStore(store).get("acme", "web").status.value == "RUNNING"
+
+    wait_for(running_on_b, TTL + 3.0, "the AUTO project RUNNING on b")
+    elapsed = time.monotonic() - killed
+    assert elapsed <= TTL + 3.0, f"{elapsed:.1f} s"
+    assert b.pod_id() == owner_of(store, "acme", "web")[0]
