@@ -702,7 +702,7 @@ class PodRuntime:
         )
 
     def demanded_by_request(self, project: Project) -> None:
-        """A request that needs the folder (a write, a checkpoint, a bring) keeps an AUTO or EPHEMERAL
+        """A mutating request that needs the folder (a file write or delete, a checkpoint) keeps an AUTO or EPHEMERAL
         project in demand for REQUEST_DEMAND_S; the record is written again only once the one this pod
         wrote is within half of that of its end (no transaction per request)."""
         if project.lifecycle_type not in (LifecycleType.AUTO, LifecycleType.EPHEMERAL):
