@@ -77,6 +77,7 @@ class TickReport:
     pending: int = 0
     skipped_in_flight: int = 0
     unbound_sessions: int = 0
+    #: placements the target refused or did not answer (never counted in ``placed``)
     asked_failed: int = 0
     deposed: bool = False
     seconds: float = 0.0
@@ -372,11 +373,14 @@ class Master:
                 with self._lock:
                     deadline = time.monotonic() + self.in_flight_timeout
                     self._in_flight[project.id] = (target.pod_id, project.placement_score, deadline)
+                if not self._ask(target, project.tenant, project.name, epoch):
+                    # refused or unreachable: not placed (kept in flight until its timeout, so the next
+                    # tick asks again, perhaps another pod), counted apart and never as a placement
+                    report.asked_failed += 1
+                    continue
                 report.placed += 1
                 report.placements.append((project.ref, target.pod_id))
                 node.metrics.placements.inc()
-                if not self._ask(target, project.tenant, project.name, epoch):
-                    report.asked_failed += 1
             if report.deposed or len(page) < PAGE:
                 break
         if not report.deposed:
@@ -387,14 +391,15 @@ class Master:
         node.metrics.tick_seconds.observe(report.seconds)
         self.last_tick = report
         self._next_tick = time.monotonic() + cfg.tick
-        if report.placed:  # a placement whose bring failed is placed again once it is no longer in flight
+        if report.placed or report.asked_failed:  # placed again once it is no longer in flight
             self._next_tick = min(self._next_tick, time.monotonic() + self.in_flight_timeout + 0.05)
         self._due_at = self._next_tick
-        if report.placed or report.pending or report.unbound_sessions:
+        if report.placed or report.pending or report.unbound_sessions or report.asked_failed:
             node.log(
                 "distributor tick",
                 epoch=epoch,
                 placed=report.placed,
+                refused=report.asked_failed,
                 pending=report.pending,
                 unbound_sessions=report.unbound_sessions,
             )

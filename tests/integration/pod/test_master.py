@@ -346,3 +346,30 @@ def test_p51_the_sweep_unbinds_the_sessions_of_projects_without_an_owner(store: 
     assert report is not None and report.unbound_sessions == 1
     bound = {s.project_id: s.bound_connection_id for s in projects.sessions(owned) + projects.sessions(orphan)}
     assert bound == {owned.id: "conn-1", orphan.id: None}
+
+
+def test_a_placement_the_target_refuses_is_not_counted_as_placed_and_is_asked_again(store: Store, pods: Pods) -> None:
+    """A target that answers 401 (another cluster token) or is unreachable has not been given the project:
+    the tick counts it under ``asked_failed``, never under ``placed`` or ``tenure_placements_total``, and
+    once the placement is no longer in flight a later tick asks again."""
+    a = pods.start("a")
+    b = pods.start("b", labels={"zone": "b"})  # the target is another pod: asked through the transport
+    a.master.beat()
+    create(store, "p", selector={"zone": "b"})
+    refused: list[str] = []
+
+    def refuse(target: PodLoad, tenant: str, name: str, epoch: int) -> bool:
+        refused.append(name)
+        return False
+
+    a.master.transport = refuse
+    report = a.master.tick()
+    assert (report.placed, report.asked_failed, report.placements) == (0, 1, [])
+    assert refused == ["p"]
+    assert "tenure_placements_total 0.0" in a.metrics.render().decode()
+    assert holders(store)["p"] is None
+    assert a.master.tick().placed == 0, "still in flight: not asked again at once"
+    a.master.transport = pods.deliver
+    a.master._in_flight.clear()  # its in-flight time is over (at least 5 s, ``in_flight_timeout``)
+    assert a.master.tick().placed == 1
+    wait_for(lambda: holders(store)["p"] == b.pod_id, what="b brings the project it was placed")
