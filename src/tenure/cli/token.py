@@ -8,6 +8,7 @@ import click
 
 from tenure.cli.context import services
 from tenure.cli.output import console, emit, json_option, table
+from tenure.errors import InvalidInputError
 
 __all__ = ["token"]
 
@@ -73,12 +74,39 @@ def list_(ctx: click.Context) -> None:
 
 
 @token.command("revoke")
-@click.argument("token_id")
+@click.argument("token_id", required=False)
+@click.option("--all", "everything", is_flag=True, help="Delete every token: the API is open again (loopback).")
 @json_option
 @click.pass_context
-def revoke(ctx: click.Context, token_id: str) -> None:
-    """Revoke token TOKEN_ID (at once, on every pod)."""
+def revoke(ctx: click.Context, token_id: str | None, everything: bool) -> None:
+    """Revoke token TOKEN_ID (at once, on every pod), or with --all delete every token and the cluster
+    credential: pods started afterwards have an open API again (loopback only; running pods stay closed
+    until restarted)."""
     from tenure.pod.tokens import TokenStore
 
-    info = TokenStore(services(ctx, create=False).store).revoke(token_id)
+    if everything == (token_id is not None):
+        raise InvalidInputError("pass a TOKEN_ID or --all", code="invalid-input")
+    tokens = TokenStore(services(ctx, create=False).store)
+    if everything:
+        gone = tokens.revoke_all()
+        emit(
+            ctx,
+            {"deleted": gone},
+            lambda: console.print(f"{gone} token(s) deleted: the API is open again", highlight=False),
+        )
+        return
+    assert token_id is not None
+    info = tokens.revoke(token_id)
     emit(ctx, info.to_dict(), lambda: console.print(f"token {info.id} revoked", highlight=False))
+
+
+@token.command("rotate-cluster")
+@json_option
+@click.pass_context
+def rotate_cluster(ctx: click.Context) -> None:
+    """Replace the cluster credential the pods send each other (never printed); the old one is revoked and
+    every pod reads the new one at its next refused request."""
+    from tenure.pod.tokens import TokenStore
+
+    info = TokenStore(services(ctx, create=False).store).rotate_cluster_credential()
+    emit(ctx, info.to_dict(), lambda: console.print(f"cluster credential is now token {info.id}", highlight=False))

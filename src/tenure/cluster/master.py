@@ -134,6 +134,7 @@ class PodHandle(Protocol):
     def metrics(self) -> MasterMetrics: ...
     @property
     def cluster_token(self) -> str | None: ...
+    def forget_cluster_token(self) -> None: ...
 
     def accept_placement(self, tenant: str, name: str, epoch: int) -> object:
         """Take a placement of this pod's own master: checked, then brought in the background."""
@@ -428,19 +429,23 @@ class Master:
             return False
         if self._http is None:
             self._http = httpx.Client(timeout=5.0, follow_redirects=False)
-        headers = {}
-        token = node.cluster_token
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        try:
-            response = self._http.post(
-                target.endpoint.rstrip("/") + PLACE_PATH,
-                json={"tenant": tenant, "name": name, "epoch": epoch},
-                headers=headers,
-            )
-        except httpx.HTTPError as exc:
-            node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
-            return False
+        for attempt in range(2):
+            headers = {}
+            token = node.cluster_token
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            try:
+                response = self._http.post(
+                    target.endpoint.rstrip("/") + PLACE_PATH,
+                    json={"tenant": tenant, "name": name, "epoch": epoch},
+                    headers=headers,
+                )
+            except httpx.HTTPError as exc:
+                node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
+                return False
+            if response.status_code != 401 or attempt:
+                break
+            node.forget_cluster_token()  # tokens appeared, or the credential was rotated: read it again
         if response.status_code != 202:
             node.log(
                 "placement request refused",

@@ -54,7 +54,7 @@ from tenure.pod.journals import FolderJournals
 from tenure.pod.metrics import Metrics
 from tenure.pod.preserved import DeltaKeeper
 from tenure.pod.reconcile import Reconciler
-from tenure.pod.tokens import cluster_token
+from tenure.pod.tokens import TokenStore, cluster_token
 from tenure.projects.demand import REQUEST_DEMAND_S, REQUEST_SOURCE, DemandHandle
 from tenure.projects.facade import ClaimRejectedError, OwnershipFacade
 from tenure.projects.lifecycle import ActivationRegistry, Engine, LifecycleConfig, LifecycleService
@@ -260,9 +260,25 @@ class PodRuntime:
         #: the newest master epoch a placement request came with (older ones are refused)
         self.newest_epoch = 0
         #: what this pod sends other pods (placement requests); None when the API is open
-        self.cluster_token = cluster_token()
+        self._env_cluster_token = cluster_token()
+        self._provisioned_token: str | None = None
         #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
         self.on_drain_requested: Callable[[], None] | None = None
+
+    @property
+    def cluster_token(self) -> str | None:
+        """What this pod sends other pods: ``TENURE_CLUSTER_TOKEN`` when set, else the store's cluster
+        credential once tokens exist (provisioned by the first pod that needs it, ADR 0048); ``None`` while
+        the API is open."""
+        if self._env_cluster_token:
+            return self._env_cluster_token
+        if self._provisioned_token is None:
+            self._provisioned_token = TokenStore(self.store).cluster_credential()
+        return self._provisioned_token
+
+    def forget_cluster_token(self) -> None:
+        """A pod refused the credential (rotated, revoked): read it again at the next request."""
+        self._provisioned_token = None
 
     # ------------------------------------------------------------------ start / stop
 

@@ -28,7 +28,10 @@ from tenure.errors import ConfigurationError, InvalidInputError, NotFoundError
 from tenure.store import Store, validate_name
 from tenure.store.workspaces import new_id
 
-__all__ = ["TokenStore", "Principal", "TokenInfo", "cluster_token", "SECRET_PREFIX"]
+__all__ = ["TokenStore", "Principal", "TokenInfo", "cluster_token", "SECRET_PREFIX", "CLUSTER_LABEL"]
+
+#: the label of the cluster credential's token (``tenure token list`` shows it; its secret never)
+CLUSTER_LABEL = "cluster credential (provisioned by the pods)"
 
 SECRET_PREFIX = "tnr_"
 
@@ -155,6 +158,48 @@ class TokenStore:
         if row is None:
             return None
         return Principal(row["id"], row["tenant"], bool(row["admin"]), bool(row["cluster"]))
+
+    def cluster_credential(self, *, provision: bool = True) -> str | None:
+        """The secret pods send each other (ADR 0048): the store's cluster credential, provisioned by the
+        first pod that asks once tokens exist (a cluster-scoped token, labelled so, its secret kept for the
+        pods and never printed). ``None`` while no token exists: the API is open and needs none."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("cluster_credential_get", {})
+        if row is not None:
+            return str(row["secret"])
+        if not provision or not self.any_exist():
+            return None
+        token_id, secret = self.create(None, admin=False, cluster=True, label=CLUSTER_LABEL)
+        with self.db.transaction() as tx:
+            tx.execute("cluster_credential_insert", {"id": token_id, "s": secret})
+            row = tx.one("cluster_credential_get", {})
+        assert row is not None
+        if row["token_id"] != token_id:  # another pod provisioned at the same moment: its credential stands
+            self.revoke(token_id)
+        return str(row["secret"])
+
+    def rotate_cluster_credential(self) -> TokenInfo:
+        """A new cluster credential for every pod (each reads it again at its next refused request); the old
+        token is revoked. Its info (never the secret)."""
+        token_id, secret = self.create(None, admin=False, cluster=True, label=CLUSTER_LABEL)
+        with self.db.transaction() as tx:
+            old = tx.one("cluster_credential_get", {})
+            if old is None:
+                tx.execute("cluster_credential_insert", {"id": token_id, "s": secret})
+            else:
+                tx.execute("cluster_credential_replace", {"id": token_id, "s": secret})
+        if old is not None:
+            self.revoke(str(old["token_id"]))
+        return self.get(token_id)
+
+    def revoke_all(self) -> int:
+        """Delete every token (revoked ones too) and the cluster credential: a pod started afterwards has an
+        open API again (loopback only, as before any token). How many tokens went."""
+        with self.db.transaction() as tx:
+            tx.execute("cluster_credential_delete", {})
+            gone = tx.count("api_tokens_delete_all", {})
+        self._seen_any = False
+        return gone
 
     def any_exist(self) -> bool:
         """Whether any token was ever created (revoked ones too). Once true it stays true (cached)."""
