@@ -24,6 +24,7 @@ from tenure.cli.ops import ops
 from tenure.cli.output import console, emit, json_option, table
 from tenure.cli.remote import remote
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
+from tenure.mounts.recovery import check_recovery_target
 from tenure.pod.lineage import IF_LINEAGE
 
 if TYPE_CHECKING:
@@ -123,28 +124,6 @@ def preserved_folder(ctx: click.Context, mount_id: str) -> tuple[MountStore, str
     return store, mount.preserved_folder
 
 
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _outside_data_folder(data_dir: str, dest: str) -> None:
-    """Refuse a destination anywhere in the data folder (symbolic links resolved on both sides).
-
-    Inside the preserved delta it would copy the delta into itself; anywhere
-    else in the data folder it would leave a folder that no record names, so
-    the recovery window would never remove it.
-    """
-    real_data, real_dest = os.path.realpath(data_dir), os.path.realpath(dest)
-    if _within(real_dest, real_data) or _within(os.path.abspath(dest), os.path.abspath(data_dir)):
-        raise InvalidInputError(
-            f"{dest} is inside the data folder {data_dir}: a preserved delta is recovered out of it",
-            code="destination-in-data-folder",
-            path=dest,
-            data_dir=data_dir,
-            hint="pass a --to folder outside the data folder",
-        )
-
-
 @mounts.command("recover")
 @click.argument("mount_id")
 @click.option(
@@ -185,9 +164,7 @@ def recover(ctx: click.Context, mount_id: str, dest: str | None, into_project: b
     assert dest is not None
     _, source = preserved_folder(ctx, mount_id)
     dest = os.path.abspath(dest)
-    _outside_data_folder(data_folder(ctx), dest)
-    if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
-        raise InvalidInputError(f"{dest} exists and is not an empty folder", code="destination-not-empty", path=dest)
+    check_recovery_target(data_folder(ctx), dest)
     shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
     emit(ctx, {"mount": mount_id, "to": dest}, lambda: console.print(f"recovered mount {mount_id} into {dest}"))
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.errors import ConflictError, InvalidInputError, TenureError
 from tenure.mounts.classify import Verdict
+from tenure.mounts.recovery import check_recovery_target
 from tenure.projects.preserved import PreservedDelta, PreservedDeltas
 from tenure.projects.timeline import EventKind
 from tenure.snapshots.index import folder_changes, load_index
@@ -228,7 +229,9 @@ class DeltaKeeper:
 
     def restore_to(self, delta: PreservedDelta, dest: str) -> dict[str, Any]:
         """Restore the delta's snapshot into ``dest`` (absolute; new or empty; outside the data folder)."""
-        dest = _usable_target(dest, self.node.config.data_dir)
+        if not os.path.isabs(dest):
+            raise InvalidInputError(f"{dest!r} is not an absolute path", code="invalid-input", to=dest)
+        check_recovery_target(self.node.config.data_dir, dest)
         snapshot, result = self.node.workspaces.restore(delta_workspace_name(delta.id), dest)
         self.deltas.recovered(delta.id)
         self._recovered_event(delta, to=dest)
@@ -275,20 +278,3 @@ class DeltaKeeper:
         self.node.lifecycle.timeline.record(
             None, delta.project_id, EventKind.RECOVERED, pod_id=self.node.pod_id, delta=delta.id, **detail
         )
-
-
-def _usable_target(dest: str, data_dir: str) -> str:
-    """``dest`` if a delta may be restored there: absolute, outside the data folder, new or an empty folder."""
-    if not os.path.isabs(dest):
-        raise InvalidInputError(f"{dest!r} is not an absolute path", code="invalid-input", to=dest)
-    real, data = os.path.realpath(dest), os.path.realpath(data_dir)
-    if real == data or real.startswith(data + os.sep):
-        raise InvalidInputError(
-            f"{dest} is inside the data folder {data_dir}: a preserved delta is recovered out of it",
-            code="destination-in-data-folder",
-            path=dest,
-            hint="pick a folder outside the data folder",
-        )
-    if os.path.lexists(dest) and (not os.path.isdir(dest) or os.path.islink(dest) or os.listdir(dest)):
-        raise InvalidInputError(f"{dest} exists and is not an empty folder", code="destination-not-empty", path=dest)
-    return dest
