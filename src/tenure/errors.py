@@ -65,6 +65,8 @@ __all__ = [
     "ObjectStoreError",
     "IntegrityError",
     "IntakeError",
+    "DiskFullError",
+    "DrainIncompleteError",
 ]
 
 
@@ -189,6 +191,22 @@ class IntakeError(TenureError):
     exit_code = 7
 
 
+class DiskFullError(TenureError):
+    """The pod's data folder has no room left (ENOSPC, EDQUOT): nothing was written; retry elsewhere or later."""
+
+    code = "disk-full"
+    retryable = True
+    exit_code = 5
+    default_hint = "free space in the data folder (or give it more); the pod takes no new projects meanwhile"
+
+
+class DrainIncompleteError(ConflictError):
+    """A drain ended with projects it could not hand over (each keeps its lease and folder until expiry)."""
+
+    code = "drain-incomplete"
+    default_hint = "the projects left behind move after their lease TTL; see the pod's log for why each failed"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What an error of one family ends in: the CLI's exit code and the HTTP API's status."""
@@ -208,6 +226,7 @@ FAMILIES: dict[type[TenureError], Outcome] = {
     ObjectStoreError: Outcome(exit=5, http=503),
     IntegrityError: Outcome(exit=6, http=500),
     IntakeError: Outcome(exit=7, http=400),
+    DiskFullError: Outcome(exit=5, http=507),
 }
 #: statuses only leaves answer, and the family a client takes each for (401/403: a token, 413/422: the request)
 _LEAF_STATUSES: dict[int, type[TenureError]] = {

@@ -5,7 +5,10 @@
   autoscaler (a tenant token sees its tenant's only);
 * ``POST /api/v1/cluster/place`` — the master asks this pod to bring a project under its epoch
   (admin or cluster token): 202 once checked, the bring runs in the background; 409 ``stale-epoch``
-  for an epoch older than the newest seen or one the store holds no placement for.
+  for an epoch older than the newest seen or one the store holds no placement for;
+* ``POST /api/v1/cluster/wake`` — run the master's tick now (a draining pod after each release; admin
+  or cluster token): 202 with ``master`` true when this pod holds the role (a RUNNING pod takes it
+  first when it is free), false when it does not.
 """
 
 from __future__ import annotations
@@ -63,6 +66,13 @@ def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbi
             for p in projects
         ]
         return {"pending": pending, "count": len(pending), "score": sum(p["score"] for p in pending)}
+
+    @app.post(prefix + "/wake", status_code=202, tags=["cluster"])
+    def wake(principal: Principal = principal_dep) -> dict[str, Any]:
+        """Run the master's tick now: projects were released for a hand-over (ADR 0049)."""
+        if not principal.unrestricted:
+            raise forbidden("wake-ups need an admin or cluster token")
+        return {"pod_id": node.pod.pod_id, "master": node.master.wake()}
 
     @app.post(prefix + "/place", status_code=202, tags=["cluster"])
     def place(body: PlaceBody, principal: Principal = principal_dep) -> dict[str, Any]:

@@ -26,9 +26,16 @@ only (P-84):
    then claims with the normal compare-and-swap and brings);
 4. what fits nowhere is marked pending placement (its ``pending_since``
    kept from the first miss) and reported as demand; retried next tick;
-5. at most ``--max-moves`` placements per tick;
+5. at most ``--max-moves`` placements per tick (a tick that reached it is
+   followed by the next at once: the limit bounds a tick's length, not the
+   rate of placements);
 6. the stale-bind sweep (P-51): the sessions of projects that have no live
    owner are unbound.
+
+A tick also runs at once when it is woken (:meth:`Master.wake`, ``POST
+/api/v1/cluster/wake``): a draining pod wakes the master after each project
+it releases, so a hand-over waits for no tick (a pod without the role that
+is woken takes it first if it is free: the draining pod resigned it).
 
 The next tick runs early when a pod lease (or a project's own lease) runs
 out before it unless renewed — a live pod renews long before, a dead one's
@@ -58,12 +65,14 @@ from tenure.projects.store import ProjectStore
 from tenure.states import PodState
 from tenure.store import Store
 
-__all__ = ["Master", "MasterMetrics", "MasterSettings", "PodHandle", "TickReport", "PLACE_PATH"]
+__all__ = ["Master", "MasterMetrics", "MasterSettings", "PodHandle", "TickReport", "PLACE_PATH", "WAKE_PATH"]
 
 log = logging.getLogger("tenure.serve")
 
 #: where a pod takes placement requests
 PLACE_PATH = "/api/v1/cluster/place"
+#: where a pod is asked to run the master's tick now (a hand-over: tenure.cluster.handoff)
+WAKE_PATH = "/api/v1/cluster/wake"
 #: projects read per page of the needing-owner scan
 PAGE = 500
 
@@ -156,6 +165,10 @@ class Master:
         #: placements not claimed yet: project id → (pod id, score, monotonic deadline)
         self._in_flight: dict[str, tuple[str, float, float]] = {}
         self._wake = threading.Event()
+        #: a wake-up that asked for a tick now (set by :meth:`wake`, taken by the loop): never lost to a
+        #: tick under way, which sets the next due time as it ends
+        self._rush = False
+        self._role_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_tick = 0.0
@@ -180,6 +193,21 @@ class Master:
 
     def beat(self) -> None:
         """Renew the role, or try to take it (RUNNING pods only)."""
+        with self._role_lock:
+            self._beat()
+
+    def wake(self) -> bool:
+        """Run the tick now (projects were released for a hand-over); a RUNNING pod without the role takes
+        it first when it is free. Returns whether this pod holds the role (then the tick runs at once)."""
+        if self.epoch is None and self.node.config.master and self.node.status is PodState.RUNNING:
+            self.beat()
+        if self.epoch is None:
+            return False
+        self._rush = True
+        self._wake.set()
+        return True
+
+    def _beat(self) -> None:
         node = self.node
         if not node.config.master:
             return
@@ -237,7 +265,8 @@ class Master:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            if self.epoch is None or time.monotonic() < self._due_at - 0.005:
+            rushed, self._rush = self._rush, False
+            if self.epoch is None or (not rushed and time.monotonic() < self._due_at - 0.005):
                 continue
             try:
                 self.tick()
@@ -394,6 +423,8 @@ class Master:
         self._next_tick = time.monotonic() + cfg.tick
         if report.placed or report.asked_failed:  # placed again once it is no longer in flight
             self._next_tick = min(self._next_tick, time.monotonic() + self.in_flight_timeout + 0.05)
+        if report.placed >= cfg.max_moves:  # the limit bounds one tick's length, not the rate: go on at once
+            self._next_tick = time.monotonic()
         self._due_at = self._next_tick
         if report.placed or report.pending or report.unbound_sessions or report.asked_failed:
             node.log(

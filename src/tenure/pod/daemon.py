@@ -6,11 +6,13 @@ or claims anything: a taken ``--listen`` address is one
 row and no claim left behind. The server then serves that socket.
 
 SIGTERM and SIGINT drain the pod (every project handed over: engines
-stopped, checkpoint, lease released), then the server stops and the process
-exits 0. A second signal while draining stops at once (the leases then end
-by expiry, as after ``kill -9``). ``tenure pods drain POD`` from anywhere
-marks the pod DRAINING in the store; the pod sees it at its next beat and
-drains the same way.
+stopped, checkpoint, lease released; after each release the master is woken
+so the new owner brings it at once), then the server stops and the process
+exits 0 — or 4 with one ``drain-incomplete`` line when a project could not be
+handed over (it keeps its lease and folder until expiry). A second signal
+while draining stops at once (the leases then end by expiry, as after
+``kill -9``). ``tenure pods drain POD`` from anywhere marks the pod DRAINING
+in the store; the pod sees it at its next beat and drains the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from tenure.errors import ConfigurationError
+from tenure.errors import ConfigurationError, DrainIncompleteError
 
 __all__ = ["run", "split_listen", "is_loopback", "configure_logging", "bind_listen"]
 
@@ -220,4 +222,9 @@ def run(
                 sock.close()
     if failed:
         raise failed[0]
+    if node.drain_left:
+        raise DrainIncompleteError(
+            f"the drain left {len(node.drain_left)} project(s) behind: {', '.join(node.drain_left[:10])}",
+            projects=node.drain_left,
+        )
     return 0

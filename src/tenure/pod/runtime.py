@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tenure.cluster.handoff import HandoffNotifier, WakeTransport
 from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
 from tenure.errors import ConfigurationError, ConflictError, TenureError
@@ -264,6 +265,10 @@ class PodRuntime:
         self._provisioned_token: str | None = None
         #: called when the store says this pod is DRAINING (``tenure pods drain``); default: drain here
         self.on_drain_requested: Callable[[], None] | None = None
+        #: the projects the last drain could not hand over (kept here, released by lease expiry)
+        self.drain_left: list[str] = []
+        #: how a drain's wake-ups reach other pods: HTTP (None), or a callable (pods in one process)
+        self.wake_transport: WakeTransport | None = None
 
     @property
     def cluster_token(self) -> str | None:
@@ -1141,7 +1146,9 @@ class PodRuntime:
         """DRAINING; each project: engines stopped, checkpoint, folder removed, lease released; then STOPPED.
 
         Returns the projects handed over. A project whose checkpoint fails keeps its lease and its
-        folder (nothing is lost); it is released only by lease expiry.
+        folder (nothing is lost); it is released only by lease expiry, and is listed in
+        :attr:`drain_left` (``tenure serve`` then exits non-zero). After each release the master is woken
+        (:class:`tenure.cluster.handoff.HandoffNotifier`), so the project's new owner brings it at once.
         """
         if self.status is PodState.RUNNING or self.status is PodState.STARTING:
             try:
@@ -1150,20 +1157,34 @@ class PodRuntime:
                 self.status = PodState.DRAINING
         self.log("draining")
         self.master.resign()
+        notifier = HandoffNotifier(
+            self.store,
+            self.pod.pod_id,
+            liveness_ttl=self.config.liveness_ttl,
+            token=lambda: self.cluster_token,
+            forget_token=self.forget_cluster_token,
+            transport=self.wake_transport,
+        )
         moved: list[str] = []
-        for project_id in sorted(self.registry.ids()):
-            project = self.projects.by_id(project_id)
-            try:
-                with self.gate.closing(project_id):
-                    self.lifecycle.hand_over(self._as_running_here(project))
-                moved.append(project.ref)
-                self._event(project, EventKind.DRAIN)
-                self.log("handed over", project=project.ref, generation=project.generation)
-            except Exception as exc:  # noqa: BLE001 - the next project must still be drained
-                self.log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
+        self.drain_left = []
+        try:
+            for project_id in sorted(self.registry.ids()):
+                project = self.projects.by_id(project_id)
+                try:
+                    with self.gate.closing(project_id):
+                        self.lifecycle.hand_over(self._as_running_here(project))
+                    notifier.poke()  # its new owner brings it now, not at the next tick (ADR 0049)
+                    moved.append(project.ref)
+                    self._event(project, EventKind.DRAIN)
+                    self.log("handed over", project=project.ref, generation=project.generation)
+                except Exception as exc:  # noqa: BLE001 - the next project must still be drained
+                    self.drain_left.append(project.ref)
+                    self.log("hand-over failed", level=logging.WARNING, project=project.ref, error=str(exc))
+        finally:
+            notifier.close()
         self._stop.set()
         self._set_status(PodState.STOPPED)
-        self.log("stopped", handed_over=len(moved))
+        self.log("stopped", handed_over=len(moved), left_behind=len(self.drain_left))
         return moved
 
     # ------------------------------------------------------------------ logs

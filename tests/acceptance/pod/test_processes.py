@@ -145,6 +145,28 @@ def test_sigterm_drains_and_every_project_moves_with_its_files(pg_cluster: tuple
 
 
 @pytest.mark.postgres
+def test_sigterm_hands_20_projects_over_at_once_not_at_the_next_tick(pg_cluster: tuple[Cluster, Store]) -> None:
+    """The drained pod wakes the master over HTTP after each release (ADR 0049): b ticks once an hour and
+    never pulls, yet all 20 PERMANENT projects run on b within seconds of a's SIGTERM, and a exits 0."""
+    cluster, store = pg_cluster
+    a = cluster.start("a", "--no-master", pull=False)
+    names = [f"p{i}" for i in range(20)]
+    with a.client() as c:
+        for name in names:
+            create(a, name)
+            assert c.post(f"/api/v1/projects/acme/{name}/bring").status_code == 200
+    b = cluster.start("b", "--tick", "3600", pull=False)
+    b_id = b.pod_id()
+    wait_for(lambda: b.client().get("/api/v1/cluster/master").json()["pod_id"] == b_id, 20, "b is master")
+    signalled = time.monotonic()
+    a.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: all(owner_of(store, "acme", n) == (b_id, True) for n in names), 15, "all 20 on b")
+    moved_after = time.monotonic() - signalled
+    assert a.proc.wait(30) == 0, a.output()
+    assert moved_after < 15.0  # an hour's tick otherwise; the issue's aim is 5 s (benchmarks: drain hand-off)
+
+
+@pytest.mark.postgres
 def test_redirect_to_the_live_owner_and_503_while_a_dead_owners_lease_runs(pg_cluster: tuple[Cluster, Store]) -> None:
     cluster, store = pg_cluster
     a = cluster.start("a", pull=False)

@@ -304,6 +304,17 @@ def test_max_moves_bounds_each_tick(store: Store, pods: Pods) -> None:
     assert report is not None and report.placed == 5
 
 
+def test_a_tick_that_reached_max_moves_is_followed_by_the_next_at_once(store: Store, pods: Pods) -> None:
+    """``--max-moves`` bounds a tick's length, not the placement rate: with 12 projects needing an owner and
+    5 moves a tick, the master's loop places all 12 in three ticks back to back, not one tick an hour."""
+    for i in range(12):
+        create(store, f"p{i}")
+    a = pods.start("a", max_moves=5, tick=3600.0)
+    a.master.beat()
+    a.master.start()
+    wait_for(lambda: all_placed(store, [f"p{i}" for i in range(12)]), 20, "all 12 placed")
+
+
 def test_a_takeover_does_not_wait_a_whole_tick(store: Store, pods: Pods) -> None:
     """The master's loop wakes when a silent pod's lease runs out, long before its 1-hour tick."""
     create(store, "p")
@@ -373,3 +384,48 @@ def test_a_placement_the_target_refuses_is_not_counted_as_placed_and_is_asked_ag
     a.master._in_flight.clear()  # its in-flight time is over (at least 5 s, ``in_flight_timeout``)
     assert a.master.tick().placed == 1
     wait_for(lambda: holders(store)["p"] == b.pod_id, what="b brings the project it was placed")
+
+
+# ------------------------------------------------------------------------------------------ drain hand-over
+
+
+def _wakes_in_process(pods: Pods, node: PodRuntime) -> None:
+    node.wake_transport = lambda pod_id, endpoint: pods.nodes[pod_id].master.wake()
+
+
+def test_a_drain_wakes_the_master_so_each_released_project_is_placed_at_once(store: Store, pods: Pods) -> None:
+    """ADR 0049: the master ticks once an hour here; a drain of 20 PERMANENT projects still has every one
+    running on the other pod within seconds, because the draining pod wakes the master after each release."""
+    names = [f"p{i}" for i in range(20)]
+    for name in names:
+        create(store, name)
+    a = pods.start("a", master=False)
+    for name in names:
+        a.bring(T, name)
+    b = pods.start("b", tick=3600.0)
+    b.master.beat()
+    b.master.tick()  # the regular tick ran: the next one is an hour away
+    b.master.start()
+    _wakes_in_process(pods, a)
+    assert len(a.drain()) == 20 and a.drain_left == []
+    wait_for(lambda: set(holders(store).values()) == {b.pod.pod_id}, 20, "every project on b")
+
+
+def test_a_woken_pod_takes_the_master_role_a_draining_master_resigned(store: Store, pods: Pods) -> None:
+    """The draining pod held the role: it resigns, and its wake-up makes the other pod take the role and
+    tick at once (without it, the role would pass only at that pod's next beat, its tick an hour later)."""
+    names = [f"p{i}" for i in range(5)]
+    for name in names:
+        create(store, name)
+    a = pods.start("a", tick=3600.0)
+    a.master.beat()
+    assert a.master.is_master
+    for name in names:
+        a.bring(T, name)
+    b = pods.start("b", tick=3600.0)
+    b.master.start()
+    assert not b.master.is_master
+    _wakes_in_process(pods, a)
+    a.drain()
+    wait_for(lambda: set(holders(store).values()) == {b.pod.pod_id}, 20, "every project on b")
+    assert b.master.is_master and ClusterStore(store).master().pod_id == b.pod.pod_id
