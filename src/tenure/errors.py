@@ -192,11 +192,14 @@ class IntakeError(TenureError):
 
 
 class DiskFullError(TenureError):
-    """The pod's data folder has no room left (ENOSPC, EDQUOT): nothing was written; retry elsewhere or later."""
+    """A pod's data folder has no room left (ENOSPC, EDQUOT, EFBIG): nothing was written; retry later or elsewhere.
+
+    Every ``disk-full`` answers HTTP 507 (this one, the store's, the object folder's, a restore target's)."""
 
     code = "disk-full"
     retryable = True
     exit_code = 5
+    http_status = 507
     default_hint = "free space in the data folder (or give it more); the pod takes no new projects meanwhile"
 
 
@@ -226,7 +229,6 @@ FAMILIES: dict[type[TenureError], Outcome] = {
     ObjectStoreError: Outcome(exit=5, http=503),
     IntegrityError: Outcome(exit=6, http=500),
     IntakeError: Outcome(exit=7, http=400),
-    DiskFullError: Outcome(exit=5, http=507),
 }
 #: statuses only leaves answer, and the family a client takes each for (401/403: a token, 413/422: the request)
 _LEAF_STATUSES: dict[int, type[TenureError]] = {
@@ -234,6 +236,7 @@ _LEAF_STATUSES: dict[int, type[TenureError]] = {
     403: ConfigurationError,
     413: InvalidInputError,
     422: InvalidInputError,
+    507: DiskFullError,
 }
 #: an unexpected error (a bug), and an interrupt
 EXIT_INTERNAL = 70

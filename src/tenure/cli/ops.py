@@ -28,6 +28,7 @@ import click
 from tenure.cli.context import services
 from tenure.cli.output import err_console, progress_bar
 from tenure.cli.remote import Remote, project_path, remote
+from tenure.defaults import LEASE_TTL_S, LIVENESS_TTL_S
 from tenure.errors import ConflictError, InvalidInputError, StoreError
 from tenure.pod.lineage import IF_LINEAGE
 from tenure.states import PodState, ProjectStatus
@@ -91,11 +92,11 @@ def ops(ctx: click.Context) -> CliOps:
 
 
 def _liveness_ttl(ctx: click.Context) -> float:
-    return float(ctx.find_root().obj.get("liveness_ttl") or 15.0)
+    return float(ctx.find_root().obj.get("liveness_ttl") or LIVENESS_TTL_S)
 
 
 def lease_ttl(ctx: click.Context) -> float:
-    value = ctx.find_root().obj.get("lease_ttl") or os.environ.get("TENURE_LEASE_TTL") or 60.0
+    value = ctx.find_root().obj.get("lease_ttl") or os.environ.get("TENURE_LEASE_TTL") or LEASE_TTL_S
     return float(value)
 
 

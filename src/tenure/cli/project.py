@@ -19,6 +19,7 @@ from tenure.cli.durations import Duration, parse_duration
 from tenure.cli.ops import lease_ttl, ops, split_ref
 from tenure.cli.output import console, emit, err_console, json_option, table
 from tenure.cli.remote import remote
+from tenure.defaults import LIVENESS_TTL_S
 from tenure.errors import InvalidInputError
 from tenure.states import PodState, ProjectStatus
 
@@ -383,7 +384,7 @@ def set_autosave(ctx: click.Context, ref: str, seconds: str) -> None:
 
 
 @click.group("pods", invoke_without_command=True)
-@click.option("--liveness-ttl", type=float, default=15.0, show_default=True)
+@click.option("--liveness-ttl", type=float, default=LIVENESS_TTL_S, show_default=True)
 @json_option
 @click.pass_context
 def pods(ctx: click.Context, liveness_ttl: float) -> None:

@@ -6,6 +6,7 @@ import click
 
 from tenure.cli.context import services
 from tenure.cli.durations import Duration
+from tenure.defaults import BEAT_S, LEASE_TTL_S, LIVENESS_TTL_S, TICK_S
 from tenure.errors import InvalidInputError
 from tenure.pod.durable import DEFAULT_AUTOSAVE_S
 
@@ -31,13 +32,15 @@ def _labels(value: str | None) -> dict[str, str]:
 @click.option("--no-self-pull", is_flag=True, help="Do not claim unowned projects at start-up.")
 @click.option("--pull-every", type=float, default=None, help="Also pull unowned projects every SECONDS.")
 @click.option("--engine", "engines", multiple=True, help="An engine: a registered name or module:factory.")
-@click.option("--beat", "beat_interval", type=float, default=5.0, show_default=True, help="Heartbeat every SECONDS.")
-@click.option("--lease-ttl", type=float, default=60.0, show_default=True, help="Project lease TTL in seconds.")
-@click.option("--liveness-ttl", type=float, default=15.0, show_default=True, help="Pod liveness TTL in seconds.")
+@click.option("--beat", "beat_interval", type=float, default=BEAT_S, show_default=True, help="Heartbeat every SECONDS.")
+@click.option("--lease-ttl", type=float, default=LEASE_TTL_S, show_default=True, help="Project lease TTL in seconds.")
+@click.option(
+    "--liveness-ttl", type=float, default=LIVENESS_TTL_S, show_default=True, help="Pod liveness TTL in seconds."
+)
 @click.option(
     "--public-url", default=None, help="URL other pods and clients reach this pod at (default from --listen)."
 )
-@click.option("--tick", type=float, default=60.0, show_default=True, help="Distributor tick in SECONDS (as master).")
+@click.option("--tick", type=float, default=TICK_S, show_default=True, help="Distributor tick in SECONDS (as master).")
 @click.option("--max-moves", type=int, default=100, show_default=True, help="At most this many placements per tick.")
 @click.option("--master-ttl", type=float, default=None, help="Master lease TTL in SECONDS (default: the lease TTL).")
 @click.option("--no-master", is_flag=True, help="Never take the master role (never place projects).")

@@ -89,6 +89,8 @@ class TickReport:
     #: placements the target refused or did not answer (never counted in ``placed``)
     asked_failed: int = 0
     deposed: bool = False
+    #: seconds the tick was put off by the store-outage brake (ADR 0050; nothing placed), else 0
+    held: float = 0.0
     seconds: float = 0.0
     placements: list[tuple[str, str]] = field(default_factory=list)
 
@@ -144,6 +146,7 @@ class PodHandle(Protocol):
     @property
     def cluster_token(self) -> str | None: ...
     def forget_cluster_token(self) -> None: ...
+    def takeover_hold(self) -> float: ...
 
     def accept_placement(self, tenant: str, name: str, epoch: int) -> object:
         """Take a placement of this pod's own master: checked, then brought in the background."""
@@ -176,6 +179,8 @@ class Master:
         self._due_at = 0.0
         self._lock = threading.Lock()
         self.last_tick: TickReport | None = None
+        #: ticks begun (a held one too)
+        self.ticks = 0
         self._http: httpx.Client | None = None
         #: how placement requests reach other pods: HTTP (None), or a callable (pods in one process)
         self.transport: Callable[[PodLoad, str, str, int], bool] | None = None
@@ -273,7 +278,9 @@ class Master:
             except Exception as exc:  # noqa: BLE001 - a failed tick is logged and run again next time
                 self.node.metrics.tick_failures.inc()
                 self.node.log("distributor tick failed", level=logging.WARNING, error=str(exc))
-                self._next_tick = self._due_at = time.monotonic() + self.node.config.tick
+                # tried again a beat later, not a whole tick: a store that came back must not leave a dead
+                # pod's projects waiting for the regular tick
+                self._next_tick = self._due_at = time.monotonic() + self.node.config.beat_interval
 
     def _delay(self) -> float:
         """Seconds to wait before looking again: until the tick is due, at most one beat.
@@ -364,6 +371,13 @@ class Master:
         cfg = node.config
         started = time.perf_counter()
         report = TickReport(epoch=epoch)
+        self.ticks += 1
+        hold = node.takeover_hold()
+        if hold > 0:  # the store-outage brake (ADR 0050): the silent pods may renew within a beat
+            report.held = hold
+            self._next_tick = self._due_at = time.monotonic() + hold
+            self.last_tick = report
+            return report
         pods = self.eligible_pods()
         # paged by key, never by OFFSET: what this tick places (and the pods claim) leaves the set (P-83)
         cursor: NeedingOwnerCursor | None = None

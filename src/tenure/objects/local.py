@@ -61,6 +61,7 @@ class ObjectStoreFullError(ObjectStoreError):
     """No space (or quota, or file-size limit) is left for objects."""
 
     code = "disk-full"
+    http_status = 507  # as every disk-full
     default_hint = (
         "free space on the file system that holds the object folder (or raise the quota or `ulimit -f`"
         " that stopped the write), then retry"

@@ -15,6 +15,9 @@ class Metrics:
         r = self.registry
         self.beats = Counter("tenure_beats", "Heartbeats done by this pod", registry=r)
         self.beat_failures = Counter("tenure_beat_failures", "Heartbeats that failed (store unreachable)", registry=r)
+        self.takeover_holds = Counter(
+            "tenure_takeover_holds", "Renewals after a gap that held this pod's takeovers (ADR 0050)", registry=r
+        )
         self.renew_seconds = Histogram(
             "tenure_renew_seconds",
             "Seconds a beat's heartbeat and lease renewal took",

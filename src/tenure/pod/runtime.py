@@ -45,6 +45,7 @@ from typing import Any
 from tenure.cluster.handoff import HandoffNotifier, WakeTransport
 from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
+from tenure.defaults import BEAT_S, LEASE_TTL_S, LIVENESS_TTL_S, TICK_S
 from tenure.errors import ConfigurationError, ConflictError, TenureError
 from tenure.mounts.classify import Authority, ProjectLease
 from tenure.objects import ObjectStore
@@ -87,6 +88,10 @@ DELTA_SWEEP_S = 3600.0
 HISTORY_PRUNE_S = 3600.0
 #: the longest wait between two attempts to finish a suspend left SUSPENDING
 MAX_RETRY_BACKOFF_S = 300.0
+#: the store-outage brake (ADR 0050): a pod that has not renewed for this many beats is out of touch with
+#: the store, and once it renews again it takes nothing over for ``takeover_hold_beats`` beats, so the pods
+#: that were cut off with it (a store outage cuts off every pod) renew first
+OUT_OF_TOUCH_BEATS = 3.0
 
 
 class DataFolderLockedError(ConfigurationError):
@@ -104,9 +109,9 @@ class ServeConfig:
     capacity: float = 100.0
     self_pull: bool = True
     pull_every: float | None = None
-    beat_interval: float = 5.0
-    lease_ttl: float = 60.0
-    liveness_ttl: float = 15.0
+    beat_interval: float = BEAT_S
+    lease_ttl: float = LEASE_TTL_S
+    liveness_ttl: float = LIVENESS_TTL_S
     engine_stop_timeout: float = 30.0
     #: attempts to bring a project this pod holds but does not run, before it releases the lease
     bring_retries: int = 3
@@ -123,10 +128,12 @@ class ServeConfig:
     master: bool = True
     #: the master lease TTL (None: the project lease TTL)
     master_ttl: float | None = None
-    #: the distributor tick (SPEC §8: 60 s)
-    tick: float = 60.0
+    #: the distributor tick (ADR 0050)
+    tick: float = TICK_S
     #: at most this many placements per tick
     max_moves: int = 100
+    #: the store-outage brake (ADR 0050): after a renewal gap, no takeover for this many beats
+    takeover_hold_beats: float = 2.0
     #: keep a change journal of each running project's folder, so checkpoints list only what changed (ADR 0030)
     change_journal: bool = True
     #: every this-many checkpoints of a project walk its whole folder all the same (ADR 0028)
@@ -232,6 +239,8 @@ class PodRuntime:
         #: brings of pulls and placements (bounded: a takeover of many projects does not start them all at once)
         self._brings = ThreadPoolExecutor(max_workers=max(1, config.bring_workers), thread_name_prefix="tenure-bring")
         self._last_renewal = 0.0
+        #: no takeover before this moment (monotonic): the store-outage brake (:meth:`takeover_hold`)
+        self._hold_until = 0.0
         self._last_pull = 0.0
         self._last_delta_sweep = time.monotonic()  # the start-up reconciliation expires them first
         self._last_history_prune: float | None = None  # the first beat prunes, then hourly
@@ -539,7 +548,7 @@ class PodRuntime:
         score = self._score(running)
         self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
         renewal = self.ownership.renew_leases(self.pod.pod_id)
-        self._last_renewal = time.monotonic()
+        self._renewed()
         self.metrics.renew_seconds.observe(time.perf_counter() - started)
         self.metrics.beats.inc()
         self.metrics.running.set(len(running))
@@ -567,6 +576,40 @@ class PodRuntime:
         self._expire_deltas()
         self._prune_history()
         return True
+
+    def _renewed(self) -> None:
+        """A renewal committed: after a gap of :data:`OUT_OF_TOUCH_BEATS` beats or more (the store was out of
+        reach, or this pod was paused), hold takeovers for ``takeover_hold_beats`` beats (ADR 0050). Only
+        with the beat thread running: a pod beaten by hand (tests, embedding) keeps its own time."""
+        now = time.monotonic()
+        beat = self.config.beat_interval
+        gap = now - self._last_renewal
+        if self._beat_thread is not None and self._last_renewal and gap > OUT_OF_TOUCH_BEATS * beat:
+            self._hold_until = now + self.config.takeover_hold_beats * beat
+            self.metrics.takeover_holds.inc()
+            self.log(
+                "renewed after a gap: takeovers held",
+                level=logging.WARNING,
+                gap_s=round(gap, 3),
+                hold_s=round(self.config.takeover_hold_beats * beat, 3),
+            )
+        self._last_renewal = now
+
+    def takeover_hold(self) -> float:
+        """Seconds before this pod may take over a project whose owner went silent (0: now) — the store-outage
+        brake (ADR 0050). Positive while this pod's beat has not renewed for :data:`OUT_OF_TOUCH_BEATS` beats
+        (it cannot tell a dead owner from a store that failed them both), and for ``takeover_hold_beats``
+        beats after it renews again: when the store was out of reach for every pod, the live ones renew in that
+        time and nothing changes owner. A project nobody held is never held back by it."""
+        now = time.monotonic()
+        beat = self.config.beat_interval
+        if (
+            self._beat_thread is not None
+            and self._last_renewal
+            and now - self._last_renewal > OUT_OF_TOUCH_BEATS * beat
+        ):
+            return beat
+        return max(0.0, self._hold_until - now)
 
     def saving(self, project_id: str) -> dict[str, float | None]:
         """How saved a project running here is: ``last_checkpoint_at`` (its last checkpoint on this pod) and
@@ -874,6 +917,8 @@ class PodRuntime:
         startup score, headroom) where the startup score is the capacity; later pulls, the headroom.
         """
         self._last_pull = time.monotonic()
+        if self.takeover_hold() > 0:
+            return []  # the store-outage brake: the silent owners may only have been cut off with us
         try:
             row = self.pods.get(self.pod.pod_id)
         except TenureError:
@@ -1069,6 +1114,10 @@ class PodRuntime:
             return Route(project=project)
         if owner.live and not mine:
             return self._to_holder(project, owner)
+        if owner.pod_id is not None and not mine:
+            hold = self.takeover_hold()
+            if hold > 0:  # the store-outage brake: its silent owner may renew within a beat
+                return Route.later(project, hold)
         if not self.ready or not selector_matches(project.placement_selector, self.config.labels):
             return Route.later(project, self.config.beat_interval)
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NoReturn
 
+from tenure.defaults import LEASE_TTL_S, LIVENESS_TTL_S
 from tenure.errors import ConflictError
 from tenure.projects.ownership import Claimed, Owner, Ownership
 from tenure.projects.pods import PodIdentity, PodRegistry
@@ -44,7 +45,9 @@ class ClaimResult:
 class OwnershipFacade:
     """Claims for one pod. The only place a refused claim becomes :class:`ClaimRejectedError`."""
 
-    def __init__(self, store: Store, pod: PodIdentity, *, lease_ttl: float = 60.0, liveness_ttl: float = 15.0) -> None:
+    def __init__(
+        self, store: Store, pod: PodIdentity, *, lease_ttl: float = LEASE_TTL_S, liveness_ttl: float = LIVENESS_TTL_S
+    ) -> None:
         self.pod = pod
         self.lease_ttl = lease_ttl
         self.liveness_ttl = liveness_ttl

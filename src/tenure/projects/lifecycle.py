@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tenure.defaults import LEASE_TTL_S
 from tenure.errors import IntegrityError, TenureError
 from tenure.faults import crash_point, register
 from tenure.mounts.store import MountStore
@@ -148,7 +149,7 @@ class ActivationRegistry:
 
 @dataclass
 class LifecycleConfig:
-    lease_ttl: float = 60.0
+    lease_ttl: float = LEASE_TTL_S
     engine_stop_timeout: float = 30.0
     #: a bring undoes the expiry of a SUSPENDED project's workspace within this grace (ADR 0019)
     expiry_grace: float = DEFAULT_GRACE_S

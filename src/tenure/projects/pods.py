@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tenure.defaults import LIVENESS_TTL_S
 from tenure.projects.records import Pod
 from tenure.states import PodState
 from tenure.store import Store
@@ -150,7 +151,7 @@ class PodRegistry:
 
     def list(self) -> builtins.list[tuple[Pod, bool]]:
         """Every pod with whether it is live under the default liveness TTL (15 s)."""
-        return self.list_with_liveness(15.0)
+        return self.list_with_liveness(LIVENESS_TTL_S)
 
     def list_with_liveness(self, liveness_ttl: float) -> builtins.list[tuple[Pod, bool]]:
         with self.db.transaction(write=False) as tx:

@@ -65,7 +65,7 @@ class RestoreTargetFullError(TenureError):
     code = "disk-full"
     retryable = True
     exit_code = 5  # as every disk-full (docs/operations.md, "Exit codes")
-    http_status = 503
+    http_status = 507
     default_hint = (
         "free space on the file system that holds the target (or raise the quota or `ulimit -f` that stopped the"
         " write), then restore again; the partly written folder was removed"

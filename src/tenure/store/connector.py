@@ -86,6 +86,7 @@ class StoreFullError(StoreError):
     """The disk (or quota, or file-size limit) under the store is full."""
 
     code = "disk-full"
+    http_status = 507  # as every disk-full
     default_hint = (
         "free space on the file system that holds the store (or raise the quota or `ulimit -f` that"
         " stopped the write), then retry"

@@ -122,8 +122,8 @@ class PgSettings:
     Each field is read from ``TENURE_PG_<FIELD>`` (:meth:`from_env`). A parameter the store URL sets
     itself wins: libpq's (``connect_timeout``, ``keepalives*``, ``tcp_user_timeout``) and a ``-c name=value``
     in its ``options`` (``statement_timeout``, ``lock_timeout``, ``idle_in_transaction_session_timeout``).
-    The defaults find a dead peer within about ten seconds, end a paused client's open transaction well
-    within a lease TTL (60 s), and leave ordinary statements, all in milliseconds, a wide margin.
+    The defaults find a dead peer within about five seconds, end a paused client's open transaction within
+    half a lease TTL (10 s, ADR 0050), and leave ordinary statements, all in milliseconds, a wide margin.
     """
 
     #: libpq ``connect_timeout``: whole seconds, at least 2
@@ -136,16 +136,16 @@ class PgSettings:
     lock_timeout: float = 5.0
     #: server ``idle_in_transaction_session_timeout``: a client silent this long inside a transaction is
     #: disconnected and its locks released (keep it well below the lease TTL)
-    idle_in_transaction_timeout: float = 10.0
+    idle_in_transaction_timeout: float = 5.0
     #: TCP keepalives, both ends: first probe after this much silence (whole seconds)
-    keepalives_idle: float = 5.0
+    keepalives_idle: float = 2.0
     #: … then one probe every this many seconds (whole seconds)
     keepalives_interval: float = 1.0
     #: … and the connection is dead after this many unanswered ones
-    keepalives_count: int = 5
+    keepalives_count: int = 3
     #: TCP_USER_TIMEOUT, both ends: sent data unacknowledged this long ends the connection; also how long the
     #: client waits for the answer to BEGIN or ROLLBACK, and beyond statement_timeout for a statement
-    tcp_user_timeout: float = 10.0
+    tcp_user_timeout: float = 5.0
     #: send the server limits as startup ``options`` (off behind a pooler that refuses them: set them on the
     #: role instead, ``ALTER ROLE … SET``); the client-side limits apply either way
     session_options: bool = True
