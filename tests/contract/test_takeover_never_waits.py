@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from tenure.defaults import LEASE_TTL_S
 from tenure.errors import ConfigurationError, StoreError
 from tenure.objects.postgres import SCHEMA as OBJECTS
 from tenure.projects import LifecycleType, Ownership, ProjectStore
@@ -605,13 +606,13 @@ def test_settings_from_the_environment_are_checked() -> None:
 
 def test_the_defaults_find_a_dead_peer_in_seconds_and_end_a_paused_transaction_within_a_lease() -> None:
     d = PgSettings()
-    assert d.keepalives_idle + d.keepalives_interval * d.keepalives_count <= 10
-    assert d.tcp_user_timeout <= 10
-    assert d.idle_in_transaction_timeout < 60 / 2, "well within the default lease TTL"
+    assert d.keepalives_idle + d.keepalives_interval * d.keepalives_count <= LEASE_TTL_S / 2
+    assert d.tcp_user_timeout <= LEASE_TTL_S / 2
+    assert d.idle_in_transaction_timeout <= LEASE_TTL_S / 2, "well within the default lease TTL (ADR 0050)"
     assert d.lock_timeout < d.idle_in_transaction_timeout
     assert d.statement_timeout < d.long_statement_timeout
     conninfo, effective = PgSettings(session_options=False).conninfo("postgresql://u@h/db?connect_timeout=3")
-    assert "options" not in conninfo and "keepalives_idle=5" in conninfo and effective.connect_timeout == 3
+    assert "options" not in conninfo and "keepalives_idle=2" in conninfo and effective.connect_timeout == 3
 
 
 def test_every_long_running_statement_is_a_named_query() -> None:

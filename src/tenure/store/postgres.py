@@ -133,7 +133,7 @@ class PgSettings:
     #: statement and lock limit of :data:`LONG_RUNNING`, idle limit of :data:`HELD_OPEN`
     long_statement_timeout: float = 600.0
     #: server ``lock_timeout``: the longest wait for a row or table lock
-    lock_timeout: float = 5.0
+    lock_timeout: float = 3.0
     #: server ``idle_in_transaction_session_timeout``: a client silent this long inside a transaction is
     #: disconnected and its locks released (keep it well below the lease TTL)
     idle_in_transaction_timeout: float = 5.0
