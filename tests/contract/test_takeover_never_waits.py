@@ -41,7 +41,7 @@ from tenure.states import PodState, ProjectStatus
 from tenure.store import Store
 from tenure.store.postgres import HELD_OPEN, LONG_RUNNING, UNREACHABLE_CHECKOUT_S, PgSettings, PostgresConnector
 from tenure.store.queries import STORE, load, state_params
-from tests.support.pgproxy import StallingProxy
+from tests.support.pgproxy import FAST, StallingProxy
 from tests.support.projects import TTL, T
 from tests.support.store import wait_past
 
@@ -54,18 +54,6 @@ PROMPT_S = 0.5
 HOLDER = PgSettings(statement_timeout=5.0, lock_timeout=2.0, idle_in_transaction_timeout=10.0, tcp_user_timeout=2.0)
 #: the claimant's: a claim that waits gives up after 2 s instead of hanging (the race sees it wait long before)
 TAKER = PgSettings(statement_timeout=5.0, lock_timeout=2.0, idle_in_transaction_timeout=10.0, tcp_user_timeout=2.0)
-#: sub-second limits for the connections a test cuts off
-FAST = PgSettings(
-    connect_timeout=2.0,  # libpq's least
-    statement_timeout=0.5,
-    long_statement_timeout=2.0,
-    lock_timeout=0.3,
-    idle_in_transaction_timeout=0.5,
-    keepalives_idle=1.0,
-    keepalives_interval=1.0,
-    keepalives_count=2,
-    tcp_user_timeout=0.5,
-)
 
 
 class Paused(Exception):

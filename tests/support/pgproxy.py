@@ -18,6 +18,21 @@ import socket
 import threading
 from urllib.parse import urlsplit, urlunsplit
 
+from tenure.store.postgres import PgSettings
+
+#: sub-second limits for the connections a test cuts off with a proxy: a call fails within about a second
+FAST = PgSettings(
+    connect_timeout=2.0,  # libpq's least
+    statement_timeout=0.5,
+    long_statement_timeout=2.0,
+    lock_timeout=0.3,
+    idle_in_transaction_timeout=0.5,
+    keepalives_idle=1.0,
+    keepalives_interval=1.0,
+    keepalives_count=2,
+    tcp_user_timeout=0.5,
+)
+
 
 class StallingProxy:
     def __init__(self, target: tuple[str, int]) -> None:

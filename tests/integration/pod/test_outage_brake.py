@@ -22,8 +22,8 @@ from tenure.objects.local import LocalObjectStore
 from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, Ownership, ProjectStore
 from tenure.store import Store, open_store
-from tenure.store.postgres import PgSettings, PostgresConnector
-from tests.support.pgproxy import StallingProxy
+from tenure.store.postgres import PostgresConnector
+from tests.support.pgproxy import FAST, StallingProxy
 from tests.support.pods import wait_for
 from tests.support.runtime import stop_all
 from tests.support.store import wait_past
@@ -33,18 +33,6 @@ pytestmark = pytest.mark.postgres
 T = "acme"
 TTL = 1.0
 BEAT = 0.2
-#: a pod's calls through a stalled proxy fail within about a second (never hang)
-FAST = PgSettings(
-    connect_timeout=2.0,
-    statement_timeout=0.5,
-    long_statement_timeout=2.0,
-    lock_timeout=0.3,
-    idle_in_transaction_timeout=0.5,
-    keepalives_idle=1.0,
-    keepalives_interval=1.0,
-    keepalives_count=2,
-    tcp_user_timeout=0.5,
-)
 
 
 class Fleet:
