@@ -10,6 +10,10 @@ proxy that hung. Neither TCP keepalives nor ``tcp_user_timeout`` notice
 that (the proxy's kernel acknowledges everything); only a client-side
 deadline does. :meth:`StallingProxy.resume` forwards what was held and
 carries on.
+
+:meth:`StallingProxy.down` is the other fault, a server restart as its
+clients see it: every open connection is reset and new ones are closed at
+once until :meth:`StallingProxy.up`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class StallingProxy:
         self.flowing = threading.Event()
         self.flowing.set()
         self.closing = threading.Event()
+        self.refusing = threading.Event()
         self.open: set[socket.socket] = set()
         self.accepted = 0
         self.lock = threading.Lock()
@@ -68,15 +73,26 @@ class StallingProxy:
     def resume(self) -> None:
         self.flowing.set()
 
-    def close(self) -> None:
-        self.closing.set()
-        self.flowing.set()
+    def down(self) -> None:
+        """The server restarts: every connection is reset, new ones are closed until :meth:`up`."""
+        self.refusing.set()
+        self._reset_all()
+
+    def up(self) -> None:
+        self.refusing.clear()
+
+    def _reset_all(self) -> None:
         with self.lock:
             for sock in self.open:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def close(self) -> None:
+        self.closing.set()
+        self.flowing.set()
+        self._reset_all()
         self.thread.join(5)
         self.listener.close()
 
@@ -94,6 +110,9 @@ class StallingProxy:
                 continue
             except OSError:
                 return
+            if self.refusing.is_set():
+                client.close()
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:

@@ -523,6 +523,8 @@ class PodRuntime:
     def _after_beat(self) -> None:
         """Reverse drift retried, autosave, then the periodic pull when due: the part of a beat that brings
         projects and writes checkpoints."""
+        if self.workspaces.retry_abandons():  # a store that came back: no workspace stays CHECKPOINTING
+            self.log("checkpoints still to abandon: the store refused again", level=logging.WARNING)
         self._retry_dark()
         if self._beats % POLICY_BEATS == 0:
             self._expire_demand()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, MutableSequence, Sequence
@@ -224,6 +225,12 @@ class WorkspaceService:
     progress: Progress | None = None
     #: The object store's identity once the store records it (``bind_object_store``).
     object_store_id: str | None = field(default=None, init=False)
+    #: Checkpoints whose abandonment the store could not record (it was down): workspace id → lease and
+    #: ticket, abandoned again before the workspace's next checkpoint and by :meth:`retry_abandons`.
+    _unabandoned: dict[str, tuple[WriterLease, CheckpointTicket, str]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _unabandoned_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # The store and the object store belong together: a mismatch is refused before anything is done.
@@ -413,6 +420,7 @@ class WorkspaceService:
         ws_store = self.store.workspaces
         if self.object_store_id is None:  # nothing may be stored before the object store is bound
             self.object_store_id = bind_object_store(self.store, self.objects)
+        self._abandon_again(lease.workspace_id, raising=True)
         ticket = ws_store.begin_checkpoint(lease, key, reason)
         if ticket.already_published is not None:
             return CheckpointResult(ticket.already_published, unchanged=False)
@@ -478,11 +486,59 @@ class WorkspaceService:
                 self.store.snapshots.unpin(pid)
 
     def _abandon_quietly(self, lease: WriterLease, ticket: CheckpointTicket, exc: Exception) -> None:
-        """A failed checkpoint: its record becomes FAILED, the workspace MOUNTED again, the head unchanged."""
+        """A failed checkpoint: its record becomes FAILED, the workspace MOUNTED again, the head unchanged.
+
+        Should the store not take the abandonment for a retryable reason (it
+        is down or unreachable: the very fault that failed the checkpoint, as
+        often as not), the ticket is kept and abandoned again before the
+        workspace's next checkpoint and by :meth:`retry_abandons`, so the
+        workspace is never left CHECKPOINTING for its lease's lifetime, every
+        later checkpoint refused with ``checkpoint-in-progress``.
+        """
+        error = f"{type(exc).__name__}: {exc}"
         try:
-            self.store.workspaces.abandon_checkpoint(lease, ticket, error=f"{type(exc).__name__}: {exc}")
-        except Exception:  # noqa: BLE001 - fenced or already gone: the original error matters more
+            self.store.workspaces.abandon_checkpoint(lease, ticket, error=error)
+        except TenureError as failure:
+            if failure.retryable:
+                with self._unabandoned_lock:
+                    self._unabandoned[ticket.workspace_id] = (lease, ticket, error)
+        except Exception:  # noqa: BLE001 - the original error matters more
             pass
+
+    def _abandon_again(self, workspace_id: str, *, raising: bool) -> bool:
+        """Abandon the kept checkpoint of ``workspace_id``, if any; True when none is left.
+
+        A fenced or already settled one (a newer writer took the workspace, it
+        is MOUNTED again) is dropped; a store still unreachable keeps it and,
+        with ``raising``, raises that retryable error (the caller's checkpoint
+        could not begin anyway).
+        """
+        with self._unabandoned_lock:
+            kept = self._unabandoned.get(workspace_id)
+        if kept is None:
+            return True
+        lease, ticket, error = kept
+        try:
+            self.store.workspaces.abandon_checkpoint(lease, ticket, error=error)
+        except TenureError as failure:
+            if failure.retryable:
+                if raising:
+                    raise
+                return False
+        with self._unabandoned_lock:
+            if self._unabandoned.get(workspace_id) is kept:
+                del self._unabandoned[workspace_id]
+        return True
+
+    def retry_abandons(self) -> int:
+        """Abandon again every checkpoint the store could not abandon; returns how many are still kept.
+
+        A pod calls it after each renewal, so a store restart leaves no
+        workspace CHECKPOINTING once the store answers again.
+        """
+        with self._unabandoned_lock:
+            pending = list(self._unabandoned)
+        return sum(not self._abandon_again(workspace_id, raising=False) for workspace_id in pending)
 
     def _verify_closure(self, snapshot_id: str, closure: frozenset[str], generation: int) -> None:
         """VALIDATING: every object of the tree's closure (as built, pinned) is in the store, asked once.
