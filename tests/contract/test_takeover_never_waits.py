@@ -311,7 +311,13 @@ def test_a_claim_never_waits_for_the_renewal_a_paused_pod_left_open(pg_url: str,
 
 #: every statement of a beat (PodRegistry.heartbeat, then Ownership.renew_leases), with its parameters
 BEAT: dict[str, Callable[[str], dict[str, Any]]] = {
-    "pod_heartbeat": lambda a: {"id": a, "score": 1.0, "running": 1, **state_params(PodState.STOPPED)},
+    "pod_heartbeat": lambda a: {
+        "id": a,
+        "score": 1.0,
+        "running": 1,
+        "refusing": None,
+        **state_params(PodState.STOPPED),
+    },
     "pod_renew_lease": lambda a: {"pod": a, **state_params(PodState.RUNNING, PodState.STOPPED)},
     "pod_losses_clear": lambda a: {"pod": a},
     "projects_bind_to_pod": lambda a: {"pod": a, **state_params(ProjectStatus.CLOSED)},

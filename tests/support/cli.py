@@ -89,17 +89,23 @@ def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(result.stdout)
 
 
-def in_private_mount_namespace(script: str) -> subprocess.CompletedProcess[str]:
-    """Run ``sh -c script`` in a private mount namespace (as an unprivileged user namespace's root), where it
-    may mount a small tmpfs; ``$PY`` names this interpreter. Skipped where user namespaces are not allowed."""
+def private_mount_namespace() -> tuple[str, ...]:
+    """The command prefix of a private mount namespace (an unprivileged user namespace's root, who may mount a
+    tmpfs); the test is skipped where user namespaces are not allowed."""
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("unshare (util-linux) is missing")
     probe = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"no user namespaces here: {probe.stderr.decode().strip()}")
+    return (unshare, "--user", "--map-root-user", "--mount")
+
+
+def in_private_mount_namespace(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``sh -c script`` in a private mount namespace (as an unprivileged user namespace's root), where it
+    may mount a small tmpfs; ``$PY`` names this interpreter. Skipped where user namespaces are not allowed."""
     return subprocess.run(
-        [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        [*private_mount_namespace(), "sh", "-c", script],
         env=env(PY=sys.executable, PYTHONDONTWRITEBYTECODE="1"),
         text=True,
         capture_output=True,

@@ -88,7 +88,9 @@ class Cluster:
             *extra,
         ]
 
-    def start(self, name: str, *extra: str, pull: bool = True) -> Pod:
+    def start(self, name: str, *extra: str, pull: bool = True, prefix: tuple[str, ...] = ()) -> Pod:
+        """A pod named ``name``, ready; ``prefix`` goes before its command (one that ends by exec-ing it, so the
+        process started is the pod)."""
         port = free_port()
         data = str(self.tmp / name)
         log = self.tmp / f"{name}.log"
@@ -104,7 +106,7 @@ class Cluster:
         )
         env = dict(os.environ, PYTHONPATH=SRC, PYTHONDONTWRITEBYTECODE="1")
         with open(log, "wb") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen([*prefix, *args], stdout=out, stderr=subprocess.STDOUT, env=env)
         pod = Pod(proc, f"http://127.0.0.1:{port}", data, log)
         self.pods.append(pod)
 

@@ -256,8 +256,9 @@ def _probes(app: FastAPI, node: PodRuntime) -> None:
 
     @app.get("/readyz", tags=["pod"], responses={503: {"description": "not ready yet (or any more)"}})
     def readyz() -> Response:
-        """200 only once the pod is RUNNING (start-up done, not draining)."""
-        body = {"ready": node.ready, "status": node.status.value, "pod_id": node.pod_id}
+        """200 only once the pod is RUNNING (start-up done, not draining) with room in its data folder;
+        ``refusing`` says why a RUNNING pod is not ready (``disk-full: …``), else null."""
+        body = {"ready": node.ready, "status": node.status.value, "pod_id": node.pod_id, "refusing": node.space.full}
         return SafeJSONResponse(body, status_code=200 if node.ready else 503)
 
     @app.get("/metrics", tags=["pod"])

@@ -89,6 +89,15 @@ def _labels(value: str | None) -> dict[str, str]:
     metavar="SECONDS",
     help="An unbound session not created, bound or unbound for this long expires, with the demand it made.",
 )
+@click.option(
+    "--min-free-space",
+    "min_free_mib",
+    type=click.FloatRange(min=0),
+    default=64.0,
+    show_default=True,
+    metavar="MIB",
+    help="With less free space than this on the data folder the pod is not ready and claims nothing new.",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -113,6 +122,7 @@ def serve(
     journal_walk_every: int,
     autosave: float,
     session_ttl: float,
+    min_free_mib: float,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -147,6 +157,7 @@ def serve(
         journal_walk_every=journal_walk_every,
         autosave=autosave,
         session_ttl=session_ttl,
+        min_free_space=int(min_free_mib * (1 << 20)),
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     # the listen address first: a taken port is refused before this pod registers, reconciles or claims a thing

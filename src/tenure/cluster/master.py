@@ -347,8 +347,8 @@ class Master:
             pending[pod_id] = pending.get(pod_id, 0.0) + score
         pods = []
         for pod, live in self.pods.list_with_liveness(node.config.liveness_ttl):
-            if not live or pod.status != PodState.RUNNING.value:
-                continue
+            if not live or pod.status != PodState.RUNNING.value or pod.refusing is not None:
+                continue  # a refusing pod (a full data folder, ADR 0051) is given nothing
             held = max(pod.score, self.ownership.sum_score_by_home_pod_id(pod.id))
             pods.append(
                 PodLoad(pod.id, pod.endpoint, pod.labels, pod.capacity, held + pending.get(pod.id, 0.0), pod.running)

@@ -54,6 +54,9 @@ class Metrics:
             "tenure_reconcile_verdicts", "Mounts given each verdict by restart reconciliation", ["verdict"], registry=r
         )
         self.running = Gauge("tenure_projects_running", "Projects running on this pod", registry=r)
+        self.disk_full = Gauge(
+            "tenure_data_folder_full", "1 while the data folder is full and the pod claims nothing new", registry=r
+        )
         self.score = Gauge("tenure_pod_score", "Sum of the placement scores this pod holds", registry=r)
         self.master = Gauge("tenure_master", "1 while this pod holds the master role", registry=r)
         self.master_epoch = Gauge("tenure_master_epoch", "The epoch of the master role this pod took last", registry=r)

@@ -391,7 +391,11 @@ class ProjectOps:
                 return routed
             self.expect_lineage(routed, if_lineage)
             self.pod.demanded_by_request(routed)
-            return change(self._folder(routed)), routed.lineage
+            try:
+                return change(self._folder(routed)), routed.lineage
+            except TenureError as exc:
+                self.pod.note_full(exc)  # disk-full: not ready, no new claims, until a probe fits
+                raise
 
     def _made_durable(self, tenant: str, name: str, durable: bool) -> dict[str, Any]:
         """For a durable write: wait for a checkpoint that started after it, and name its snapshot."""

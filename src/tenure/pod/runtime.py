@@ -46,7 +46,7 @@ from tenure.cluster.handoff import HandoffNotifier, WakeTransport
 from tenure.cluster.master import Master
 from tenure.cluster.placement import room, selector_matches
 from tenure.defaults import BEAT_S, LEASE_TTL_S, LIVENESS_TTL_S, TICK_S
-from tenure.errors import ConfigurationError, ConflictError, TenureError
+from tenure.errors import ConfigurationError, ConflictError, DiskFullError, TenureError
 from tenure.mounts.classify import Authority, ProjectLease
 from tenure.objects import ObjectStore
 from tenure.pod.documents import NOT_KNOWN_HERE
@@ -56,6 +56,7 @@ from tenure.pod.journals import FolderJournals
 from tenure.pod.metrics import Metrics
 from tenure.pod.preserved import DeltaKeeper
 from tenure.pod.reconcile import Reconciler
+from tenure.pod.space import DataSpace
 from tenure.pod.tokens import TokenStore, cluster_token
 from tenure.projects.demand import REQUEST_DEMAND_S, REQUEST_SOURCE, DemandHandle
 from tenure.projects.facade import ClaimRejectedError, OwnershipFacade
@@ -144,6 +145,8 @@ class ServeConfig:
     autosave: float = DEFAULT_AUTOSAVE_S
     #: an unbound session not created, bound or unbound for this long expires, with its demand (ADR 0046)
     session_ttl: float = 3600.0
+    #: fewer free bytes than this on the data folder: not ready, nothing new claimed (ADR 0051)
+    min_free_space: int = 64 << 20
 
     @property
     def endpoint(self) -> str:
@@ -241,6 +244,7 @@ class PodRuntime:
         self._last_renewal = 0.0
         #: no takeover before this moment (monotonic): the store-outage brake (:meth:`takeover_hold`)
         self._hold_until = 0.0
+        self.space = DataSpace(config.data_dir, config.min_free_space)
         self._last_pull = 0.0
         self._last_delta_sweep = time.monotonic()  # the start-up reconciliation expires them first
         self._last_history_prune: float | None = None  # the first beat prunes, then hourly
@@ -303,8 +307,9 @@ class PodRuntime:
 
     @property
     def ready(self) -> bool:
-        """True once the pod is RUNNING (``/readyz``): only then is anything placed here."""
-        return self.status is PodState.RUNNING
+        """True once the pod is RUNNING (``/readyz``) with room in its data folder: only then is anything
+        placed here (ADR 0051)."""
+        return self.status is PodState.RUNNING and self.space.full is None
 
     def start(self, *, running: bool = True) -> None:
         """The start-up order of the module docstring; returns once the pod is RUNNING.
@@ -410,6 +415,8 @@ class PodRuntime:
 
     def run_beats(self) -> None:
         """Start the beat thread and the master's tick thread (daemons)."""
+        # start-up just finished its work against the store: its length is no gap in touch (ADR 0050)
+        self._last_renewal = time.monotonic()
         self._beat_thread = threading.Thread(target=self._beat_loop, name="tenure-beat", daemon=True)
         self._beat_thread.start()
         self.master.start()
@@ -548,7 +555,8 @@ class PodRuntime:
         running = self.registry.ids()
         self.journals.keep(running)
         score = self._score(running)
-        self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running))
+        refusing = self._check_space()
+        self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running), refusing=refusing)
         renewal = self.ownership.renew_leases(self.pod.pod_id)
         self._renewed()
         self.metrics.renew_seconds.observe(time.perf_counter() - started)
@@ -578,6 +586,35 @@ class PodRuntime:
         self._expire_deltas()
         self._prune_history()
         return True
+
+    def _check_space(self) -> str | None:
+        """The data folder's room, each beat (:mod:`tenure.pod.space`): why this pod claims nothing new, if so."""
+        was = self.space.full
+        now = self.space.check()
+        self.metrics.disk_full.set(0 if now is None else 1)
+        if now is not None and was is None:
+            self.log("data folder full: not ready, claiming nothing new", level=logging.WARNING, reason=now)
+        elif now is None and was is not None:
+            self.log("data folder has room again: ready")
+        return now
+
+    def note_full(self, exc: BaseException) -> None:
+        """Any ``disk-full`` (a restore's, the object folder's, the store's, a file write's) makes the data
+        folder count as full until the next beat's probe finds room (:meth:`DataSpace.write_failed`)."""
+        if isinstance(exc, TenureError) and exc.code == "disk-full":
+            self.space.write_failed(exc.message)
+
+    def _refuse_claim_if_full(self, ref: str) -> None:
+        """A bring of a project this pod does not hold, while its data folder is full: ``disk-full``."""
+        full = self.space.full
+        if full is not None:
+            raise DiskFullError(
+                f"pod {self.pod.pod_id} claims nothing new while its data folder is full, so {ref} stays where"
+                f" it is ({full})",
+                project=ref,
+                pod=self.pod.pod_id,
+                hint="another pod takes it; free space on this pod's data folder",
+            )
 
     def _renewed(self) -> None:
         """A renewal committed: after a gap of :data:`OUT_OF_TOUCH_BEATS` beats or more (the store was out of
@@ -921,6 +958,8 @@ class PodRuntime:
         self._last_pull = time.monotonic()
         if self.takeover_hold() > 0:
             return []  # the store-outage brake: the silent owners may only have been cut off with us
+        if self.space.full is not None:
+            return []  # no room to restore what it would claim (ADR 0051)
         try:
             row = self.pods.get(self.pod.pod_id)
         except TenureError:
@@ -983,9 +1022,14 @@ class PodRuntime:
         if running is not None:
             return running.result()
         try:
+            if project is None or project.id not in self.registry:
+                known = project if project is not None else self.projects.get(tenant, name)
+                if known.id not in self.registry:
+                    self._refuse_claim_if_full(known.ref)
             try:
                 project = self.lifecycle.bring(tenant, name, from_snapshot=from_snapshot, project=project)
-            except BaseException:
+            except BaseException as exc:
+                self.note_full(exc)
                 self._note_dark(tenant, name)
                 raise
             self._scores[project.id] = project.placement_score
@@ -1066,7 +1110,11 @@ class PodRuntime:
             project = self._as_running_here(project)
             self.journals.keep(self.registry.ids())
             interval = self.journals.interval(project.id, project.generation, self.lifecycle.folder(project))
-            result = self.lifecycle.checkpoint_running(project, interval=interval, reason=reason)
+            try:
+                result = self.lifecycle.checkpoint_running(project, interval=interval, reason=reason)
+            except BaseException as exc:
+                self.note_full(exc)
+                raise
         self._saved_at[project.id] = time.monotonic()
         self._checkpointed_at[project.id] = time.time()
         self._unsaved_since.pop(project.id, None)
@@ -1120,6 +1168,12 @@ class PodRuntime:
             hold = self.takeover_hold()
             if hold > 0:  # the store-outage brake: its silent owner may renew within a beat
                 return Route.later(project, hold)
+        if self.space.full is not None:  # no room to restore it here (ADR 0051): another pod may take it
+            return Route.later(
+                project,
+                self.config.beat_interval,
+                f"project {project.ref} is not served by pod {self.pod.pod_id}, whose data folder is full",
+            )
         if not self.ready or not selector_matches(project.placement_selector, self.config.labels):
             return Route.later(project, self.config.beat_interval)
         try:
@@ -1175,13 +1229,15 @@ class PodRuntime:
         Refused with ``stale-epoch`` when a newer epoch has placed here
         before, or when the store holds no placement of the project on this
         pod at that epoch (a deposed master's placement never reached the
-        store); with ``pod-not-running`` unless this pod is RUNNING. The bring
+        store); with ``pod-not-running`` unless this pod is RUNNING; with ``disk-full`` while its data folder is
+        full (ADR 0051). The bring
         claims with the normal compare-and-swap: a project another pod took
         meanwhile is simply not brought.
         """
         project = self.projects.get(tenant, name)
         self.master.check_placement(project.id, epoch, self.newest_epoch)
         self.newest_epoch = max(self.newest_epoch, epoch)
+        self._refuse_claim_if_full(project.ref)  # a placement made before this pod's beat said it was full
         self._brings.submit(self._bring_placed, tenant, name)
         return project
 

@@ -114,13 +114,22 @@ class PodRegistry:
             raise NotFoundError(f"no pod {pod_id}", code="pod-not-found")
         return Pod.from_row(row)
 
-    def heartbeat(self, pod_id: str, *, score: float | None = None, running: int | None = None) -> bool:
-        """A heartbeat with the pod's load (P-106); False once the pod is STOPPED or unknown."""
+    def heartbeat(
+        self, pod_id: str, *, score: float | None = None, running: int | None = None, refusing: str | None = None
+    ) -> bool:
+        """A heartbeat with the pod's load (P-106) and why it claims nothing new (``refusing``, None: it
+        claims; ADR 0051); False once the pod is STOPPED or unknown."""
         with self.db.transaction() as tx:
             return (
                 tx.count(
                     "pod_heartbeat",
-                    {"id": pod_id, "score": score, "running": running, **state_params(PodState.STOPPED)},
+                    {
+                        "id": pod_id,
+                        "score": score,
+                        "running": running,
+                        "refusing": refusing,
+                        **state_params(PodState.STOPPED),
+                    },
                 )
                 == 1
             )

@@ -91,6 +91,8 @@ class Pod(Record):
     #: the load reported by its last beat (P-106): Σ placement scores held, projects running
     score: float = 0.0
     running: int = 0
+    #: why it claims nothing new (``disk-full: …``), None while it does (ADR 0051)
+    refusing: str | None = None
 
     #: ``score`` and ``running`` are 0 when the row has them NULL or not at all
     conversions = {

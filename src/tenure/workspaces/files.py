@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tenure.errors import ConflictError, InvalidInputError, NotFoundError, TenureError
-from tenure.fsio import tmp_name, write_all
+from tenure.errors import ConflictError, DiskFullError, InvalidInputError, NotFoundError, TenureError
+from tenure.fsio import FULL_ERRNOS, tmp_name, write_all
 
 __all__ = ["BadPathError", "check_path", "chunks", "delete_path", "list_folder", "open_file", "write_file"]
 
@@ -73,6 +73,12 @@ def _os_error(exc: OSError, path: str) -> TenureError:
         )
     if exc.errno == errno.EISDIR:
         return InvalidInputError(f"{path!r} is a folder", code="not-a-file", path=path)
+    if exc.errno in FULL_ERRNOS:
+        return DiskFullError(
+            f"no room left to write {path!r} in the workspace folder ({os.strerror(exc.errno)}); the file is as it was",
+            path=path,
+            hint="free space on the pod's data folder, or write less, and retry",
+        )
     raise exc
 
 

@@ -847,8 +847,10 @@ VALUES (:id, :n, :e, :l, :c, :status, {now}, {now});
 SELECT * FROM pods WHERE id = :id;
 
 -- name: pod_heartbeat
--- A heartbeat with the load :score / :running (NULL keeps the last), unless the pod is STOPPED.
-UPDATE pods SET heartbeat_at = {now}, score = COALESCE(:score, score), running = COALESCE(:running, running)
+-- A heartbeat with the load :score / :running (NULL keeps the last) and why it claims nothing new, :refusing
+-- (NULL: it claims), unless the pod is STOPPED.
+UPDATE pods SET heartbeat_at = {now}, score = COALESCE(:score, score), running = COALESCE(:running, running),
+    refusing = :refusing
 WHERE id = :id AND status <> :stopped;
 
 -- name: pod_transition
@@ -871,7 +873,7 @@ UPDATE pods SET status = :t, heartbeat_at = {now}, score = 0, running = 0 WHERE 
 -- name: pods_with_health
 -- Every pod, oldest first, with live (as pods_with_liveness) and heard: not STOPPED and heard from within
 -- :ttl seconds (a pod that is not STOPPED and not heard is dead). A STOPPED pod's load reads 0.
-SELECT id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at,
+SELECT id, node_name, endpoint, labels, capacity, status, started_at, heartbeat_at, refusing,
     CASE WHEN status = :stopped THEN 0 ELSE score END AS score,
     CASE WHEN status = :stopped THEN 0 ELSE running END AS running,
     (status IN (:running, :draining) AND heartbeat_at >= {now} - :ttl) AS live,
