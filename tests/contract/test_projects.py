@@ -123,7 +123,7 @@ SECTION_9: dict[str, tuple[type, list[str]]] = {
     "find_by_home_pod_id": (Ownership, ["pod_id"]),
     "sum_score_by_home_pod_id": (Ownership, ["pod_id"]),
     "find_projects_needing_owner": (Ownership, ["lease_ttl", "limit", "skip"]),
-    "find_pending_placement": (Ownership, ["lease_ttl", "pending_ttl"]),
+    "find_pending_placement": (Ownership, ["lease_ttl", "pending_ttl", "limit"]),
     "mark_pending_placement": (ProjectStore, ["tenant", "name"]),
     "set_owner_required": (ProjectStore, ["tenant", "name", "value"]),
     "find_owner_required": (ProjectStore, []),
@@ -758,7 +758,9 @@ def test_p108_find_pending_placement_returns_unowned_waiting_projects(store: Sto
     ps, own = stores(store)
     a = pod()
     for name in ("old", "waiting", "owned", "expired", "never"):
-        ps.create(T, name)
+        ps.create(T, name, lifecycle_type=LifecycleType.PERMANENT)
+    ps.create(T, "no-demand")  # AUTO with no demand: it needs no owner, so it is no demand for room
+    assert ps.mark_pending_placement(T, "no-demand")
     assert ps.mark_pending_placement(T, "old")
     wait_past(store, 1.0)
     assert ps.mark_pending_placement(T, "waiting")
@@ -770,6 +772,8 @@ def test_p108_find_pending_placement_returns_unowned_waiting_projects(store: Sto
     assert names(own.find_pending_placement(TTL, 0.7)) == {"waiting"}
     wait_past(store, 0.02)
     assert names(own.find_pending_placement(0.01, 3600.0)) == {"old", "waiting", "owned", "expired"}
+    assert [p.name for p in own.find_pending_placement(0.01)] == ["old", "waiting", "owned", "expired"]
+    assert [p.name for p in own.find_pending_placement(0.01, limit=1)] == ["old"]
 
 
 # --------------------------------------------------------------------------- owner_required: P-110

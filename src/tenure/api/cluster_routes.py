@@ -51,7 +51,7 @@ def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbi
         principal: Principal = principal_dep, limit: int = Query(default=1000, ge=1, le=10000)
     ) -> dict[str, Any]:
         """Projects pending placement that still need an owner (P-89): what an autoscaler should add room for."""
-        projects = node.ownership.demand(node.config.lease_ttl, limit)
+        projects = node.ownership.find_pending_placement(node.config.lease_ttl, limit=limit)
         if not principal.unrestricted:
             projects = [p for p in projects if principal.sees(p.tenant)]
         pending = [

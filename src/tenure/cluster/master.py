@@ -453,7 +453,7 @@ class Master:
 
     def publish_demand(self) -> list[Any]:
         """The projects pending placement, also set as the demand gauges."""
-        demand = self.ownership.demand(self.node.config.lease_ttl)
+        demand = self.ownership.find_pending_placement(self.node.config.lease_ttl)
         self.node.metrics.demand_projects.set(len(demand))
         self.node.metrics.demand_score.set(sum(p.placement_score for p in demand))
         return demand

@@ -118,7 +118,7 @@ class ServeConfig:
     bring_retries: int = 3
     #: first backoff between those attempts (doubles each time)
     bring_backoff: float = 1.0
-    #: the boot self-pull cap is min(this × the startup score, local headroom) (P-127)
+    #: the boot self-pull lets what this pod holds grow to this × its fair share of the load (P-77, ADR 0052)
     pull_factor: float = 1.5
     public_url: str | None = None
     #: how long a preserved delta is kept on this host before it is deleted (S-65; default 7 days)
@@ -250,7 +250,6 @@ class PodRuntime:
         self._last_history_prune: float | None = None  # the first beat prunes, then hourly
         self._beats = 0
         self._lost_seen = 0
-        self._scores: dict[str, float] = {}
         #: each running project's autosave policy as its record says (``None``: the pod's default), read at
         #: its bring, when set through this pod, and again every POLICY_BEATS beats
         self._autosave_policy: dict[str, float | None] = {}
@@ -554,7 +553,7 @@ class PodRuntime:
         started = time.perf_counter()
         running = self.registry.ids()
         self.journals.keep(running)
-        score = self._score(running)
+        score = self._score()
         refusing = self._check_space()
         self.pods.heartbeat(self.pod.pod_id, score=score, running=len(running), refusing=refusing)
         renewal = self.ownership.renew_leases(self.pod.pod_id)
@@ -938,11 +937,25 @@ class PodRuntime:
 
     # ------------------------------------------------------------------ pull
 
-    def _score(self, running: set[str] | None = None) -> float:
-        """Σ placement scores of what runs here (the registry: no store read per beat)."""
-        if running is None:
-            return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
-        return sum(self._scores.get(project_id, 1.0) for project_id in running)
+    def _score(self) -> float:
+        """Σ placement scores of what this pod holds, as the store sums them (P-106): a score changed while a
+        project runs here counts at once, and so does a project held but not (yet) running here."""
+        return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
+
+    def _fair_share(self, capacity: float) -> float:
+        """This pod's share of the cluster's load, by capacity (ADR 0052): ``capacity × (Σ scores held by the
+        live RUNNING pods and this one + Σ scores of the projects needing an owner) / (capacity + Σ those pods'
+        capacities)``. Alone, a pod's share is everything that needs an owner; beside live pods, the boot pull
+        leaves the rest to the master, which places by utilization."""
+        others = [
+            pod
+            for pod, live in self.pods.list_with_liveness(self.config.liveness_ttl)
+            if live and pod.id != self.pod.pod_id and pod.status == PodState.RUNNING.value and pod.refusing is None
+        ]
+        load = self._score() + sum(pod.score for pod in others)
+        load += self.ownership.score_needing_owner(self.config.lease_ttl)
+        total = capacity + sum(pod.capacity for pod in others)
+        return capacity * load / total if total > 0 else 0.0
 
     def headroom(self, capacity: float | None = None) -> float:
         """Capacity left on this pod, by the score model (P-127): capacity − Σ scores of held projects."""
@@ -952,8 +965,9 @@ class PodRuntime:
         """Claim and bring projects needing an owner whose selector matches this pod, up to the cap.
 
         Eligibility and headroom come from this pod's own row (P-80, P-81): no row (or a pod that is
-        not STARTING or RUNNING), nothing is pulled. The cap (P-127): at boot, min(pull_factor × the
-        startup score, headroom) where the startup score is the capacity; later pulls, the headroom.
+        not STARTING or RUNNING), nothing is pulled. The cap (P-77, ADR 0052): at boot, what this pod
+        holds may grow to min(pull_factor × its fair share (:meth:`_fair_share`), capacity); later pulls
+        take up to the headroom.
         """
         self._last_pull = time.monotonic()
         if self.takeover_hold() > 0:
@@ -969,7 +983,7 @@ class PodRuntime:
         labels, capacity = row.labels, row.capacity
         budget = self.headroom(capacity)
         if boot:
-            budget = min(self.config.pull_factor * capacity, budget)
+            budget = min(self.config.pull_factor * self._fair_share(capacity) - self._score(), budget)
         brought: list[Project] = []
         # paged by key, never by OFFSET: what this pull brings leaves the set it pages over (P-83)
         cursor: NeedingOwnerCursor | None = None
@@ -1032,7 +1046,6 @@ class PodRuntime:
                 self.note_full(exc)
                 self._note_dark(tenant, name)
                 raise
-            self._scores[project.id] = project.placement_score
             self._autosave_policy[project.id] = project.autosave
             self._types[project.id] = project.lifecycle_type
             self.metrics.brings.labels(result="ok").inc()

@@ -51,6 +51,9 @@ _NEEDS_OWNER = state_params(
     ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING, LifecycleType.PERMANENT, LifecycleType.AUTO
 )
 
+#: a pending_ttl that reaches back past any mark
+_FOREVER = 1e12
+
 
 @dataclass(frozen=True)
 class Renewal:
@@ -445,6 +448,12 @@ class Ownership:
                 rows.extend(tx.execute("projects_needing_owner", params))
         return [Project.from_row(r) for r in rows]
 
+    def score_needing_owner(self, lease_ttl: float) -> float:
+        """Σ placement scores of every project :meth:`find_projects_needing_owner` lists (one statement)."""
+        with self.db.transaction(write=False) as tx:
+            row = tx.one("projects_needing_owner_score", self.needing_owner_params(lease_ttl, 0))
+        return float(row["s"]) if row else 0.0
+
     def page_projects_needing_owner(
         self, lease_ttl: float, limit: int, after: NeedingOwnerCursor | None = None
     ) -> tuple[list[Project], NeedingOwnerCursor | None]:
@@ -497,12 +506,6 @@ class Ownership:
             return cursor
         return NeedingOwnerCursor(cursor.unbound, float(rows[-1]["k"]), str(rows[-1]["id"]))
 
-    def demand(self, lease_ttl: float, limit: int = 1000) -> list[Project]:
-        """Projects marked pending placement that still need an owner and have none, waiting longest first."""
-        with self.db.transaction(write=False) as tx:
-            rows = tx.execute("projects_demand", {"ttl": lease_ttl, "limit": limit, **_NEEDS_OWNER})
-        return [Project.from_row(r) for r in rows]
-
     def unbind_ownerless_sessions(self, lease_ttl: float) -> int:
         """The stale-bind sweep (P-51): unbind the sessions of projects with no live owner; return how many."""
         with self.db.transaction() as tx:
@@ -514,8 +517,13 @@ class Ownership:
             row = tx.one("pods_next_lease_expiry", {"ttl": lease_ttl})
         return None if row is None or row["wait"] is None else max(0.0, float(row["wait"]))
 
-    def find_pending_placement(self, lease_ttl: float, pending_ttl: float) -> list[Project]:
-        """Projects no pod had room for, waiting for at most ``pending_ttl`` seconds, still unowned."""
+    def find_pending_placement(
+        self, lease_ttl: float, pending_ttl: float | None = None, limit: int = 1000
+    ) -> list[Project]:
+        """Pending placement (P-108, the demand an autoscaler sees): projects the master found no pod with room
+        for, marked at most ``pending_ttl`` seconds ago (None: however long ago), that still need an owner and
+        have none, waiting longest first. The API, the gauges and the master all read this one statement."""
+        params = {"ttl": lease_ttl, "pending": _FOREVER if pending_ttl is None else pending_ttl, "limit": limit}
         with self.db.transaction(write=False) as tx:
-            rows = tx.execute("projects_pending_placement", {"pending": pending_ttl, "ttl": lease_ttl})
+            rows = tx.execute("projects_pending_placement", {**params, **_NEEDS_OWNER})
         return [Project.from_row(r) for r in rows]

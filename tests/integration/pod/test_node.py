@@ -119,6 +119,48 @@ def test_boot_pull_brings_matching_projects_up_to_the_score_cap(
         assert projects.get(T, name).status is ProjectStatus.RUNNING
 
 
+def test_p77_beside_a_live_pod_the_boot_pull_takes_one_and_a_half_fair_shares_and_leaves_the_rest(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
+    """ADR 0052: 40 projects of score 1 need an owner; a live pod of capacity 100 holds nothing; a second pod
+    of capacity 100 boots. Its fair share is 100 × 40 / 200 = 20, so it takes 1.5 × 20 = 30 and leaves 10."""
+    started(nodes, make_node(store, tmp_path, objects_dir, "a", CountingEngine(), capacity=100.0))
+    projects = ProjectStore(store)
+    for i in range(40):
+        projects.create(T, f"p{i:02}", lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    started(nodes, make_node(store, tmp_path, objects_dir, "b", engine, self_pull=True, capacity=100.0))
+    assert len(engine.starts) == 30, "1.5 × the fair share 20, not the headroom 100"
+    assert Ownership(store).score_needing_owner(60.0) == 10.0
+
+
+def test_p77_alone_the_boot_pull_takes_everything_that_fits(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
+    projects = ProjectStore(store)
+    for i in range(30):
+        projects.create(T, f"p{i:02}", lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    started(nodes, make_node(store, tmp_path, objects_dir, "b", engine, self_pull=True, capacity=100.0))
+    assert len(engine.starts) == 30, "alone, its fair share is all 30"
+
+
+def test_p106_each_beat_reports_the_stores_score_sum_even_for_a_score_changed_while_running(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
+    projects = ProjectStore(store)
+    projects.create(T, "p")
+    projects.create(T, "q")
+    node = started(nodes, make_node(store, tmp_path, objects_dir, "a", CountingEngine()))
+    node.bring(T, "p")
+    node.bring(T, "q")
+    node.beat()
+    assert PodRegistry(store).get(node.pod.pod_id).score == 2.0
+    projects.set_placement(T, "p", {}, 7.5)  # while it runs here
+    node.beat()
+    assert PodRegistry(store).get(node.pod.pod_id).score == 8.5, "Σ of the store's scores, not those at bring"
+
+
 def test_concurrent_brings_of_one_project_share_one(
     store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:

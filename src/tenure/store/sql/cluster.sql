@@ -63,13 +63,14 @@ WHERE bound_connection_id IS NOT NULL
                 ELSE p.claimed_at END) + :ttl <= {now}
   );
 
--- name: projects_demand
--- Demand (P-89, P-108): projects marked pending placement that still need an owner and have none.
+-- name: projects_pending_placement
+-- Pending placement (P-89, P-108), the one statement behind the API, the gauges and find_pending_placement:
+-- projects marked pending placement within :pending seconds that still need an owner and have none.
 SELECT p.id, p.tenant, p.name, p.project_group, p.status, p.kind, p.lifecycle_type, p.owner_required, p.home_node,
     p.generation, p.placement_selector, p.placement_score, p.pending_since, p.workspace_id, p.error, p.created_at,
     p.updated_at, p.lineage, p.autosave
 FROM projects p LEFT JOIN pods q ON q.id = p.home_pod_id
-WHERE p.pending_since IS NOT NULL
+WHERE p.pending_since IS NOT NULL AND p.pending_since >= {now} - :pending
   AND (p.status = :init OR p.status = :recovering OR p.status = :running)
   AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
   AND (p.home_pod_id IS NULL OR p.claimed_at IS NULL

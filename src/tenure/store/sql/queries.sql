@@ -760,6 +760,22 @@ WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
   AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
   AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl;
 
+-- name: projects_needing_owner_score
+-- The summed placement score of every project that needs an owner (both halves of projects_needing_owner,
+-- the dead pods' pod-bound projects and the unbound ones): the load a booting pod shares (ADR 0052).
+SELECT COALESCE((SELECT SUM(p.placement_score)
+        FROM pods q JOIN projects p ON p.home_pod_id = q.id
+        WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND p.pod_bound = 1
+          AND (p.status = :init OR p.status = :recovering OR p.status = :running)
+          AND (p.lifecycle_type = :permanent OR (p.lifecycle_type = :auto AND p.owner_required = 1))
+          AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl), 0)
+    + COALESCE((SELECT SUM(placement_score)
+        FROM projects
+        WHERE pod_bound = 0
+          AND (status = :init OR status = :recovering OR status = :running)
+          AND (lifecycle_type = :permanent OR (lifecycle_type = :auto AND owner_required = 1))
+          AND COALESCE(claimed_at, 0) < (SELECT {now}) - :ttl), 0) AS s;
+
 -- name: projects_needing_owner_after
 -- projects_needing_owner paged by key (P-83): the rows after key (:after_k, :after_id) in its order
 -- (COALESCE(claimed_at, 0), id), with that key as k. A reader that claims what it reads shrinks the set
@@ -789,18 +805,6 @@ WHERE q.lease_renewed_at < (SELECT {now}) - :ttl AND q.lease_renewed_at >= :afte
   AND COALESCE(p.claimed_at, 0) < (SELECT {now}) - :ttl
   AND (q.lease_renewed_at, p.id) > (:after_k, :after_id)
 ORDER BY q.lease_renewed_at, p.id LIMIT :limit;
-
--- name: projects_pending_placement
--- Unowned projects waiting for a placement for at most :pending seconds.
-SELECT id, tenant, name, project_group, status, kind, lifecycle_type, owner_required, home_node, generation,
-    placement_selector, placement_score, pending_since, workspace_id, error, created_at, updated_at, lineage, autosave
-FROM projects
-WHERE pending_since IS NOT NULL AND pending_since >= {now} - :pending
-  AND (claimed_at IS NULL OR claimed_at < {now} - :ttl)
-  AND NOT (pod_bound = 1 AND EXISTS (SELECT 1 FROM pods q WHERE q.id = projects.home_pod_id
-                                                          AND q.lease_renewed_at >= {now} - :ttl))
-ORDER BY pending_since;
-
 
 -- ==================================================================== sessions
 
