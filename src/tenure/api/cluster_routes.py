@@ -5,7 +5,9 @@
   autoscaler (a tenant token sees its tenant's only);
 * ``POST /api/v1/cluster/place`` — the master asks this pod to bring a project under its epoch
   (admin or cluster token): 202 once checked, the bring runs in the background; 409 ``stale-epoch``
-  for an epoch older than the newest seen or one the store holds no placement for;
+  for an epoch older than the newest seen or one the store holds no placement for. With
+  ``projects`` (up to :data:`PLACE_BATCH_MAX`) instead of ``tenant`` and ``name``, a page of
+  placements in one request (ADR 0053): 202 with ``accepted`` and ``refused`` (each with its code);
 * ``POST /api/v1/cluster/wake`` — run the master's tick now (a draining pod after each release; admin
   or cluster token): 202 with ``master`` true when this pod holds the role (a RUNNING pod takes it
   first when it is free), false when it does not.
@@ -16,20 +18,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tenure.errors import InvalidInputError
 from tenure.pod.tokens import Principal
 
 if TYPE_CHECKING:
     from tenure.pod.runtime import PodRuntime
 
-__all__ = ["add_cluster_routes", "PlaceBody"]
+__all__ = ["add_cluster_routes", "PlaceBody", "PlaceItem", "PLACE_BATCH_MAX"]
+
+
+#: the most projects one placement request may carry (a master's page)
+PLACE_BATCH_MAX = 500
+
+
+class PlaceItem(BaseModel):
+    tenant: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
 
 
 class PlaceBody(BaseModel):
-    tenant: str
-    name: str
+    """One project (``tenant`` and ``name``), or several (``projects``, ADR 0053), placed under ``epoch``."""
+
+    tenant: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
     epoch: int
+    projects: list[PlaceItem] | None = Field(default=None, max_length=PLACE_BATCH_MAX)
 
 
 def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbidden: type[Exception]) -> None:
@@ -79,5 +94,21 @@ def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbi
         """The master's request to bring a project here under its epoch (checked against the store)."""
         if not principal.unrestricted:
             raise forbidden("placement requests need an admin or cluster token")
+        if body.projects is not None:
+            if body.tenant is not None or body.name is not None:
+                raise InvalidInputError("a placement request names one project (tenant, name) or several (projects)")
+            items = [(item.tenant, item.name) for item in body.projects]
+            answers = node.accept_placements(items, body.epoch)
+            refused = [
+                {"project": f"{tenant}/{name}", "code": error.code, "detail": error.message}
+                for (tenant, name), error in zip(items, answers, strict=True)
+                if error is not None
+            ]
+            accepted = [
+                f"{tenant}/{name}" for (tenant, name), error in zip(items, answers, strict=True) if error is None
+            ]
+            return {"pod_id": node.pod.pod_id, "epoch": body.epoch, "accepted": accepted, "refused": refused}
+        if body.tenant is None or body.name is None:
+            raise InvalidInputError("a placement request names one project (tenant, name) or several (projects)")
         project = node.accept_placement(body.tenant, body.name, body.epoch)
         return {"project": project.ref, "pod_id": node.pod.pod_id, "epoch": body.epoch, "accepted": True}

@@ -61,6 +61,7 @@ from tenure.cluster.store import ClusterStore, StaleEpochError
 from tenure.errors import ConflictError, NotFoundError, TenureError
 from tenure.projects.ownership import NeedingOwnerCursor, Ownership
 from tenure.projects.pods import PodRegistry
+from tenure.projects.records import Project
 from tenure.projects.store import ProjectStore
 from tenure.states import PodState
 from tenure.store import Store
@@ -150,6 +151,10 @@ class PodHandle(Protocol):
 
     def accept_placement(self, tenant: str, name: str, epoch: int) -> object:
         """Take a placement of this pod's own master: checked, then brought in the background."""
+        ...
+
+    def accept_placements(self, items: list[tuple[str, str]], epoch: int) -> list[TenureError | None]:
+        """:meth:`accept_placement` for each item: per item None (accepted) or the error that refused it."""
         ...
 
     def log(self, message: str, *, level: int = logging.INFO, **fields: Any) -> None: ...
@@ -398,8 +403,9 @@ class Master:
                     -p.placement_score,
                 )
             )
+            chosen: list[tuple[Project, PodLoad]] = []
             for project in page:
-                if report.placed >= cfg.max_moves:
+                if report.placed + len(chosen) >= cfg.max_moves:
                     break
                 if project.id in self._in_flight:
                     report.skipped_in_flight += 1
@@ -409,22 +415,32 @@ class Master:
                     self.projects.mark_pending_placement(project.tenant, project.name)
                     report.pending += 1
                     continue
-                if not self.cluster.place(node.pod_id, epoch, project.id, target.pod_id, record=True):
-                    self._deposed("the store refused a placement under its epoch")
-                    report.deposed = True
-                    break
                 target.take(project.placement_score)
-                with self._lock:
-                    deadline = time.monotonic() + self.in_flight_timeout
+                chosen.append((project, target))
+            # the page's placements in one transaction, then one request per pod (ADR 0053)
+            if chosen and not self.cluster.place_many(node.pod_id, epoch, [(p.id, t.pod_id) for p, t in chosen]):
+                self._deposed("the store refused a placement under its epoch")
+                report.deposed = True
+                break
+            with self._lock:
+                deadline = time.monotonic() + self.in_flight_timeout
+                for project, target in chosen:
                     self._in_flight[project.id] = (target.pod_id, project.placement_score, deadline)
-                if not self._ask(target, project.tenant, project.name, epoch):
-                    # refused or unreachable: not placed (kept in flight until its timeout, so the next
-                    # tick asks again, perhaps another pod), counted apart and never as a placement
-                    report.asked_failed += 1
-                    continue
-                report.placed += 1
-                report.placements.append((project.ref, target.pod_id))
-                node.metrics.placements.inc()
+            by_pod: dict[str, list[tuple[Project, PodLoad]]] = {}
+            for project, target in chosen:
+                by_pod.setdefault(target.pod_id, []).append((project, target))
+            for group in by_pod.values():
+                target = group[0][1]
+                accepted = self._ask_many(target, [(p.tenant, p.name) for p, _ in group], epoch)
+                for (project, _), ok in zip(group, accepted, strict=True):
+                    if not ok:
+                        # refused or unreachable: not placed (kept in flight until its timeout, so the next
+                        # tick asks again, perhaps another pod), counted apart and never as a placement
+                        report.asked_failed += 1
+                        continue
+                    report.placed += 1
+                    report.placements.append((project.ref, target.pod_id))
+                    node.metrics.placements.inc()
             if report.deposed or len(page) < PAGE:
                 break
         if not report.deposed:
@@ -458,20 +474,44 @@ class Master:
         self.node.metrics.demand_score.set(sum(p.placement_score for p in demand))
         return demand
 
-    def _ask(self, target: PodLoad, tenant: str, name: str, epoch: int) -> bool:
-        """Ask ``target`` to bring the project under this epoch (this pod: directly, in the background)."""
+    def _ask_many(self, target: PodLoad, items: list[tuple[str, str]], epoch: int) -> list[bool]:
+        """Ask ``target`` to bring each ``(tenant, name)`` under this epoch, in one request (this pod: directly,
+        in the background; a test's :attr:`transport`: one call per project). Per item, whether it accepted."""
         node = self.node
         if target.pod_id == node.pod_id:
-            try:
-                node.accept_placement(tenant, name, epoch)
-            except TenureError as exc:
-                node.log("own placement refused", level=logging.WARNING, project=f"{tenant}/{name}", error=str(exc))
-                return False
-            return True
-        if self.transport is not None:
-            return self.transport(target, tenant, name, epoch)
+            answers = node.accept_placements(items, epoch)
+            for (tenant, name), error in zip(items, answers, strict=True):
+                if error is not None:
+                    node.log(
+                        "own placement refused", level=logging.WARNING, project=f"{tenant}/{name}", error=str(error)
+                    )
+            return [error is None for error in answers]
+        transport = self.transport
+        if transport is not None:
+            return [transport(target, tenant, name, epoch) for tenant, name in items]
         if not target.endpoint:
-            return False
+            return [False] * len(items)
+        body = {"epoch": epoch, "projects": [{"tenant": tenant, "name": name} for tenant, name in items]}
+        response = self._post(target, body)
+        if response is None:
+            return [False] * len(items)
+        refused = response.json().get("refused", [])
+        if refused:
+            node.log(
+                "placements refused",
+                level=logging.WARNING,
+                pod=target.pod_id,
+                count=len(refused),
+                first=refused[0],
+            )
+        gone = {entry.get("project") for entry in refused}
+        return [f"{tenant}/{name}" not in gone for tenant, name in items]
+
+    def _post(self, target: PodLoad, body: dict[str, Any]) -> httpx.Response | None:
+        """POST a placement request to ``target`` (a 401 retried once with the credential read again): the
+        202 response, or None when it failed or was refused as a whole."""
+        node = self.node
+        assert target.endpoint
         if self._http is None:
             self._http = httpx.Client(timeout=5.0, follow_redirects=False)
         for attempt in range(2):
@@ -480,14 +520,10 @@ class Master:
             if token:
                 headers["Authorization"] = f"Bearer {token}"
             try:
-                response = self._http.post(
-                    target.endpoint.rstrip("/") + PLACE_PATH,
-                    json={"tenant": tenant, "name": name, "epoch": epoch},
-                    headers=headers,
-                )
+                response = self._http.post(target.endpoint.rstrip("/") + PLACE_PATH, json=body, headers=headers)
             except httpx.HTTPError as exc:
                 node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
-                return False
+                return None
             if response.status_code != 401 or attempt:
                 break
             node.forget_cluster_token()  # tokens appeared, or the credential was rotated: read it again
@@ -499,8 +535,8 @@ class Master:
                 status=response.status_code,
                 body=response.text[:200],
             )
-            return False
-        return True
+            return None
+        return response
 
     def check_placement(self, project_id: str, epoch: int, newest_seen: int) -> None:
         """A placement request is for this pod at ``epoch``, no older than the newest epoch seen (else refused)."""

@@ -22,6 +22,10 @@ from tenure.store import Store
 __all__ = ["ClusterStore", "MasterLease", "Placement", "StaleEpochError"]
 
 
+class _Deposed(Exception):
+    """Aborts :meth:`ClusterStore.place_many`'s transaction: a placement was refused."""
+
+
 class StaleEpochError(ConflictError):
     """A placement request from a master whose epoch is older than the newest seen, or not in the store."""
 
@@ -96,6 +100,23 @@ class ClusterStore:
             if placed and record:
                 self.timeline.record(tx, project_id, EventKind.PLACEMENT, pod_id=pod_id, epoch=epoch, master=master_pod)
             return placed
+
+    def place_many(self, master_pod: str, epoch: int, pairs: list[tuple[str, str]]) -> bool:
+        """:meth:`place` (with ``record``) for each ``(project_id, pod_id)``, all in one transaction: every
+        placement with its timeline event, or none of them (False) when ``master_pod`` is deposed at ``epoch``
+        or a newer epoch has placed one of the projects."""
+        try:
+            with self.db.transaction() as tx:
+                for project_id, pod_id in pairs:
+                    params = {"me": master_pod, "e": epoch, "p": project_id, "pod": pod_id}
+                    if tx.count("placement_put", params) != 1:
+                        raise _Deposed  # rolls back every placement of the batch
+                    self.timeline.record(
+                        tx, project_id, EventKind.PLACEMENT, pod_id=pod_id, epoch=epoch, master=master_pod
+                    )
+        except _Deposed:
+            return False
+        return True
 
     def placement(self, project_id: str) -> Placement | None:
         with self.db.transaction(write=False) as tx:

@@ -1254,6 +1254,18 @@ class PodRuntime:
         self._brings.submit(self._bring_placed, tenant, name)
         return project
 
+    def accept_placements(self, items: list[tuple[str, str]], epoch: int) -> list[TenureError | None]:
+        """:meth:`accept_placement` for each ``(tenant, name)`` of one request of the master (ADR 0053): per
+        item None (accepted, brought in the background) or the error that refused it."""
+        answers: list[TenureError | None] = []
+        for tenant, name in items:
+            try:
+                self.accept_placement(tenant, name, epoch)
+                answers.append(None)
+            except TenureError as exc:
+                answers.append(exc)
+        return answers
+
     def _bring_placed(self, tenant: str, name: str) -> None:
         try:
             self.bring(tenant, name)

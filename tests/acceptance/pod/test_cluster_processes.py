@@ -116,6 +116,12 @@ def test_kill_9_of_the_master_elects_another_and_the_deposed_epoch_is_refused(
     with survivor.client() as client:
         r = client.post("/api/v1/cluster/place", json={"tenant": T, "name": "p", "epoch": old.epoch})
         assert r.status_code == 409 and r.json()["code"] == "stale-epoch", r.text
+        page = {"epoch": old.epoch, "projects": [{"tenant": T, "name": "p"}]}
+        r = client.post("/api/v1/cluster/place", json=page)
+        assert r.status_code == 202 and r.json()["accepted"] == [], r.text
+        assert [(x["project"], x["code"]) for x in r.json()["refused"]] == [(f"{T}/p", "stale-epoch")]
+        r = client.post("/api/v1/cluster/place", json={**page, "tenant": T, "name": "p"})
+        assert r.status_code == 400 and r.json()["code"] == "invalid-input", r.text
     wait_for(lambda: placed(store, ["p"]), 30, "the new master places p")
 
 

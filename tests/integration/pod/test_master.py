@@ -22,6 +22,7 @@ from tenure.objects.local import LocalObjectStore
 from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.projects import LifecycleType, ProjectStore
 from tenure.projects.ownership import Ownership
+from tenure.projects.timeline import Timeline
 from tenure.store import Store
 from tests.support.pods import wait_for
 from tests.support.store import wait_past
@@ -152,6 +153,50 @@ def test_a_placement_is_written_only_under_the_live_masters_epoch_each_term_alon
     written = cluster.place(writer, at, project.id, a.pod.pod_id)
     assert written is (term == "all-true")
     assert (cluster.placement(project.id) is not None) is (term == "all-true")
+
+
+def test_a_page_of_placements_is_written_whole_or_not_at_all(store: Store, pods: Pods) -> None:
+    """ADR 0053: one transaction per page. A batch one of whose projects a newer epoch placed writes none of
+    them, timeline events included; the same batch under the newest epoch writes all."""
+    for name in ("p", "q", "r"):
+        create(store, name)
+    a = pods.start("a", master_ttl=0.4)
+    b = pods.start("b", master_ttl=0.4)
+    a.master.beat()
+    old = a.master.epoch
+    assert old is not None
+    ids = [ProjectStore(store).get(T, n).id for n in ("p", "q", "r")]
+    cluster = ClusterStore(store)
+    wait_past(store, 0.5)
+    b.master.beat()
+    new = b.master.epoch
+    assert new is not None and new > old
+    assert cluster.place(b.pod.pod_id, new, ids[1], b.pod.pod_id)  # q, by the newer epoch
+    events_before = len(Timeline(store).history(ids[0]))
+    assert not cluster.place_many(a.pod.pod_id, old, [(i, a.pod.pod_id) for i in ids]), "the deposed master"
+    assert cluster.placement(ids[0]) is None and cluster.placement(ids[2]) is None, "nothing of the batch"
+    assert cluster.placement(ids[1]).epoch == new  # type: ignore[union-attr]
+    assert len(Timeline(store).history(ids[0])) == events_before, "no placement event either"
+    assert cluster.place_many(b.pod.pod_id, new, [(i, b.pod.pod_id) for i in ids])
+    assert all(cluster.placement(i).epoch == new for i in ids)  # type: ignore[union-attr]
+
+
+def test_a_placement_request_of_several_projects_accepts_each_checked_one_and_names_each_refusal(
+    store: Store, pods: Pods
+) -> None:
+    for name in ("p", "q"):
+        create(store, name)
+    a = pods.start("a")
+    a.master.beat()
+    epoch = a.master.epoch
+    assert epoch is not None
+    cluster = ClusterStore(store)
+    assert cluster.place(a.pod.pod_id, epoch, ProjectStore(store).get(T, "p").id, a.pod.pod_id)
+    answers = a.accept_placements([(T, "p"), (T, "q"), (T, "missing")], epoch)
+    assert answers[0] is None, "p is placed on a at this epoch"
+    assert isinstance(answers[1], StaleEpochError), "no placement of q in the store"
+    assert isinstance(answers[2], TenureError) and answers[2].code == "project-not-found"
+    wait_for(lambda: ProjectStore(store).get(T, "p").id in a.registry, 10, "p brought")
 
 
 def test_a_deposed_masters_placement_is_refused_by_the_store_and_by_the_pod(store: Store, pods: Pods) -> None:
