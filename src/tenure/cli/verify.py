@@ -3,7 +3,8 @@
 ``cluster`` starts pods on the given PostgreSQL, drives a seeded workload over their HTTP API while
 injecting faults, records every operation and the store's view of ownership, restores every acknowledged
 checkpoint and checks the history (``tenure.verify``; docs/operations.md, "Verifying a cluster"). It exits
-1 when the checker finds a violation.
+1 when the checker finds a violation, and 4 (``verify-cut-short``) when a fault could not be carried out and
+ended the run early.
 """
 
 from __future__ import annotations
@@ -102,8 +103,9 @@ def cluster(
     lineage_fraction: float,
     workdir: str | None,
 ) -> None:
-    """Run pods on PostgreSQL under a seeded workload and faults; check the history (exit 1 on a violation)."""
-    from tenure.errors import ConfigurationError
+    """Run pods on PostgreSQL under a seeded workload and faults; check the history (exit 1 on a violation, 4 when
+    a fault could not be carried out and cut the run short)."""
+    from tenure.errors import ConfigurationError, ConflictError
     from tenure.verify.cluster import FAULTS, ClusterConfig, run_cluster
 
     root = ctx.find_root().obj or {}
@@ -138,6 +140,12 @@ def cluster(
     emit(ctx, document, lambda: _human(document))
     if report.violations:
         ctx.exit(1)
+    if report.cut_short is not None:
+        raise ConflictError(
+            f"the run was cut short, so its history proves less than asked: {report.cut_short}",
+            code="verify-cut-short",
+            hint=f"see the pod logs in {report.workdir}; fix what the fault needed and run again",
+        )
 
 
 def _human(doc: dict[str, Any]) -> None:
@@ -178,6 +186,8 @@ def _human(doc: dict[str, Any]) -> None:
         console.print(f"planted bug: {doc['planted_bug']} (every pod ran with it)")
     if doc["planted"]:
         console.print(f"planted violation: {doc['planted']} (the recorded history was corrupted before checking)")
+    if doc["cut_short"]:
+        console.print(printable(f"cut short: {doc['cut_short']}"))
     if not doc["violations"]:
         console.print("no violations")
         return

@@ -139,9 +139,18 @@ class Report:
     #: seconds spent starting the pods, running the workload, suspending everything and restoring checkpoints
     phases: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def cut_short(self) -> str | None:
+        """Why the run ended before its workload did (a fault the kit could not carry out), or None."""
+        for fault in self.faults:
+            if fault.get("fault") == "error":
+                return str(fault.get("detail", "a fault failed"))
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "ok": not self.violations,
+            "ok": not self.violations and self.cut_short is None,
+            "cut_short": self.cut_short,
             "seconds": round(self.seconds, 2),
             "operations": self.operations,
             "operations_total": sum(sum(v.values()) for v in self.operations.values()),
@@ -193,6 +202,24 @@ def sha256(data: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- processes
+
+
+#: where distributions install libfaketime's thread-safe library
+LIBFAKETIME_PATHS = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/lib64/faketime/libfaketimeMT.so.1",
+    "/usr/local/lib/faketime/libfaketimeMT.so.1",
+)
+
+
+def libfaketime() -> str | None:
+    """The path of libfaketime's thread-safe library (``$TENURE_LIBFAKETIME`` first), or None."""
+    for path in (os.environ.get("TENURE_LIBFAKETIME"), *LIBFAKETIME_PATHS):
+        if path and os.path.isfile(path):
+            return path
+    return None
 
 
 def free_port() -> int:
@@ -321,13 +348,14 @@ class Pods:
             for i in range(config.pods)
         ]
 
-    def start(self, pod: Pod, *, prefix: tuple[str, ...] = ()) -> None:
+    def start(self, pod: Pod, *, skew: str | None = None) -> None:
+        """Start ``pod``'s process; with ``skew`` (``+30s``), under libfaketime preloaded into the pod's own
+        process (no wrapper process in between, so a kill, a pause or a SIGTERM reaches the pod itself)."""
         port = free_port()
         db = pod.proxy.url(self.config.db) if pod.proxy is not None else self.config.db
         c = self.config
         launcher = ["tenure.cli.main"] if c.plant_bug is None else ["tenure.verify.planted", c.plant_bug, "--"]
         args = [
-            *prefix,
             sys.executable,
             "-m",
             *launcher,
@@ -353,6 +381,11 @@ class Pods:
         ]
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        if skew is not None:
+            library = libfaketime()
+            assert library is not None, "the skew fault runs only where libfaketime is installed"
+            preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+            env.update(LD_PRELOAD=preload, FAKETIME=skew, FAKETIME_DONT_FAKE_MONOTONIC="1")
         with open(pod.log, "ab") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         url = f"http://127.0.0.1:{port}"
@@ -967,8 +1000,8 @@ class Kit:
         wanted = [f for f in self.config.faults if f in FAULTS]
         available = []
         for fault in wanted:
-            if fault == "skew" and shutil.which("faketime") is None:
-                self.report.skipped_faults[fault] = "faketime (libfaketime) is not installed"
+            if fault == "skew" and libfaketime() is None:
+                self.report.skipped_faults[fault] = "libfaketime is not installed (Debian: apt-get install faketime)"
             elif fault == "pg-restart" and not self.config.pg_restart_cmd:
                 self.report.skipped_faults[fault] = "no --pg-restart-cmd given"
             elif fault == "partition" and any(p.proxy is None for p in self.pods.pods):
@@ -1215,7 +1248,7 @@ class Kit:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
                 skew = self.rng.choice(["+30s", "-30s"])
-                self.pods.start(pod, prefix=("faketime", "-f", skew))
+                self.pods.start(pod, skew=skew)
                 return {"skew": skew}
             elif fault == "pg-restart":
                 assert self.config.pg_restart_cmd is not None

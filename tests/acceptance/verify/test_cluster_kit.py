@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tenure.verify.cluster import plant_violation
+from tenure.verify.cluster import libfaketime, plant_violation
 from tenure.verify.history import RULES, check
 from tests.support.histories import history_of, two_holders
 
@@ -124,6 +124,60 @@ def test_a_violation_planted_in_the_recorded_history_fails_the_run_and_is_named(
     violations = report["violations"]
     assert isinstance(violations, list)
     assert {v["rule"] for v in violations} == {"stale-write"}
+
+
+@pytest.mark.postgres
+def test_a_run_cut_short_by_a_fault_it_could_not_carry_out_fails_with_its_reason(pg_url: str, tmp_path: Path) -> None:
+    """A fault whose command fails ends the run early: the report says so (ok false, cut_short) and the command
+    exits 4 (verify-cut-short), even though the shorter history holds no violation."""
+    code, report, stderr = run_kit(
+        pg_url,
+        tmp_path,
+        "--duration",
+        "6",
+        "--seed",
+        "1",
+        "--fault",
+        "pg-restart",
+        "--pg-restart-cmd",
+        "false",
+        pods=2,
+        projects=1,
+    )
+    assert report, stderr
+    assert report["violations"] == [] and report["ok"] is False
+    assert "CalledProcessError" in (report["cut_short"] or ""), report["faults"]
+    assert code == 4 and "verify-cut-short" in stderr, (code, stderr)
+
+
+@pytest.mark.postgres
+def test_a_pod_restarted_with_a_skewed_clock_is_itself_the_process_later_faults_reach(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The skew fault preloads libfaketime into the pod's own process: a later kill -9 or SIGTERM of that pod
+    reaches the pod, not a wrapper that would leave it running on its data folder (data-dir-locked)."""
+    if libfaketime() is None:
+        pytest.skip("libfaketime is not installed (Debian: apt-get install faketime)")
+    code, report, stderr = run_kit(
+        pg_url,
+        tmp_path,
+        "--duration",
+        "16",
+        "--seed",
+        "2",
+        "--fault",
+        "skew",
+        "--fault",
+        "kill",
+        "--fault",
+        "drain",
+        pods=2,
+        projects=2,
+    )
+    assert code == 0, (report.get("faults"), report.get("violations"), stderr)
+    kinds = [f["fault"] for f in report["faults"]]
+    assert "skew" in kinds and "kill" in kinds and "drain" in kinds and "error" not in kinds, report["faults"]
+    assert report["cut_short"] is None and report["ok"] is True
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
