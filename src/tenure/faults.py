@@ -10,6 +10,13 @@ subprocess with the variable set, then check that the next call completes.
 ``TENURE_CRASH_SKIP=N`` lets the point pass N times before it fires (to crash
 in the middle of a loop).
 
+A process can also *pause itself* at a point, on demand: with
+``TENURE_PAUSE_AT`` naming the point and ``TENURE_PAUSE_TRIGGER`` a file
+path, the first time the point is reached while that file exists the file is
+removed and the process stops itself with SIGSTOP, right there — inside an
+open transaction, say — until someone sends SIGCONT (``tenure verify
+cluster``'s ``renewal-pause`` fault).
+
 Every point is registered in :data:`POINTS`, so a test can iterate them all.
 
 A test in the same process can also *interleave* at a point: :func:`at`
@@ -68,6 +75,9 @@ def crash_point(name: str) -> None:
         hook = _hooks.get(name)
         if hook is not None:
             hook()
+    pause = os.environ.get("TENURE_PAUSE_AT")
+    if pause and name in pause.split(","):
+        _pause_if_triggered()
     wanted = os.environ.get("TENURE_CRASH_AT")
     if not wanted or name not in wanted.split(","):
         return
@@ -75,3 +85,15 @@ def crash_point(name: str) -> None:
     _hits[name] = _hits.get(name, 0) + 1
     if _hits[name] > skip:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _pause_if_triggered() -> None:
+    """SIGSTOP this process when ``TENURE_PAUSE_TRIGGER`` names a file that exists (removed first)."""
+    trigger = os.environ.get("TENURE_PAUSE_TRIGGER")
+    if not trigger:
+        return
+    try:
+        os.unlink(trigger)
+    except FileNotFoundError:
+        return
+    os.kill(os.getpid(), signal.SIGSTOP)

@@ -26,7 +26,7 @@ _RULE_NAMES = (
     "durable-write-lost",
     "lineage-checkpoint-misses-write",
 )
-_FAULT_NAMES = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
+_FAULT_NAMES = ("kill", "stop", "renewal-pause", "drain", "partition", "skew", "pg-restart")
 _BUG_NAMES = ("skip-generation-check", "durable-ack-early", "lineage-ignored")
 
 

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from tenure.objects import open_object_store
-from tenure.projects.ownership import Ownership
+from tenure.projects.ownership import RENEWAL_SENT, Ownership
 from tenure.projects.pods import PodRegistry
 from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store
@@ -78,12 +78,12 @@ from tenure.workspaces import WorkspaceService
 
 TENANT = "verify"
 #: every fault the kit knows; ``skew`` needs ``faketime`` on PATH, ``pg-restart`` a command
-FAULTS = ("kill", "stop", "drain", "partition", "skew", "pg-restart")
+FAULTS = ("kill", "stop", "renewal-pause", "drain", "partition", "skew", "pg-restart")
 WANTS_OWNER_STATUSES = frozenset({"INIT", "RECOVERING", "RUNNING"})
 #: the request header a lineage-conditional checkpoint carries, and the answer header it is learned from
 IF_LINEAGE, LINEAGE = "Tenure-If-Lineage", "Tenure-Lineage"
 #: the faults after which a holder left without a final checkpoint: the saved-write probes go around them
-SAVED_PROBE_FAULTS = frozenset({"kill", "stop", "partition"})
+SAVED_PROBE_FAULTS = frozenset({"kill", "stop", "renewal-pause", "partition"})
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,15 @@ def libfaketime() -> str | None:
     return None
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state ``T`` in ``/proc/<pid>/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -329,6 +338,11 @@ class Pod:
     #: the pod is being faulted: the workload does not pick it as its first hop
     faulted: bool = False
 
+    @property
+    def pause_trigger(self) -> str:
+        """The file whose existence makes the pod stop itself inside its next renewal (``renewal-pause``)."""
+        return self.data + ".pause"
+
 
 class Pods:
     """N ``tenure serve`` processes, each restartable on its own data folder."""
@@ -381,6 +395,8 @@ class Pods:
         ]
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        # the renewal-pause fault: the pod stops itself inside its next renewal transaction (tenure.faults)
+        env.update(TENURE_PAUSE_AT=RENEWAL_SENT, TENURE_PAUSE_TRIGGER=pod.pause_trigger)
         if skew is not None:
             library = libfaketime()
             assert library is not None, "the skew fault runs only where libfaketime is installed"
@@ -1052,7 +1068,7 @@ class Kit:
         """A random pod; for a kill, a pause or a cut, one a project runs on (so its takeover matters), waiting up
         to twice the TTL for one while the workload has every project suspended."""
         pods = self.pods.pods
-        if fault in ("kill", "stop", "partition"):
+        if fault in ("kill", "stop", "renewal-pause", "partition"):
             deadline = time.monotonic() + 2 * self.config.lease_ttl
             while not (holding := [p for p in pods if self._held(p)]) and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -1229,6 +1245,14 @@ class Kit:
                 os.kill(proc.pid, signal.SIGSTOP)
                 struck()
                 time.sleep(ttl * 1.5)  # paused past the lease TTL: the others take its projects over
+                os.kill(proc.pid, signal.SIGCONT)
+                return {"probes": len(self._probe(pod, held))}
+            elif fault == "renewal-pause":
+                held = self._held(pod)
+                Path(pod.pause_trigger).touch()
+                wait_until(lambda: _stopped(proc.pid), 10 * self.config.beat + 5, f"{pod.name} paused in its renewal")
+                struck()
+                time.sleep(ttl * 1.5)  # paused holding its pods row, past the TTL: the others take over regardless
                 os.kill(proc.pid, signal.SIGCONT)
                 return {"probes": len(self._probe(pod, held))}
             elif fault == "drain":

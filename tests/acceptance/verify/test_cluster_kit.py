@@ -127,6 +127,20 @@ def test_a_violation_planted_in_the_recorded_history_fails_the_run_and_is_named(
 
 
 @pytest.mark.postgres
+def test_a_pod_paused_inside_its_renewal_transaction_is_taken_over_and_fenced(pg_url: str, tmp_path: Path) -> None:
+    """renewal-pause: the pod stops itself right after its renewal statement, holding its pods row, for 1.5 TTL.
+    Its projects still move within TTL + a tick (the ownerless rule), and the probes find it fenced."""
+    code, report, stderr = run_kit(
+        pg_url, tmp_path, "--duration", "12", "--seed", "4", "--fault", "renewal-pause", pods=2, projects=2
+    )
+    assert code == 0, (report.get("faults"), report.get("violations"), stderr)
+    pauses = [f for f in report["faults"] if f["fault"] == "renewal-pause"]
+    assert pauses and report["cut_short"] is None, report["faults"]
+    assert all(f["probes"] >= 1 for f in pauses), "a project of the paused pod was taken over and probed"
+    assert all("ok" not in outcomes for outcomes in report["probes"].values()), report["probes"]
+
+
+@pytest.mark.postgres
 def test_a_run_cut_short_by_a_fault_it_could_not_carry_out_fails_with_its_reason(pg_url: str, tmp_path: Path) -> None:
     """A fault whose command fails ends the run early: the report says so (ok false, cut_short) and the command
     exits 4 (verify-cut-short), even though the shorter history holds no violation."""
