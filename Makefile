@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-durable bench-autosave bench-serve bench-cluster bench-reconcile bench-journal fuzz-api verify-cluster docs lint clean
+.PHONY: serve demo test test-unprivileged mutants setup bench bench-beat bench-durable bench-autosave bench-serve bench-cluster bench-handover rolling-restart bench-reconcile bench-journal fuzz-api verify-cluster docs lint clean
 
 # Restore, snapshot and intake file tests that run a second time without root's power over file modes
 # (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so a permission bug that root would hide fails (about 30 s).
@@ -78,6 +78,14 @@ bench-autosave: setup
 # Cluster master: tick time at 10k-1M projects, placement evenness, takeover after kill -9, with baselines (~6 min).
 bench-cluster: setup
 	$(BIN)/python -m benchmarks.cluster_bench
+
+# A drain of a pod holding 100 projects and a rolling restart of 3 pods, each against kill -9 (about 4 minutes).
+bench-handover: setup
+	$(BIN)/python -m benchmarks.handover_bench
+
+# Restart 3 pods one by one under client traffic: no answer other than 2xx or a 503 with Retry-After.
+rolling-restart: setup
+	$(BIN)/python -m benchmarks.handover_bench --only rolling
 
 # Restart reconciliation of 1,000 mounts at pod start on SQLite, against a bare walk of the same folders
 # (about 2 minutes).

@@ -10,20 +10,13 @@ subprocess with the variable set, then check that the next call completes.
 ``TENURE_CRASH_SKIP=N`` lets the point pass N times before it fires (to crash
 in the middle of a loop).
 
-A process can also *pause itself* at a point, on demand: with
-``TENURE_PAUSE_AT`` naming the point and ``TENURE_PAUSE_TRIGGER`` a file
-path, the first time the point is reached while that file exists the file is
-removed and the process stops itself with SIGSTOP, right there — inside an
-open transaction, say — until someone sends SIGCONT (``tenure verify
-cluster``'s ``renewal-pause`` fault).
-
-Every point is registered in :data:`POINTS`, so a test can iterate them all.
-
-A test in the same process can also *interleave* at a point: :func:`at`
-runs a callable when the point is reached (for example another transaction
-on a second connection, committed while the first one is open), which makes
-a race deterministic. No point does anything unless an environment variable
-or a test asks for it.
+A process can also *pause itself*, on demand: with ``TENURE_PAUSE_AT``
+naming a point (or ``TENURE_PAUSE_AFTER_STATEMENT`` a named PostgreSQL
+statement, such as ``pod_renew_lease``) and ``TENURE_PAUSE_TRIGGER`` a file
+path, the first time the point (or the statement) is passed while that file
+exists the file is removed and the process stops itself with SIGSTOP, right
+there — inside an open transaction, say — until someone sends SIGCONT
+(``tenure verify cluster``'s ``renewal-pause`` fault).
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["crash_point", "POINTS", "register", "at"]
+__all__ = ["crash_point", "POINTS", "register", "at", "pause_if_triggered"]
 
 #: Every named point, with a sentence saying what has happened when it fires.
 POINTS: dict[str, str] = {}
@@ -77,7 +70,7 @@ def crash_point(name: str) -> None:
             hook()
     pause = os.environ.get("TENURE_PAUSE_AT")
     if pause and name in pause.split(","):
-        _pause_if_triggered()
+        pause_if_triggered()
     wanted = os.environ.get("TENURE_CRASH_AT")
     if not wanted or name not in wanted.split(","):
         return
@@ -87,7 +80,7 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _pause_if_triggered() -> None:
+def pause_if_triggered() -> None:
     """SIGSTOP this process when ``TENURE_PAUSE_TRIGGER`` names a file that exists (removed first)."""
     trigger = os.environ.get("TENURE_PAUSE_TRIGGER")
     if not trigger:

@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tenure.errors import ConflictError
+from tenure.errors import ConflictError, TenureError
 from tenure.projects.timeline import EventKind, Timeline
 from tenure.store import Store
 
 __all__ = ["ClusterStore", "MasterLease", "Placement", "StaleEpochError"]
 
 
-class _Deposed(Exception):
+class _BatchRefusedError(TenureError):
     """Aborts :meth:`ClusterStore.place_many`'s transaction: a placement was refused."""
 
 
@@ -110,11 +110,11 @@ class ClusterStore:
                 for project_id, pod_id in pairs:
                     params = {"me": master_pod, "e": epoch, "p": project_id, "pod": pod_id}
                     if tx.count("placement_put", params) != 1:
-                        raise _Deposed  # rolls back every placement of the batch
+                        raise _BatchRefusedError("refused")  # rolls back every placement of the batch
                     self.timeline.record(
                         tx, project_id, EventKind.PLACEMENT, pod_id=pod_id, epoch=epoch, master=master_pod
                     )
-        except _Deposed:
+        except _BatchRefusedError:
             return False
         return True
 

@@ -33,6 +33,18 @@ class ProjectQuiescingError(ConflictError):
     default_hint = "the project is being suspended, handed over or closed here; retry and follow the redirect"
 
 
+class WriteUnsavedError(ConflictError):
+    """A durable write reached the project's folder, but the checkpoint that was to save it failed.
+
+    Unlike a refusal answered before writing, its bytes are in the folder: the project's next checkpoint
+    (a hand-over's, say) may still save them. Retry the durable write (the same bytes), on whichever pod runs
+    the project now, to be told where they are saved."""
+
+    code = "write-unsaved"
+    retryable = True
+    default_hint = "the bytes were written but not yet saved in a snapshot; send the durable write again"
+
+
 class WriteGate:
     """Per project: API writes in progress, and whether an ending operation has closed the gate."""
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError, TenureError
+from tenure.faults import crash_point, register
 from tenure.mounts.store import Mount
 from tenure.pod.documents import ProjectSpec, demand_document, preserved_by_project, project_document, session_dict
+from tenure.pod.gate import WriteUnsavedError
 from tenure.pod.lineage import expect_lineage
 from tenure.pod.runtime import Intent, PodRuntime, Route
 from tenure.pod.tokens import Principal
@@ -33,6 +35,9 @@ from tenure.projects.demand import check_demand_source
 from tenure.projects.records import LifecycleType, Project, project_not_found
 from tenure.states import ProjectStatus
 from tenure.workspaces import files
+
+#: a durable write's change is in the folder; the checkpoint that is to save it has not run yet
+DURABLE_WRITTEN = register("durable.written", "a durable write's change is in the folder; its checkpoint not yet run")
 
 __all__ = [
     "Elsewhere",
@@ -398,10 +403,22 @@ class ProjectOps:
                 raise
 
     def _made_durable(self, tenant: str, name: str, durable: bool) -> dict[str, Any]:
-        """For a durable write: wait for a checkpoint that started after it, and name its snapshot."""
+        """For a durable write: wait for a checkpoint that started after it, and name its snapshot.
+
+        The change is in the folder already: a checkpoint that fails (the project began to be handed over
+        meanwhile, the store went away) is answered ``write-unsaved``, never with the refusal the checkpoint
+        met (``project-quiescing`` before a write means nothing was written)."""
         if not durable:
             return {"durable": False, "snapshot": None}
-        result, batch = self.pod.commits.of(tenant, name).wait()
+        crash_point(DURABLE_WRITTEN)
+        try:
+            result, batch = self.pod.commits.of(tenant, name).wait()
+        except TenureError as exc:
+            raise WriteUnsavedError(
+                f"the write reached {tenant}/{name}'s folder, but the checkpoint to save it failed: {exc.message}",
+                project=f"{tenant}/{name}",
+                cause=exc.code,
+            ) from exc
         return {"durable": True, "snapshot": result.snapshot.id, "batch": batch}
 
     # ------------------------------------------------------------------ snapshots

@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, InvalidInputError, NotFoundError
-from tenure.faults import crash_point, register
 from tenure.projects.records import LifecycleType, Project, project_not_found
 from tenure.projects.timeline import Timeline
 from tenure.states import PodState, ProjectStatus, WorkspaceState
@@ -48,9 +47,6 @@ PROJECT_WRITER_TTL_S = 10 * 365 * 24 * 3600.0
 
 _CLOSED = state_params(ProjectStatus.CLOSED)
 #: Who needs an owner: an active status, and PERMANENT or AUTO with demand.
-#: a beat's renewal statement ran; its transaction (holding the pod's row) is still open
-RENEWAL_SENT = register("beat.renewal-sent", "a beat's renewal statement ran; its transaction is still open")
-
 _NEEDS_OWNER = state_params(
     ProjectStatus.INIT, ProjectStatus.RECOVERING, ProjectStatus.RUNNING, LifecycleType.PERMANENT, LifecycleType.AUTO
 )
@@ -308,7 +304,6 @@ class Ownership:
         """
         with self.db.transaction() as tx:
             row = tx.one("pod_renew_lease", {"pod": pod_id, **state_params(PodState.RUNNING, PodState.STOPPED)})
-            crash_point(RENEWAL_SENT)  # the pod's row is locked until this transaction ends
             if row is None:
                 return None
             if int(row["pending"]):  # SQLite: the losses just counted; PostgreSQL deleted them in the renewal

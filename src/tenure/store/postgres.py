@@ -70,8 +70,13 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from tenure.errors import ConfigurationError, InvalidInputError, StoreError, TenureError, VersionConflictError
+from tenure.faults import pause_if_triggered
 from tenure.store.connector import BaseTx, Counted, Counts, Row, Statements
 from tenure.store.queries import STORE, Queries, load
+
+#: named statements after which a fault run may stop the process inside the open transaction
+#: (``TENURE_PAUSE_AFTER_STATEMENT``, comma-separated; see :func:`tenure.faults.pause_if_triggered`)
+_PAUSE_AFTER = frozenset(filter(None, os.environ.get("TENURE_PAUSE_AFTER_STATEMENT", "").split(",")))
 
 R = TypeVar("R")
 
@@ -451,7 +456,10 @@ class PostgresTx(BaseTx):
             try:
                 self._limit(name)
                 with _deadline(self.conn, self._statement_deadline(statements)):
-                    return work(self.conn)
+                    done = work(self.conn)
+                if name is not None and name in _PAUSE_AFTER:
+                    pause_if_triggered()  # a fault run: stop here, inside this transaction (tenure.faults)
+                return done
             except psycopg.Error as exc:
                 if retry and self._connector is not None and _lost(self.conn):
                     retry = False

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from tenure.objects import open_object_store
-from tenure.projects.ownership import RENEWAL_SENT, Ownership
+from tenure.projects.ownership import Ownership
 from tenure.projects.pods import PodRegistry
 from tenure.projects.store import ProjectStore
 from tenure.store import Store, open_store
@@ -84,6 +84,8 @@ WANTS_OWNER_STATUSES = frozenset({"INIT", "RECOVERING", "RUNNING"})
 IF_LINEAGE, LINEAGE = "Tenure-If-Lineage", "Tenure-Lineage"
 #: the faults after which a holder left without a final checkpoint: the saved-write probes go around them
 SAVED_PROBE_FAULTS = frozenset({"kill", "stop", "renewal-pause", "partition"})
+#: the beat's renewal statement: the renewal-pause fault stops the pod right after it, inside its transaction
+RENEWAL_STATEMENT = "pod_renew_lease"
 
 
 @dataclass(frozen=True)
@@ -396,7 +398,7 @@ class Pods:
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         # the renewal-pause fault: the pod stops itself inside its next renewal transaction (tenure.faults)
-        env.update(TENURE_PAUSE_AT=RENEWAL_SENT, TENURE_PAUSE_TRIGGER=pod.pause_trigger)
+        env.update(TENURE_PAUSE_AFTER_STATEMENT=RENEWAL_STATEMENT, TENURE_PAUSE_TRIGGER=pod.pause_trigger)
         if skew is not None:
             library = libfaketime()
             assert library is not None, "the skew fault runs only where libfaketime is installed"

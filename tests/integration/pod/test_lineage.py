@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +17,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tenure.api.app import create_app
+from tenure.faults import at
 from tenure.objects.local import LocalObjectStore
 from tenure.pod.durable import GroupCommit
+from tenure.pod.ops import DURABLE_WRITTEN
 from tenure.pod.runtime import POLICY_BEATS, PodRuntime
 from tenure.projects import ProjectStore
 from tenure.projects.ownership import Ownership
@@ -394,3 +397,22 @@ def test_autosaves_never_count_toward_keep_last_and_have_their_own_retention(
     assert doomed == {made["manual0"], made["autosave1"], made["autosave2"]}
     left = {s.id for s in store.snapshots.list(project.workspace_id) if s.state is SnapshotState.READY}
     assert left == {made["manual3"], made["autosave4"], head}
+
+
+def test_a_durable_write_whose_checkpoint_is_refused_after_writing_is_answered_write_unsaved(
+    store: Store, make: Callable[..., PodRuntime]
+) -> None:
+    """The bytes are in the folder when the checkpoint meets a hand-over that began meanwhile: the answer must
+    not be project-quiescing (that code means nothing was written) but write-unsaved."""
+    a = started(make("a"))
+    ProjectStore(store).create(T, "web")
+    project_id = ProjectStore(store).get(T, "web").id
+    with TestClient(create_app(a), follow_redirects=False) as c, ExitStack() as closing:
+        assert c.post(P + "/bring").status_code == 200
+        with at(DURABLE_WRITTEN, lambda: closing.enter_context(a.gate.closing(project_id))):
+            answer = c.put(P + "/files/notes.txt?durable=true", content=b"written, not yet saved")
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["code"] == "write-unsaved" and answer.json()["retryable"] is True
+        assert answer.json()["context"]["cause"] == "project-quiescing"
+        folder = Path(a.workspaces.folder_for(project_id))
+        assert (folder / "notes.txt").read_bytes() == b"written, not yet saved", "the bytes did land"
