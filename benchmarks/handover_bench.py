@@ -5,7 +5,7 @@
 
 Real ``tenure serve`` processes on PostgreSQL (a throw-away database per case, dropped at the end), with
 ``tenure serve``'s own timing defaults (lease TTL 10 s, beat 2 s, tick 10 s: ``tenure.defaults``), each
-project PERMANENT with 10 files of 1–8 KiB, checkpointed, so every move restores a head.
+project PERMANENT; the drained ones with 10 files of 1–8 KiB, checkpointed, so every move restores a head.
 
 * **Drain**: pod A (``--no-master``) creates and brings ``--projects`` projects; pods B and C start (one of
   them holds the master role). A gets SIGTERM; the store is polled every 20 ms for each project RUNNING on
@@ -14,7 +14,8 @@ project PERMANENT with 10 files of 1–8 KiB, checkpointed, so every move restor
   the same set-up with A killed with SIGKILL (the projects move once A's lease runs out). Aims (the issue's
   drain hand-over): every project RUNNING elsewhere ≤ 2 s after its hand-over, p99; all within 5 s of the
   signal for 20 projects (the acceptance test; information here at 100).
-* **Rolling restart**: 3 pods (all may be master), ``--rolling-projects`` projects placed by the master;
+* **Rolling restart**: 3 pods (all may be master), ``--rolling-projects`` projects (created empty) placed by
+  the master;
   one client thread per 5 projects writes a file to a project and reads it back through a random pod,
   following 307 redirects and waiting out 503 ``Retry-After`` (capped at 0.5 s per wait), as a client of the
   API should. Each pod in turn gets SIGTERM, exits, and starts again on its data folder; the next waits
@@ -90,17 +91,14 @@ def render(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
 
 
-def create_projects(pod: sb.Proc, names: Sequence[str], *, bring: bool, clients: int = 4) -> None:
-    """Create each project with 10 small files, checkpointed (brought on ``pod`` for the files)."""
+def create_projects(pod: sb.Proc, names: Sequence[str], clients: int = 4) -> None:
+    """Create and bring each project on ``pod`` with 10 small files, checkpointed."""
     errors: list[str] = []
 
     def work(k: int) -> None:
         try:
             for name in names[k::clients]:
                 sb.create_with_files(pod, name, "PERMANENT")
-                if not bring:
-                    with pod.client() as c:
-                        sb.expect(c.post(f"/api/v1/projects/acme/{name}/suspend"), 200)
         except Exception as exc:  # noqa: BLE001 - reported after the join
             errors.append(str(exc))
 
@@ -152,7 +150,7 @@ def drain_case(backend: pb.PostgresBackend, label: str, count: int, work: Path, 
         a = sb.start_pod(folder, "a", db, objects, "--no-master")
         procs.append(a)
         names = [f"d{i:03d}" for i in range(count)]
-        create_projects(a, names, bring=True)
+        create_projects(a, names)
         a_id = sb.pod_id(a)
         for name in ("b", "c"):
             procs.append(sb.start_pod(folder, name, db, objects))
@@ -308,7 +306,10 @@ def rolling_case(backend: pb.PostgresBackend, label: str, count: int, work: Path
         for name in ("a", "b", "c"):
             pods[name] = sb.start_pod(folder, name, db, objects)
         names = [f"r{i:03d}" for i in range(count)]
-        create_projects(pods["a"], names, bring=False)
+        with pods["a"].client() as c:  # INIT PERMANENT: the master places each on the least loaded pod
+            for name in names:
+                body = {"tenant": "acme", "name": name, "lifecycle_type": "PERMANENT"}
+                sb.expect(c.post("/api/v1/projects", json=body), 201)
         sb.wait_for(
             lambda: all(h[1] == "RUNNING" and h[0] for h in holders(store).values()), 120, "every project placed"
         )

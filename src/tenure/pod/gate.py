@@ -8,8 +8,8 @@ goes. So each API write (and each checkpoint asked through the API, which
 would otherwise race the final one on the workspace machine) holds the
 project's gate open for its duration, and
 suspend, hand-over and close first close the gate — waiting for the writes in
-progress to finish — and refuse new ones with ``project-quiescing`` (409,
-retryable) until they are done; a retry then goes wherever the project runs
+progress to finish — and refuse new ones with ``project-quiescing`` (503 with
+``Retry-After``, retryable) until they are done; a retry then goes wherever the project runs
 next.
 """
 
@@ -30,7 +30,9 @@ class ProjectQuiescingError(ConflictError):
 
     code = "project-quiescing"
     retryable = True
-    default_hint = "the project is being suspended, handed over or closed here; retry and follow the redirect"
+    #: a moment's wait, like a project whose owner is not reachable yet: 503 with Retry-After (ADR 0049)
+    http_status = 503
+    default_hint = "the project is being suspended, handed over or closed here; retry in a moment; the retry goes wherever the project runs next"
 
 
 class WriteUnsavedError(ConflictError):

@@ -1,7 +1,7 @@
 """The write gate: a file write through the API is never acknowledged and then lost by a suspend, a hand-over
 (drain) or a close that takes the final checkpoint of the same project. A write in progress finishes before the
-final checkpoint starts; a write that arrives while it runs is refused with ``project-quiescing`` (409,
-retryable)."""
+final checkpoint starts; a write that arrives while it runs is refused with ``project-quiescing`` (503 with
+``Retry-After``, retryable)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_a_write_during_a_suspend_is_refused_and_every_acknowledged_write_is_in_
         suspending.start()
         assert engine.stopping.wait(20)
         refused = client.put(P + "/files/during.txt", content=b"never acknowledged")
-        assert refused.status_code == 409, refused.text
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1", refused.text
         assert refused.json()["code"] == "project-quiescing"
         assert client.delete(P + "/files/before.txt").json()["code"] == "project-quiescing"
         engine.release.set()
@@ -101,7 +101,8 @@ def test_a_checkpoint_during_a_suspend_is_refused_as_quiescing_and_after_it_as_n
         suspending.start()
         assert engine.stopping.wait(20)
         refused = client.post(P + "/checkpoint")
-        assert refused.status_code == 409 and refused.json()["code"] == "project-quiescing", refused.text
+        assert refused.status_code == 503 and refused.json()["code"] == "project-quiescing", refused.text
+        assert refused.headers["retry-after"] == "1", "a moment's wait, as a client of the API expects"
         engine.release.set()
         suspending.join(30)
         with pytest.raises(TenureError) as gone:
