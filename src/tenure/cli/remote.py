@@ -3,21 +3,26 @@
 Project, session and snapshot commands then go to the pod's HTTP API
 (docs/api.md) instead of acting in-process. Redirects to the pod that owns
 a project (307) are followed by hand, so the bearer token is sent again to
-the new host (HTTP clients drop it across hosts on purpose). An API error
-comes back as the same one-line error with the same stable code as the
-in-process command; a 503 says when to retry.
+the new host (HTTP clients drop it across hosts on purpose) — but only to an
+origin the cluster vouches for: the ``--url`` pod's own, one of the pods'
+endpoints that ``GET /api/v1/pods`` lists for the token, or one named in
+``TENURE_TRUSTED_ORIGINS`` (comma-separated ``scheme://host:port``). A
+redirect anywhere else stops with ``redirect-untrusted`` and sends nothing
+there. An API error comes back as the same one-line error with the same
+stable code as the in-process command; a 503 says when to retry.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 import click
 
 from tenure.errors import ConfigurationError, StoreError, family_for_status
 
-__all__ = ["Remote", "remote", "project_path"]
+__all__ = ["Remote", "remote", "project_path", "origin_of"]
 
 _MAX_REDIRECTS = 5
 
@@ -31,6 +36,9 @@ class Remote:
         self.base = url.rstrip("/") + "/"
         self.token = token
         self._client = httpx.Client(timeout=timeout, follow_redirects=False)
+        env = os.environ.get("TENURE_TRUSTED_ORIGINS", "")
+        self._trusted = {origin_of(self.base)} | {origin_of(o) for o in env.split(",") if o.strip()}
+        self._pod_origins: set[str] | None = None
 
     def close(self) -> None:
         self._client.close()
@@ -62,9 +70,53 @@ class Remote:
             if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
                 url = urljoin(url, response.headers["location"])
                 params = None  # the Location carries the query
+                if self.token and not self.trusts(url):
+                    raise ConfigurationError(
+                        f"the pod redirected to {origin_of(url)[:200]}, which is no pod of this cluster:"
+                        " the token is not sent there",
+                        code="redirect-untrusted",
+                        hint="if it is one of your pods, add its origin to TENURE_TRUSTED_ORIGINS",
+                        origin=origin_of(url)[:200],
+                    )
                 continue
             return _answer(response)
         raise StoreError(f"too many redirects from {self.base}", code="redirect-loop", url=url)
+
+
+    def trusts(self, url: str) -> bool:
+        """Whether the token may go to ``url``: its origin is the ``--url`` pod's, a listed pod's endpoint
+        (``GET /api/v1/pods``, asked once), or one of ``TENURE_TRUSTED_ORIGINS``."""
+        origin = origin_of(url)
+        if origin in self._trusted:
+            return True
+        if self._pod_origins is None:
+            self._pod_origins = self._listed_pods()
+        return origin in self._pod_origins
+
+    def _listed_pods(self) -> set[str]:
+        import httpx
+
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            response = self._client.get(urljoin(self.base, "api/v1/pods"), headers=headers)
+            pods = response.json().get("pods", []) if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return set()
+        return {origin_of(str(p["endpoint"])) for p in pods if isinstance(p, dict) and p.get("endpoint")}
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port spelled out), lowercased: what a token is bound to."""
+    parts = urlsplit(url.strip())
+    scheme = (parts.scheme or "http").lower()
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        return url.strip().lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
 
 
 def _answer(response: Any) -> Any:

@@ -96,3 +96,66 @@ def test_a_redirect_to_the_owner_is_followed_with_the_token(tmp_path: Path, pg_u
         assert shown["owner"]["pod_id"] == next(p["id"] for p in pods if p.get("this"))
     finally:
         cluster.stop_all()
+
+
+class _StandIn:
+    """A stand-in HTTP server (a test double for a host outside the cluster, or a pod that redirects there):
+    it records the Authorization header of every request and answers what ``answer`` says."""
+
+    def __init__(self, answer: Any) -> None:
+        import http.server
+        import threading
+
+        seen = self.seen = []  # type: list[tuple[str, str | None]]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server spelling
+                seen.append((self.path, self.headers.get("Authorization")))
+                status, headers, body = answer(self.path)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_token_follows_a_redirect_only_to_an_origin_the_cluster_vouches_for(tmp_path: Path) -> None:
+    """A pod (here a stand-in) that redirects to a host no pod row names: the CLI stops with redirect-untrusted
+    and the host receives nothing; named in TENURE_TRUSTED_ORIGINS, it gets the request with the token."""
+    foreign = _StandIn(lambda path: (200, {"content-type": "application/json"}, b'{"name": "web"}'))
+
+    def pod_answer(path: str) -> tuple[int, dict[str, str], bytes]:
+        if path == "/api/v1/pods":
+            return (
+                200,
+                {"content-type": "application/json"},
+                json.dumps({"pods": [{"endpoint": "http://127.0.0.1:9"}]}).encode(),
+            )
+        return 307, {"location": foreign.url + path}, b""
+
+    pod = _StandIn(pod_answer)
+    try:
+        secret = ["--url", pod.url, "--token", "tnr_secret_admin_token"]
+        refused = cli("--json", *secret, "project", "show", "acme/web")
+        assert refused.returncode == 2, (refused.stdout, refused.stderr)
+        assert json.loads(refused.stderr)["error"]["code"] == "redirect-untrusted"
+        assert foreign.seen == [], "nothing reached the foreign host"
+        assert ("/api/v1/projects/acme/web", "Bearer tnr_secret_admin_token") in pod.seen
+        trusted = cli("--json", *secret, "project", "show", "acme/web", env={"TENURE_TRUSTED_ORIGINS": foreign.url})
+        assert trusted.returncode == 0, trusted.stderr
+        assert foreign.seen == [("/api/v1/projects/acme/web", "Bearer tnr_secret_admin_token")]
+    finally:
+        pod.close()
+        foreign.close()
