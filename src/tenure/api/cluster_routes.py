@@ -52,12 +52,16 @@ def add_cluster_routes(app: FastAPI, node: PodRuntime, principal_dep: Any, forbi
     prefix = "/api/v1/cluster"
 
     @app.get(prefix + "/master", tags=["cluster"])
-    def master() -> dict[str, Any]:
-        """The master lease: holder pod, epoch, whether it is live by the store clock, seconds left."""
+    def master(principal: Principal = principal_dep) -> dict[str, Any]:
+        """The master lease: holder pod, epoch, whether it is live by the store clock, seconds left; on the
+        master, its last tick (a tenant token sees only its own tenant's placements in it)."""
         data = node.master.cluster.master().to_dict()
         data["this"] = data["pod_id"] == node.pod.pod_id and node.master.is_master
         report = node.master.last_tick
-        data["last_tick"] = report.to_dict() if report is not None and data["this"] else None
+        tick = report.to_dict() if report is not None and data["this"] else None
+        if tick is not None and not principal.unrestricted:
+            tick["placements"] = [p for p in tick["placements"] if principal.sees(p["project"].split("/", 1)[0])]
+        data["last_tick"] = tick
         return data
 
     @app.get(prefix + "/pending", tags=["cluster"])

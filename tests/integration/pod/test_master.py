@@ -8,6 +8,7 @@ Pods are real :class:`PodRuntime` objects on one store; placement requests trave
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -474,3 +475,25 @@ def test_a_woken_pod_takes_the_master_role_a_draining_master_resigned(store: Sto
     a.drain()
     wait_for(lambda: set(holders(store).values()) == {b.pod.pod_id}, 20, "every project on b")
     assert b.master.is_master and ClusterStore(store).master().pod_id == b.pod.pod_id
+
+
+def test_the_masters_last_tick_shows_a_tenant_token_only_its_own_tenants_placements(store: Store, pods: Pods) -> None:
+    from fastapi.testclient import TestClient
+
+    from tenure.api.app import create_app
+    from tenure.pod.tokens import TokenStore
+
+    create(store, "mine")
+    ProjectStore(store).create("rival", "theirs", lifecycle_type=LifecycleType.PERMANENT)
+    a = pods.start("a")
+    a.master.beat()
+    report = a.master.tick()
+    assert report is not None and {ref for ref, _ in report.placements} == {f"{T}/mine", "rival/theirs"}
+    _, tenant = TokenStore(store).create(T, admin=False, cluster=False)
+    _, admin = TokenStore(store).create(None, admin=True, cluster=False)
+    with TestClient(create_app(a)) as c:
+        seen = c.get("/api/v1/cluster/master", headers={"Authorization": f"Bearer {tenant}"}).json()
+        assert [p["project"] for p in seen["last_tick"]["placements"]] == [f"{T}/mine"]
+        assert "rival" not in json.dumps(seen)
+        everything = c.get("/api/v1/cluster/master", headers={"Authorization": f"Bearer {admin}"}).json()
+        assert {p["project"] for p in everything["last_tick"]["placements"]} == {f"{T}/mine", "rival/theirs"}
