@@ -82,7 +82,6 @@ class Remote:
             return _answer(response)
         raise StoreError(f"too many redirects from {self.base}", code="redirect-loop", url=url)
 
-
     def trusts(self, url: str) -> bool:
         """Whether the token may go to ``url``: its origin is the ``--url`` pod's, a listed pod's endpoint
         (``GET /api/v1/pods``, asked once), or one of ``TENURE_TRUSTED_ORIGINS``."""

@@ -73,6 +73,8 @@ def _os_error(exc: OSError, path: str) -> TenureError:
         )
     if exc.errno == errno.EISDIR:
         return InvalidInputError(f"{path!r} is a folder", code="not-a-file", path=path)
+    if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a UNIX socket, a device without a driver
+        return InvalidInputError(f"{path!r} is not a regular file", code="not-a-file", path=path)
     if exc.errno in FULL_ERRNOS:
         return DiskFullError(
             f"no room left to write {path!r} in the workspace folder ({os.strerror(exc.errno)}); the file is as it was",

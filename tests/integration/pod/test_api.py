@@ -244,6 +244,26 @@ def test_a_fifo_in_the_workspace_is_refused_as_not_a_file_without_holding_the_re
     assert client.delete(f"{P}/files/fifo").status_code == 204 and not fifo.exists()
 
 
+def test_a_unix_socket_in_the_workspace_is_refused_as_not_a_file(client: TestClient, node: PodRuntime) -> None:
+    """Opening a UNIX socket fails with ENXIO: a read (or a write over it) answers 400 not-a-file, not 500."""
+    import socket
+
+    create(client)
+    client.post(f"{P}/bring")
+    path = Path(node.workspaces.folder_for(node.projects.get(T, "web").id)) / "agent.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    here = os.getcwd()
+    try:
+        os.chdir(path.parent)  # a socket path is limited to 108 bytes: bind it by its relative name
+        listener.bind(path.name)
+        os.chdir(here)
+        is_problem(client.get(f"{P}/files/agent.sock"), 400, "not-a-file")
+        is_problem(client.put(f"{P}/files/agent.sock", content=b"x"), 400, "not-a-file")
+    finally:
+        os.chdir(here)
+        listener.close()
+
+
 def test_a_file_over_the_size_limit_is_413(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_module, "MAX_FILE_BYTES", 16)
     create(client)
