@@ -32,7 +32,7 @@ class ProjectQuiescingError(ConflictError):
     retryable = True
     #: a moment's wait, like a project whose owner is not reachable yet: 503 with Retry-After (ADR 0049)
     http_status = 503
-    default_hint = "the project is being suspended, handed over or closed here; retry in a moment; the retry goes wherever the project runs next"
+    default_hint = "the project is being suspended, handed over or closed here; retry in a moment"
 
 
 class WriteUnsavedError(ConflictError):
