@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tenure.api.auth import RequestGate, loopback_listen, principal_of
 from tenure.api.dashboard import mount_dashboard
+from tenure.api.limits import BodyLimit
 from tenure.api.problems import (
     MAX_FILE_BYTES,
     PROBLEM_RESPONSES,
@@ -195,6 +196,7 @@ def create_app(node: PodRuntime, *, tokens: TokenStore | None = None) -> FastAPI
         responses=PROBLEM_RESPONSES,
     )
     token_store = tokens or TokenStore(node.store)
+    app.add_middleware(BodyLimit)  # inside the gate: an unauthenticated request is refused before its size is
     app.add_middleware(RequestGate, node=node, tokens=token_store, loopback=loopback_listen(node.config.listen))
     mount_dashboard(app)  # the pages at / and /ui/…, in front of the auth gate (docs/serve.md, "Dashboard")
     _error_handlers(app)

@@ -264,6 +264,37 @@ def test_a_unix_socket_in_the_workspace_is_refused_as_not_a_file(client: TestCli
         listener.close()
 
 
+def test_a_json_body_over_a_mib_is_413_before_it_is_read_and_a_file_upload_is_not_held_to_it(
+    client: TestClient, node: PodRuntime
+) -> None:
+    from tenure.api.limits import JSON_BODY_MAX
+
+    huge = b'{"tenant": "acme", "name": "web", "pad": "' + b"x" * JSON_BODY_MAX + b'"}'
+    is_problem(
+        client.post("/api/v1/projects", content=huge, headers={"content-type": "application/json"}),
+        413,
+        "payload-too-large",
+    )
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"tenant": "acme", "name": "web", "pad": "'
+        for _ in range(JSON_BODY_MAX // 65536 + 1):
+            yield b"x" * 65536
+        yield b'"}'
+
+    is_problem(
+        client.post("/api/v1/projects", content=chunks(), headers={"content-type": "application/json"}),
+        413,
+        "payload-too-large",
+    )
+    assert node.projects.list() == [], "neither created anything"
+    create(client)
+    client.post(f"{P}/bring")
+    big_file = b"y" * (2 * JSON_BODY_MAX)
+    assert client.put(f"{P}/files/big.bin", content=big_file).status_code == 201, "files have their own limit"
+    assert client.get(f"{P}/files/big.bin").content == big_file
+
+
 def test_a_file_over_the_size_limit_is_413(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_module, "MAX_FILE_BYTES", 16)
     create(client)
