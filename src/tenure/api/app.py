@@ -42,11 +42,13 @@ from tenure.api.problems import (
     problem_of,
 )
 from tenure.errors import TenureError
+from tenure.fsio import tmp_name, write_all
 from tenure.pod.ops import Elsewhere, ForbiddenError, Later, ProjectOps, ProjectSpec
-from tenure.pod.runtime import PodRuntime
+from tenure.pod.runtime import UPLOADS, PodRuntime
 from tenure.pod.tokens import Principal, TokenStore
 from tenure.projects.records import LifecycleType
 from tenure.states import ProjectStatus
+from tenure.workspaces import files
 from tenure.workspaces.files import CHUNK
 
 __all__ = ["create_app", "answer", "MAX_FILE_BYTES", "PREFIX"]
@@ -458,21 +460,23 @@ def _file_write_routes(app: FastAPI, ops: ProjectOps) -> None:
             raise PayloadTooLargeError(f"the body holds {declared} bytes", limit=MAX_FILE_BYTES)
         # redirected, or refused for another lineage, before the body is read
         answer(request, await run_in_threadpool(ops.ready_to_write, principal, tenant, name, how.if_lineage))
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_FILE_BYTES:
-                raise PayloadTooLargeError("the body is larger than the limit", limit=MAX_FILE_BYTES)
+        # streamed to a staged file (memory: one chunk, not the file), moved into place once complete
+        try:
+            staged, size = await _stage_upload(request, ops.pod.config.data_dir, path)
+        except TenureError as exc:
+            ops.pod.note_full(exc)  # disk-full: not ready, no new claims, until a probe fits
+            raise
         write = ops.write_file
-        done = answer(
-            request,
-            await run_in_threadpool(
-                lambda: write(
-                    principal, tenant, name, path, bytes(data), durable=how.durable, if_lineage=how.if_lineage
-                )
-            ),
-        )
-        doc = dict(done, path=path, size=len(data))
+        try:
+            done = answer(
+                request,
+                await run_in_threadpool(
+                    lambda: write(principal, tenant, name, path, staged, durable=how.durable, if_lineage=how.if_lineage)
+                ),
+            )
+        finally:
+            _discard(staged)
+        doc = dict(done, path=path, size=size)
         return SafeJSONResponse(
             doc, status_code=201 if done["created"] else 200, headers={LINEAGE: str(done["lineage"])}
         )
@@ -491,6 +495,39 @@ def _file_write_routes(app: FastAPI, ops: ProjectOps) -> None:
         if how.durable:
             return SafeJSONResponse(dict(done, path=path), headers=headers)
         return Response(status_code=204, headers=headers)
+
+
+async def _stage_upload(request: Request, data_dir: str, path: str) -> tuple[files.StagedFile, int]:
+    """The request body in a new file of the data folder's ``uploads`` folder (at most MAX_FILE_BYTES), and its
+    size. A body over the limit, a client that goes away, a full data folder: the staged file is removed."""
+    folder = os.path.join(data_dir, UPLOADS)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    staged = files.StagedFile(folder, tmp_name(".upload"))
+    fd = os.open(staged.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    size = 0
+    try:
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_FILE_BYTES:
+                    raise PayloadTooLargeError("the body is larger than the limit", limit=MAX_FILE_BYTES)
+                if chunk:
+                    await run_in_threadpool(write_all, fd, chunk)
+        except OSError as exc:
+            raise files.stage_error(exc, path) from None
+        finally:
+            os.close(fd)
+    except BaseException:
+        _discard(staged)
+        raise
+    return staged, size
+
+
+def _discard(staged: files.StagedFile) -> None:
+    try:
+        os.unlink(staged.path)
+    except FileNotFoundError:
+        pass
 
 
 def _snapshot_routes(app: FastAPI, ops: ProjectOps) -> None:

@@ -348,7 +348,7 @@ class ProjectOps:
         tenant: str,
         name: str,
         path: str,
-        data: bytes,
+        data: bytes | files.StagedFile,
         *,
         durable: bool = False,
         if_lineage: int | None = None,

@@ -34,6 +34,7 @@ import enum
 import fcntl
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -69,6 +70,9 @@ from tenure.projects.timeline import DEFAULT_KEEP_DAYS, DEFAULT_KEEP_PER_PROJECT
 from tenure.states import MountState, PodState, ProjectStatus
 from tenure.store import Store
 from tenure.workspaces import WorkspaceService
+
+#: the data folder's staging area for file uploads while they arrive (outside every workspace folder)
+UPLOADS = "uploads"
 
 __all__ = ["PodRuntime", "ServeConfig", "Intent", "Route", "selector_matches", "DataFolderLockedError"]
 
@@ -333,6 +337,8 @@ class PodRuntime:
 
     def _start_up(self) -> None:
         self._lock_data_folder()
+        # uploads a predecessor was receiving when it stopped: never complete, never acknowledged
+        shutil.rmtree(os.path.join(self.config.data_dir, UPLOADS), ignore_errors=True)
         # a pod binds its object store (or checks it) before anything: one started with another object
         # folder than the cluster's is refused here (object-store-mismatch), before it restores or marks a thing
         self.workspaces.bind()

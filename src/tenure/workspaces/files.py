@@ -15,12 +15,23 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import ConflictError, DiskFullError, InvalidInputError, NotFoundError, TenureError
 from tenure.fsio import FULL_ERRNOS, tmp_name, write_all
 
-__all__ = ["BadPathError", "check_path", "chunks", "delete_path", "list_folder", "open_file", "write_file"]
+__all__ = [
+    "BadPathError",
+    "StagedFile",
+    "check_path",
+    "chunks",
+    "delete_path",
+    "list_folder",
+    "open_file",
+    "stage_error",
+    "write_file",
+]
 
 #: bytes read at a time when a file is streamed out
 CHUNK = 1024 * 1024
@@ -190,8 +201,29 @@ def chunks(fd: int) -> Iterator[bytes]:
         os.close(fd)
 
 
-def write_file(root: str, path: str, data: bytes) -> bool:
-    """Write ``data`` to ``path`` (parents created, replaced atomically); True if the file is new."""
+@dataclass(frozen=True)
+class StagedFile:
+    """A complete upload in the pod's staging folder (on the data folder's file system, outside every
+    workspace folder, so no checkpoint, change journal or project process sees it while it arrives):
+    :func:`write_file` moves it into place, or copies it where the workspace is on another file system."""
+
+    folder: str
+    name: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.folder, self.name)
+
+
+def stage_error(exc: OSError, path: str) -> TenureError:
+    """What an upload's staging write met, as the API answers it (``disk-full`` for a full data folder)."""
+    return _os_error(exc, path) if exc.errno in FULL_ERRNOS else TenureError(f"staging {path!r} failed: {exc}")
+
+
+def write_file(root: str, path: str, data: bytes | StagedFile) -> bool:
+    """Write ``data`` to ``path`` (parents created, replaced atomically); True if the file is new.
+
+    A :class:`StagedFile` is renamed into place (the staged file is gone afterwards, whatever happens)."""
     parts = check_path(path)
     if not parts:
         raise InvalidInputError("the workspace folder itself is not a file", code="not-a-file", path=path)
@@ -210,11 +242,16 @@ def write_file(root: str, path: str, data: bytes) -> bool:
                 if not stat.S_ISREG(st.st_mode):
                     raise InvalidInputError(f"{path!r} is not a regular file", code="not-a-file", path=path)
                 mode, created = stat.S_IMODE(st.st_mode), False
+            if isinstance(data, StagedFile) and _moved_into_place(data, parent, name, mode):
+                return created
             tmp = tmp_name()
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
             try:
                 try:
-                    write_all(fd, data)
+                    if isinstance(data, StagedFile):
+                        _copy_staged(data, fd)
+                    else:
+                        write_all(fd, data)
                     os.fchmod(fd, mode)
                 finally:
                     os.close(fd)
@@ -228,6 +265,28 @@ def write_file(root: str, path: str, data: bytes) -> bool:
     except OSError as exc:
         raise _os_error(exc, path) from None
     return created
+
+
+def _moved_into_place(staged: StagedFile, parent: int, name: str, mode: int) -> bool:
+    """Rename ``staged`` to ``name`` in the folder ``parent`` with ``mode``; False when they are on different
+    file systems (the caller copies it instead)."""
+    try:
+        os.chmod(staged.path, mode)
+        os.replace(staged.path, name, dst_dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return False
+        raise
+    return True
+
+
+def _copy_staged(staged: StagedFile, fd: int) -> None:
+    src = os.open(staged.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        while chunk := os.read(src, CHUNK):
+            write_all(fd, chunk)
+    finally:
+        os.close(src)
 
 
 def delete_path(root: str, path: str) -> None:
