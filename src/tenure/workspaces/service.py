@@ -31,6 +31,7 @@ from tenure.errors import (
     InvalidInputError,
     NotFoundError,
     ObjectStoreError,
+    StoreError,
     TenureError,
 )
 from tenure.objects import ObjectStore
@@ -498,10 +499,12 @@ class WorkspaceService:
         error = f"{type(exc).__name__}: {exc}"
         try:
             self.store.workspaces.abandon_checkpoint(lease, ticket, error=error)
-        except TenureError as failure:
+        except StoreError as failure:  # the store did not answer: abandoned again later
             if failure.retryable:
                 with self._unabandoned_lock:
                     self._unabandoned[ticket.workspace_id] = (lease, ticket, error)
+        except TenureError:  # it answered: fenced, or the workspace was settled another way
+            pass
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
 
@@ -520,11 +523,13 @@ class WorkspaceService:
         lease, ticket, error = kept
         try:
             self.store.workspaces.abandon_checkpoint(lease, ticket, error=error)
-        except TenureError as failure:
-            if failure.retryable:
+        except StoreError as failure:
+            if failure.retryable:  # still unreachable: kept
                 if raising:
                     raise
                 return False
+        except TenureError:
+            pass  # it answered (a version conflict: settled another way; fenced): nothing left to abandon
         with self._unabandoned_lock:
             if self._unabandoned.get(workspace_id) is kept:
                 del self._unabandoned[workspace_id]

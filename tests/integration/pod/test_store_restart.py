@@ -95,3 +95,19 @@ def test_the_beat_clears_an_interrupted_checkpoint_once_the_store_is_back(
     workspace_id = _interrupted_checkpoint(node, proxy, direct)
     wait_for(lambda: direct.workspaces.workspace(workspace_id).state is WorkspaceState.MOUNTED, timeout=10.0)
     assert node.workspaces.retry_abandons() == 0
+
+
+def test_a_kept_abandonment_the_store_then_refuses_as_settled_blocks_no_later_checkpoint(
+    setup: tuple[PodRuntime, StallingProxy, Store],
+) -> None:
+    """The store answers the retried abandonment with a conflict (the workspace was settled another way
+    meanwhile): that is not "still unreachable", so it is dropped at once instead of failing every later
+    checkpoint of the workspace with that conflict."""
+    node, proxy, direct = setup
+    node.start()
+    workspace_id = _interrupted_checkpoint(node, proxy, direct)
+    lease, ticket, _ = node.workspaces._unabandoned[workspace_id]
+    direct.workspaces.abandon_checkpoint(lease, ticket, error=None)  # settled by another path
+    result = node.checkpoint(T, "p")  # at once: no retry loop, no version-conflict
+    assert result.snapshot.state is SnapshotState.READY
+    assert node.workspaces.retry_abandons() == 0 and workspace_id not in node.workspaces._unabandoned
