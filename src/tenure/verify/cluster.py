@@ -61,6 +61,7 @@ from tenure.verify.history import (
     GENERATION_ORDER,
     LINEAGE_CHECKPOINT_MISSES_WRITE,
     OWNERLESS,
+    REFUSED_BEFORE_WRITING,
     RULES,
     SINGLE_HOLDER,
     STALE_WRITE,
@@ -749,8 +750,10 @@ class Worker:
         if record.outcome is Outcome.OK and self.steady(before, after):
             assert self.files is not None
             self.files[name] = data
-        elif record.outcome is not Outcome.REFUSED or not self.steady(before, after):
-            self.files = None
+        elif not (record.outcome is Outcome.REFUSED and record.code in REFUSED_BEFORE_WRITING) or not self.steady(
+            before, after
+        ):
+            self.files = None  # it may have landed (write-unsaved: written, not saved): the content is not known
         return record
 
     def checkpoint(self, under: int | None = None) -> Operation:
