@@ -98,6 +98,21 @@ def _labels(value: str | None) -> dict[str, str]:
     metavar="MIB",
     help="With less free space than this on the data folder the pod is not ready and claims nothing new.",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A connection whose request headers are not complete this long after it opened is closed.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=8),
+    default=1000,
+    show_default=True,
+    help="Open API connections at most (kept below the descriptor limit); over it the oldest waiting one goes.",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines.")
 @click.pass_context
 def serve(
@@ -123,6 +138,8 @@ def serve(
     autosave: float,
     session_ttl: float,
     min_free_mib: float,
+    header_timeout: float,
+    max_connections: int,
     log_format: str,
 ) -> None:
     """Run a pod: heartbeat and leases, boot pull, engines, drain on SIGTERM, and the HTTP API.
@@ -158,6 +175,8 @@ def serve(
         autosave=autosave,
         session_ttl=session_ttl,
         min_free_space=int(min_free_mib * (1 << 20)),
+        header_timeout=header_timeout,
+        max_connections=max_connections,
     )
     open_without_tokens(svc.store, host, is_loopback(host))
     # the listen address first: a taken port is refused before this pod registers, reconciles or claims a thing

@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from tenure.errors import ConfigurationError, DrainIncompleteError
+from tenure.pod.connections import Limits, guarded_protocol, quiet_accept_errors
 
 __all__ = ["run", "split_listen", "is_loopback", "configure_logging", "bind_listen"]
 
@@ -178,11 +179,31 @@ def run(
             threading.Thread(target=drain_then_exit, name="tenure-drain", daemon=True).start()
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            asyncio.get_running_loop().set_exception_handler(quiet_accept_errors)
             await super().startup(sockets)
             if self.started and not self.should_exit:
                 await asyncio.to_thread(listening)
 
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False))
+    cfg = node.config
+    limits = Limits(
+        header_timeout=cfg.header_timeout,
+        body_timeout=cfg.body_timeout,
+        max_connections=cfg.max_connections,
+        max_per_client=cfg.max_connections_per_client,
+    )
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            http=guarded_protocol(limits),  # header and body deadlines, connection caps (tenure.pod.connections)
+            timeout_keep_alive=5,
+            backlog=limits.backlog(),
+        )
+    )
 
     def listening() -> None:
         if not status_lock.acquire(blocking=False):

@@ -151,6 +151,13 @@ class ServeConfig:
     session_ttl: float = 3600.0
     #: fewer free bytes than this on the data folder: not ready, nothing new claimed (ADR 0051)
     min_free_space: int = 64 << 20
+    #: the API's connection limits (tenure.pod.connections): request headers complete within this long
+    header_timeout: float = 10.0
+    #: a request body that sends nothing for this long is cut
+    body_timeout: float = 30.0
+    #: open API connections at most (lowered to leave descriptors free), and per client address
+    max_connections: int = 1000
+    max_connections_per_client: int = 100
 
     @property
     def endpoint(self) -> str:
