@@ -493,9 +493,15 @@ class Master:
             return [False] * len(items)
         body = {"epoch": epoch, "projects": [{"tenant": tenant, "name": name} for tenant, name in items]}
         response = self._post(target, body)
+        if response is not None and response.status_code == 422:  # it knows only single placements (older)
+            single = [self._post(target, {"tenant": t, "name": n, "epoch": epoch}) for t, n in items]
+            return [r is not None for r in single]
         if response is None:
             return [False] * len(items)
-        refused = response.json().get("refused", [])
+        try:
+            refused = list(response.json().get("refused", []))
+        except (ValueError, AttributeError):
+            refused = [{"project": f"{t}/{n}"} for t, n in items]  # an answer it cannot read: none accepted
         if refused:
             node.log(
                 "placements refused",
@@ -509,7 +515,8 @@ class Master:
 
     def _post(self, target: PodLoad, body: dict[str, Any]) -> httpx.Response | None:
         """POST a placement request to ``target`` (a 401 retried once with the credential read again): the
-        202 response, or None when it failed or was refused as a whole."""
+        202 response (or the 422 of a pod too old to take several projects in one request), or None when it
+        failed or was refused as a whole."""
         node = self.node
         assert target.endpoint
         if self._http is None:
@@ -527,6 +534,8 @@ class Master:
             if response.status_code != 401 or attempt:
                 break
             node.forget_cluster_token()  # tokens appeared, or the credential was rotated: read it again
+        if response.status_code == 422 and "projects" in body:  # a pod of an older release: one at a time
+            return response
         if response.status_code != 202:
             node.log(
                 "placement request refused",

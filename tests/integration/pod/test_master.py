@@ -497,3 +497,39 @@ def test_the_masters_last_tick_shows_a_tenant_token_only_its_own_tenants_placeme
         assert "rival" not in json.dumps(seen)
         everything = c.get("/api/v1/cluster/master", headers={"Authorization": f"Bearer {admin}"}).json()
         assert {p["project"] for p in everything["last_tick"]["placements"]} == {f"{T}/mine", "rival/theirs"}
+
+
+def test_a_pod_too_old_for_a_page_of_placements_is_asked_one_project_at_a_time(store: Store, pods: Pods) -> None:
+    """A rolling upgrade: the target (here a stand-in for a pod of an older release) answers 422 to a request
+    with ``projects``; the master asks it again for each project alone and counts what it accepted."""
+    import http.server
+    import threading
+
+    bodies: list[dict[str, Any]] = []
+
+    class OldPod(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server spelling
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append(body)
+            status = 422 if "projects" in body else (202 if body["name"] != "refused" else 409)
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OldPod)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        a = pods.start("a")
+        a.master.transport = None
+        old = PodLoad("old-pod", f"http://127.0.0.1:{server.server_address[1]}", {}, 100.0, 0.0)
+        answers = a.master._ask_many(old, [(T, "p"), (T, "refused"), (T, "q")], epoch=7)
+        assert answers == [True, False, True]
+        assert [b.get("name") for b in bodies] == [None, "p", "refused", "q"], "the page first, then one by one"
+        assert all(b["epoch"] == 7 for b in bodies)
+    finally:
+        server.shutdown()
+        server.server_close()
