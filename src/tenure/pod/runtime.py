@@ -1049,7 +1049,7 @@ class PodRuntime:
         if running is not None:
             return running.result()
         try:
-            if project is None or project.id not in self.registry:
+            if self.space.full is not None:  # read only then: a bring costs no extra read while there is room
                 known = project if project is not None else self.projects.get(tenant, name)
                 if known.id not in self.registry:
                     self._refuse_claim_if_full(known.ref)
