@@ -12,6 +12,7 @@ import logging
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -89,6 +90,12 @@ class RequestGate:
                 return
             scope.setdefault("state", {})["principal"] = principal
             await self.app(scope, receive, counted_send)
+        except ClientDisconnect:  # the client went away mid-request (an abandoned upload): one line, no answer
+            status = 499
+            log.warning(
+                "client went away before its request was read",
+                extra={"tenure": {"pod": self.node.pod.pod_id, "path": scope["path"][:200]}},
+            )
         except Exception as exc:  # noqa: BLE001 - the one place unknown errors become a 500 problem
             log.exception("request failed", extra={"tenure": {"pod": self.node.pod.pod_id, "path": scope["path"]}})
             if started:

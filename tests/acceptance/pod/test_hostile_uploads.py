@@ -67,6 +67,8 @@ def test_stalled_uploads_hold_no_file_in_memory_and_leave_nothing_when_dropped(p
         for s in conns:
             s.close()
     wait_for(lambda: not any((tmp_path / "pod" / "uploads").iterdir()), 30, "dropped uploads removed")
+    wait_for(lambda: pod.output().count("client went away") == STALLED, 10, "each dropped upload logged")
+    assert "Traceback" not in pod.output(), "an abandoned upload is one warning line, not a traceback"
     with pod.client() as c:
         assert c.get("/healthz").status_code == 200
         assert c.get(f"/api/v1/projects/{T}/web/files/warm.txt").content == b"warm"
