@@ -164,12 +164,28 @@ class ProjectOps:
             routed = self.where(principal, tenant, name, Intent.BRING)
             return routed if not isinstance(routed, Project) else self.show(routed)
         project = self.project(principal, tenant, name)
+        self._own_snapshot(project, from_snapshot)
         located = _routed(self.pod.route(tenant, name, intent=Intent.LOCATE, project=project))
         if not isinstance(located, Project):
             return located
         if not self.pod.ready:
             return Later(self.pod.config.beat_interval, "this pod is not ready", f"{tenant}/{name}")
         return self.show(self.pod.bring(tenant, name, from_snapshot=from_snapshot))
+
+    def _own_snapshot(self, project: Project, snapshot_id: str) -> None:
+        """``snapshot_id`` is exactly the id of a snapshot of ``project``'s workspace (no prefix, no other
+        project's), else ``snapshot-not-found`` naming no more than a bounded prefix of what was asked."""
+        try:
+            snap = self.pod.store.snapshots.get(snapshot_id)
+        except NotFoundError:
+            snap = None
+        if snap is None or snap.id != snapshot_id or snap.workspace_id != project.workspace_id:
+            raise NotFoundError(
+                f"project {project.ref} has no snapshot {snapshot_id[:80]!r}",
+                code="snapshot-not-found",
+                hint=f"list them with `tenure snapshot list {project.ref}`",
+                snapshot=snapshot_id[:80],
+            )
 
     def suspend(
         self, principal: Principal, tenant: str, name: str, *, if_lineage: int | None = None

@@ -57,7 +57,8 @@ class SnapshotStore:
                 return self.get(ref, own)
         row = tx.one("snapshot_by_id", {"r": ref})
         if row is None and len(ref) >= 6:
-            rows = tx.execute("snapshots_by_id_prefix", {"p": ref.replace("%", "") + "%"})
+            escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = tx.execute("snapshots_by_id_prefix", {"p": escaped + "%"})
             row = rows[0] if len(rows) == 1 else None
         if row is None:
             raise NotFoundError(

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from tenure.api import app as api_module
 from tenure.api.app import create_app
+from tenure.errors import TenureError
 from tenure.objects.local import LocalObjectStore
 from tenure.pod.runtime import PodRuntime, ServeConfig
 from tenure.pod.tokens import TokenStore
@@ -293,6 +294,34 @@ def test_a_json_body_over_a_mib_is_413_before_it_is_read_and_a_file_upload_is_no
     big_file = b"y" * (2 * JSON_BODY_MAX)
     assert client.put(f"{P}/files/big.bin", content=big_file).status_code == 201, "files have their own limit"
     assert client.get(f"{P}/files/big.bin").content == big_file
+
+
+def test_a_bring_from_a_snapshot_takes_only_an_exact_id_of_the_projects_own_snapshots(
+    client: TestClient, node: PodRuntime
+) -> None:
+    create(client)
+    create(client, "other")
+    for project in ("web", "other"):
+        assert client.post(f"/api/v1/projects/{T}/{project}/bring").status_code == 200
+        client.put(f"/api/v1/projects/{T}/{project}/files/a.txt", content=project.encode())
+        assert client.post(f"/api/v1/projects/{T}/{project}/suspend").status_code == 200
+    mine = client.get(f"{P}/snapshots").json()["snapshots"][-1]["id"]
+    theirs = client.get(f"/api/v1/projects/{T}/other/snapshots").json()["snapshots"][-1]["id"]
+    for ref in (theirs, mine[:8], "s-" + "_" * (len(mine) - 2), "x" * 10_000):
+        refused = is_problem(client.post(f"{P}/bring", json={"from_snapshot": ref}), 404, "snapshot-not-found")
+        assert theirs not in json.dumps(refused) or ref == theirs, "no other snapshot id is named"
+        assert len(json.dumps(refused)) < 2_000, "the input is echoed only as a bounded prefix"
+    assert client.post(f"{P}/bring", json={"from_snapshot": mine}).status_code == 200
+
+
+def test_a_snapshot_id_prefix_has_no_wildcards(node: PodRuntime, client: TestClient) -> None:
+    create(client)
+    assert client.post(f"{P}/bring").status_code == 200
+    client.put(f"{P}/files/a.txt", content=b"a")
+    snap = client.post(f"{P}/checkpoint").json()["snapshot"]["id"]
+    assert node.store.snapshots.get(snap[:10]).id == snap, "a unique prefix still finds it"
+    with pytest.raises(TenureError):
+        node.store.snapshots.get(snap[:2] + "_" * 8)  # `_` is a character here, not any character
 
 
 def test_a_file_over_the_size_limit_is_413(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -347,8 +347,8 @@ SELECT id FROM snapshots WHERE id = :id;
 SELECT * FROM snapshots WHERE id = :r;
 
 -- name: snapshots_by_id_prefix
--- Up to two snapshots whose id matches LIKE pattern :p.
-SELECT * FROM snapshots WHERE id LIKE :p LIMIT 2;
+-- Up to two snapshots whose id matches LIKE pattern :p (its % and _ escaped with a backslash, but the last %).
+SELECT * FROM snapshots WHERE id LIKE :p ESCAPE '\' LIMIT 2;
 
 -- name: snapshots_of_workspace
 -- Every snapshot of workspace :w, oldest first.
