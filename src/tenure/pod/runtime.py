@@ -996,7 +996,9 @@ class PodRuntime:
         labels, capacity = row.labels, row.capacity
         budget = self.headroom(capacity)
         if boot:
-            budget = min(self.config.pull_factor * self._fair_share(capacity) - self._score(), budget)
+            # at least one project's worth (a score of 1): a fair share smaller than one project still brings one
+            share = self.config.pull_factor * self._fair_share(capacity) - self._score()
+            budget = min(max(share, 1.0), budget)
         brought: list[Project] = []
         # paged by key, never by OFFSET: what this pull brings leaves the set it pages over (P-83)
         cursor: NeedingOwnerCursor | None = None

@@ -134,6 +134,20 @@ def test_p77_beside_a_live_pod_the_boot_pull_takes_one_and_a_half_fair_shares_an
     assert Ownership(store).score_needing_owner(60.0) == 10.0
 
 
+def test_p77_a_fair_share_smaller_than_one_project_still_brings_one(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
+    """Beside a live pod of capacity 100, a pod of capacity 10 has a share of 10 × 2 / 110 of two projects;
+    1.5 × that is under one project's score, yet it brings one (and leaves the other)."""
+    started(nodes, make_node(store, tmp_path, objects_dir, "a", CountingEngine(), capacity=100.0))
+    projects = ProjectStore(store)
+    for name in ("p", "q"):
+        projects.create(T, name, lifecycle_type=LifecycleType.PERMANENT)
+    engine = CountingEngine()
+    started(nodes, make_node(store, tmp_path, objects_dir, "b", engine, self_pull=True, capacity=10.0))
+    assert len(engine.starts) == 1
+
+
 def test_p77_alone_the_boot_pull_takes_everything_that_fits(
     store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
