@@ -4,6 +4,7 @@ the log nearly still; a connection slower than the header deadline is closed."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -41,6 +42,8 @@ def _hoard(pod: Pod, count: int) -> list[socket.socket]:
 
 
 def test_300_slow_connections_against_256_descriptors_leave_healthz_answering(cluster: Cluster) -> None:
+    if shutil.which("prlimit") is None:
+        pytest.skip("prlimit (util-linux) is missing")
     pod = cluster.start("pod", pull=False, prefix=("prlimit", "--nofile=256:256"))
     log_before = pod.log.stat().st_size if pod.log.exists() else 0
     held = _hoard(pod, SLOW)
