@@ -472,7 +472,11 @@ class PodRuntime:
             self._unlock_data_folder()
 
     def _lock_data_folder(self) -> None:
-        os.makedirs(self.config.data_dir, exist_ok=True)
+        os.makedirs(self.config.data_dir, mode=0o700, exist_ok=True)
+        try:  # workspaces, the store, preserved work: for the pod's own user only, whatever the file modes inside
+            os.chmod(self.config.data_dir, 0o700)
+        except PermissionError:
+            self.log("the data folder is not this user's: its mode is left as it is", level=logging.WARNING)
         path = os.path.join(self.config.data_dir, "pod.lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:

@@ -175,6 +175,18 @@ def test_p106_each_beat_reports_the_stores_score_sum_even_for_a_score_changed_wh
     assert PodRegistry(store).get(node.pod.pod_id).score == 8.5, "Σ of the store's scores, not those at bring"
 
 
+def test_the_data_folder_is_for_the_pods_own_user_only(
+    store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
+) -> None:
+    """Workspaces, preserved work and the SQLite store live there: mode 0700, even for a folder made 0755."""
+    (tmp_path / "a").mkdir(mode=0o755)
+    os.chmod(tmp_path / "a", 0o755)
+    started(nodes, make_node(store, tmp_path, objects_dir, "a"))
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700
+    started(nodes, make_node(store, tmp_path, objects_dir, "fresh"))
+    assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o700
+
+
 def test_concurrent_brings_of_one_project_share_one(
     store: Store, tmp_path: Path, objects_dir: str, nodes: list[PodRuntime]
 ) -> None:
