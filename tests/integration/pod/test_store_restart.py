@@ -108,6 +108,8 @@ def test_a_kept_abandonment_the_store_then_refuses_as_settled_blocks_no_later_ch
     workspace_id = _interrupted_checkpoint(node, proxy, direct)
     lease, ticket, _ = node.workspaces._unabandoned[workspace_id]
     direct.workspaces.abandon_checkpoint(lease, ticket, error=None)  # settled by another path
-    result = node.checkpoint(T, "p")  # at once: no retry loop, no version-conflict
+    # once the pool has reconnected (a moment after the restart), the checkpoint publishes: with the settled
+    # abandonment kept and retried, every attempt would fail with version-conflict until the wait ran out
+    result = wait_for(lambda: _checkpoints(node), timeout=10.0)
     assert result.snapshot.state is SnapshotState.READY
     assert node.workspaces.retry_abandons() == 0 and workspace_id not in node.workspaces._unabandoned
