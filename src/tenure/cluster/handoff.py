@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tenure.cluster.master import WAKE_PATH
+from tenure.cluster.master import WAKE_PATH, post_as_cluster
 from tenure.cluster.store import ClusterStore
 from tenure.errors import TenureError
 from tenure.projects.pods import PodRegistry
@@ -133,18 +133,13 @@ class HandoffNotifier:
             return False
         if self._http is None:
             self._http = httpx.Client(timeout=self.timeout, follow_redirects=False)
-        response: httpx.Response | None = None
-        for attempt in range(2):
-            token = self._token()
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
-            try:
-                response = self._http.post(endpoint.rstrip("/") + WAKE_PATH, json={}, headers=headers)
-            except httpx.HTTPError:
-                return False
-            if response.status_code != 401 or attempt:
-                break
-            self._forget_token()  # tokens appeared, or the credential was rotated: read it again
-        if response is None or response.status_code != 202:
+        try:
+            response = post_as_cluster(
+                self._http, endpoint.rstrip("/") + WAKE_PATH, {}, self._token, self._forget_token
+            )
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 202:
             return False
         try:
             return bool(response.json().get("master"))

@@ -66,7 +66,16 @@ from tenure.projects.store import ProjectStore
 from tenure.states import PodState
 from tenure.store import Store
 
-__all__ = ["Master", "MasterMetrics", "MasterSettings", "PodHandle", "TickReport", "PLACE_PATH", "WAKE_PATH"]
+__all__ = [
+    "Master",
+    "MasterMetrics",
+    "MasterSettings",
+    "PodHandle",
+    "TickReport",
+    "PLACE_PATH",
+    "WAKE_PATH",
+    "post_as_cluster",
+]
 
 log = logging.getLogger("tenure.serve")
 
@@ -99,6 +108,26 @@ class TickReport:
         data = dict(self.__dict__)
         data["placements"] = [{"project": p, "pod": q} for p, q in self.placements]
         return data
+
+
+def post_as_cluster(
+    client: httpx.Client,
+    url: str,
+    body: dict[str, Any],
+    token: Callable[[], str | None],
+    forget: Callable[[], None],
+) -> httpx.Response:
+    """POST ``body`` to another pod with the cluster credential (``token()``); on a 401 — tokens appeared, or
+    the credential was rotated — ``forget()`` it and send once more with the one read again. Raises
+    :class:`httpx.HTTPError` when the pod cannot be reached."""
+    for _ in range(2):
+        secret = token()
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        response = client.post(url, json=body, headers=headers)
+        if response.status_code != 401:
+            break
+        forget()
+    return response
 
 
 class MasterSettings(Protocol):
@@ -521,19 +550,12 @@ class Master:
         assert target.endpoint
         if self._http is None:
             self._http = httpx.Client(timeout=5.0, follow_redirects=False)
-        for attempt in range(2):
-            headers = {}
-            token = node.cluster_token
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            try:
-                response = self._http.post(target.endpoint.rstrip("/") + PLACE_PATH, json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
-                return None
-            if response.status_code != 401 or attempt:
-                break
-            node.forget_cluster_token()  # tokens appeared, or the credential was rotated: read it again
+        url = target.endpoint.rstrip("/") + PLACE_PATH
+        try:
+            response = post_as_cluster(self._http, url, body, lambda: node.cluster_token, node.forget_cluster_token)
+        except httpx.HTTPError as exc:
+            node.log("placement request failed", level=logging.WARNING, pod=target.pod_id, error=str(exc))
+            return None
         if response.status_code == 422 and "projects" in body:  # a pod of an older release: one at a time
             return response
         if response.status_code != 202:

@@ -959,17 +959,17 @@ class PodRuntime:
         project runs here counts at once, and so does a project held but not (yet) running here."""
         return self.ownership.sum_score_by_home_pod_id(self.pod.pod_id)
 
-    def _fair_share(self, capacity: float) -> float:
-        """This pod's share of the cluster's load, by capacity (ADR 0052): ``capacity × (Σ scores held by the
-        live RUNNING pods and this one + Σ scores of the projects needing an owner) / (capacity + Σ those pods'
-        capacities)``. Alone, a pod's share is everything that needs an owner; beside live pods, the boot pull
-        leaves the rest to the master, which places by utilization."""
+    def _fair_share(self, capacity: float, held: float) -> float:
+        """This pod's share of the cluster's load, by capacity (ADR 0052), ``held`` being what it holds itself:
+        ``capacity × (Σ scores held by the live RUNNING pods and this one + Σ scores of the projects needing an
+        owner) / (capacity + Σ those pods' capacities)``. Alone, a pod's share is everything that needs an owner;
+        beside live pods, the boot pull leaves the rest to the master, which places by utilization."""
         others = [
             pod
             for pod, live in self.pods.list_with_liveness(self.config.liveness_ttl)
             if live and pod.id != self.pod.pod_id and pod.status == PodState.RUNNING.value and pod.refusing is None
         ]
-        load = self._score() + sum(pod.score for pod in others)
+        load = held + sum(pod.score for pod in others)
         load += self.ownership.score_needing_owner(self.config.lease_ttl)
         total = capacity + sum(pod.capacity for pod in others)
         return capacity * load / total if total > 0 else 0.0
@@ -998,10 +998,11 @@ class PodRuntime:
         if row.status not in (PodState.STARTING.value, PodState.RUNNING.value):
             return []
         labels, capacity = row.labels, row.capacity
-        budget = self.headroom(capacity)
+        held = self._score()  # one read of the store's sum, for the headroom and the fair share both
+        budget = room(capacity, held)
         if boot:
             # at least one project's worth (a score of 1): a fair share smaller than one project still brings one
-            share = self.config.pull_factor * self._fair_share(capacity) - self._score()
+            share = self.config.pull_factor * self._fair_share(capacity, held) - held
             budget = min(max(share, 1.0), budget)
         brought: list[Project] = []
         # paged by key, never by OFFSET: what this pull brings leaves the set it pages over (P-83)
